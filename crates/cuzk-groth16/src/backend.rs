@@ -1,0 +1,178 @@
+//! The proving-backend interface: what every prover (CPU, CUDA, …) implements.
+
+use std::time::Duration;
+
+use blstrs::Scalar;
+use ff::Field;
+use rand_core::RngCore;
+
+use crate::params::{ParameterSet, ShapeMismatch};
+use crate::proof::Proof;
+use crate::synthesis::SynthesizedCircuit;
+
+/// The blinding scalars r, s of one proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProofRandomness {
+    pub r: Scalar,
+    pub s: Scalar,
+}
+
+impl ProofRandomness {
+    /// Fresh uniformly random r, s: the zero-knowledge case.
+    pub fn random(rng: &mut impl RngCore) -> Self {
+        ProofRandomness { r: Scalar::random(&mut *rng), s: Scalar::random(rng) }
+    }
+
+    /// r = s = 0: deterministic proofs, for tests that compare backends bit for bit.
+    pub fn zero() -> Self {
+        ProofRandomness { r: Scalar::ZERO, s: Scalar::ZERO }
+    }
+}
+
+/// Stages of a proof, for per-stage timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// Host-to-device transfer (GPU backends).
+    Upload,
+    /// The seven NTTs and pointwise passes of the H polynomial.
+    HPolynomial,
+    MsmH,
+    MsmL,
+    MsmA,
+    MsmBG1,
+    MsmBG2,
+    Assembly,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 8] = [
+        Stage::Upload,
+        Stage::HPolynomial,
+        Stage::MsmH,
+        Stage::MsmL,
+        Stage::MsmA,
+        Stage::MsmBG1,
+        Stage::MsmBG2,
+        Stage::Assembly,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Upload => "upload",
+            Stage::HPolynomial => "h_poly (7 NTT)",
+            Stage::MsmH => "msm_h",
+            Stage::MsmL => "msm_l",
+            Stage::MsmA => "msm_a",
+            Stage::MsmBG1 => "msm_b_g1",
+            Stage::MsmBG2 => "msm_b_g2",
+            Stage::Assembly => "assembly",
+        }
+    }
+}
+
+/// Accumulated time per stage over one `prove` call.
+#[derive(Clone, Debug, Default)]
+pub struct StageTimings {
+    entries: Vec<(Stage, Duration)>,
+}
+
+impl StageTimings {
+    pub fn add(&mut self, stage: Stage, d: Duration) {
+        match self.entries.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, t)) => *t += d,
+            None => self.entries.push((stage, d)),
+        }
+    }
+
+    pub fn get(&self, stage: Stage) -> Duration {
+        self.entries.iter().find(|(s, _)| *s == stage).map_or(Duration::ZERO, |(_, d)| *d)
+    }
+
+    pub fn total(&self) -> Duration {
+        self.entries.iter().map(|(_, d)| *d).sum()
+    }
+
+    /// Runs `f`, adding its wall time to `stage`.
+    pub fn time<T>(&mut self, stage: Stage, f: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let out = f();
+        self.add(stage, t.elapsed());
+        out
+    }
+}
+
+/// What a backend returns: one proof per circuit, in order, and where the time went.
+#[derive(Debug)]
+pub struct ProveOutput {
+    pub proofs: Vec<Proof>,
+    pub timings: StageTimings,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    #[error(transparent)]
+    Shape(#[from] ShapeMismatch),
+    #[error("{circuits} circuits but {randomness} (r, s) pairs")]
+    RandomnessCount { circuits: usize, randomness: usize },
+    #[error("evaluation buffer too small for the domain: {0}")]
+    Buffer(String),
+    #[error("circuits of one call must share a shape: circuit {index} differs from circuit 0")]
+    MixedShapes { index: usize },
+    #[error("backend failure: {0}")]
+    Backend(String),
+}
+
+/// A Groth16 prover for BLS12-381.
+///
+/// # Contract
+/// - `prove(params, circuits, randomness)` returns exactly one proof per circuit, in
+///   order, where proof `i` uses `randomness[i]`. All circuits of one call have the
+///   same shape (same constraint system, different witnesses) and `params` fits that
+///   shape; a mismatch is an error ([`ProveError::Shape`]), never a wrong proof.
+/// - `circuits` is borrowed mutably because backends may use the a/b/c vectors as
+///   scratch space for the H polynomial: after the call their contents are unspecified.
+///   Assignments, densities and classes are left untouched. The caller owns the
+///   storage (e.g. pinned buffers from a pool) and gets it back when it drops the
+///   circuits.
+/// - A backend may keep per-parameter-set state keyed by [`ParameterSet::id`] (a GPU
+///   backend keeps the points resident on the device), so callers should keep one
+///   `ParameterSet` alive per circuit kind rather than reloading it.
+/// - Proving one circuit at a time is the normal case (the engine overlaps the next
+///   partition's synthesis with this one's proof); several circuits per call let a
+///   backend share work between them.
+/// - Backends do not verify; the caller does (see [`crate::verifier`]).
+/// - Implementations are `Send + Sync` and may be called from several threads at once.
+pub trait ProvingBackend: Send + Sync {
+    /// A short name for logs and reports ("cpu", "cuda:0", …).
+    fn name(&self) -> String;
+
+    fn prove(
+        &self,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError>;
+}
+
+/// Checks the parts of the contract every backend must check before proving.
+pub fn check_inputs(
+    params: &ParameterSet,
+    circuits: &[SynthesizedCircuit],
+    randomness: &[ProofRandomness],
+) -> Result<(), ProveError> {
+    if circuits.len() != randomness.len() {
+        return Err(ProveError::RandomnessCount { circuits: circuits.len(), randomness: randomness.len() });
+    }
+    for (index, c) in circuits.iter().enumerate() {
+        params.check_shape(c)?;
+        let first = &circuits[0];
+        if c.num_constraints() != first.num_constraints()
+            || c.a_aux_density != first.a_aux_density
+            || c.b_aux_density != first.b_aux_density
+            || c.b_input_density != first.b_input_density
+        {
+            return Err(ProveError::MixedShapes { index });
+        }
+    }
+    Ok(())
+}

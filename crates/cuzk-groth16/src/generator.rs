@@ -1,0 +1,328 @@
+//! Parameter generation (setup) for any circuit, from random "toxic waste".
+//!
+//! The circuit is run in shape mode (no witness), recording which variables appear in
+//! which constraint of A, B and C with which coefficient. With τ random, the Lagrange
+//! basis at τ comes from one inverse NTT of the powers of τ; each variable's uᵢ(τ),
+//! vᵢ(τ), wᵢ(τ) are sums over its terms; and every query point is a fixed-base scalar
+//! multiplication with precomputed window tables, in parallel.
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::{Field, PrimeField};
+use group::prime::PrimeCurveAffine;
+use group::{Curve, Group};
+use rand_core::RngCore;
+use rayon::prelude::*;
+
+use crate::domain::{powers, Domain, DomainError};
+use crate::params::{ParameterSet, VerifyingKey};
+use crate::synthesis::Density;
+use crate::Progress;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("circuit synthesis failed: {0}")]
+    Synthesis(#[from] SynthesisError),
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("a random secret came out zero; try again")]
+    ZeroSecret,
+}
+
+/// The secrets of a setup. Whoever knows them can forge proofs; they are dropped
+/// right after use.
+#[derive(Clone, Copy)]
+pub struct ToxicWaste {
+    pub tau: Scalar,
+    pub alpha: Scalar,
+    pub beta: Scalar,
+    pub gamma: Scalar,
+    pub delta: Scalar,
+}
+
+impl ToxicWaste {
+    pub fn random(rng: &mut impl RngCore) -> Self {
+        ToxicWaste {
+            tau: Scalar::random(&mut *rng),
+            alpha: Scalar::random(&mut *rng),
+            beta: Scalar::random(&mut *rng),
+            gamma: Scalar::random(&mut *rng),
+            delta: Scalar::random(&mut *rng),
+        }
+    }
+}
+
+/// One matrix entry: variable `var` has coefficient `coeff` in constraint `row`.
+struct Term {
+    var: Index,
+    row: u32,
+    coeff: Scalar,
+}
+
+/// The constraint system that records the circuit's shape.
+#[derive(Default)]
+struct ShapeAssembly {
+    num_inputs: usize,
+    num_aux: usize,
+    num_constraints: usize,
+    a: Vec<Term>,
+    b: Vec<Term>,
+    c: Vec<Term>,
+}
+
+fn record(terms: &mut Vec<Term>, lc: &LinearCombination<Scalar>, row: u32) {
+    for (&i, coeff) in lc.iter_inputs() {
+        if !coeff.is_zero_vartime() {
+            terms.push(Term { var: Index::Input(i), row, coeff: *coeff });
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if !coeff.is_zero_vartime() {
+            terms.push(Term { var: Index::Aux(i), row, coeff: *coeff });
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for ShapeAssembly {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.num_aux += 1;
+        Ok(Variable::new_unchecked(Index::Aux(self.num_aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.num_inputs += 1;
+        Ok(Variable::new_unchecked(Index::Input(self.num_inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let row = self.num_constraints as u32;
+        record(&mut self.a, &a(LinearCombination::zero()), row);
+        record(&mut self.b, &b(LinearCombination::zero()), row);
+        record(&mut self.c, &c(LinearCombination::zero()), row);
+        self.num_constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Per-variable polynomial values at τ, for inputs and aux separately.
+struct QapAtTau {
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+fn evaluate(terms: &[Term], lagrange: &[Scalar], n_in: usize, n_aux: usize) -> QapAtTau {
+    let mut q = QapAtTau { input: vec![Scalar::ZERO; n_in], aux: vec![Scalar::ZERO; n_aux] };
+    for t in terms {
+        let v = t.coeff * lagrange[t.row as usize];
+        match t.var {
+            Index::Input(i) => q.input[i] += v,
+            Index::Aux(i) => q.aux[i] += v,
+        }
+    }
+    q
+}
+
+fn density_of(terms: &[Term], n_in: usize, n_aux: usize) -> (Density, Density) {
+    let (mut din, mut daux) = (Density::empty(n_in), Density::empty(n_aux));
+    for t in terms {
+        match t.var {
+            Index::Input(i) => din.set(i),
+            Index::Aux(i) => daux.set(i),
+        }
+    }
+    (din, daux)
+}
+
+/// Precomputed multiples of one base point: `table[w][d] = d · 2^(WINDOW·w) · G`.
+struct FixedBase<A> {
+    table: Vec<Vec<A>>,
+}
+
+const WINDOW: usize = 8;
+
+impl<A> FixedBase<A>
+where
+    A: PrimeCurveAffine + Send + Sync,
+    A::Curve: Curve<AffineRepr = A> + Send + Sync,
+{
+    fn new(base: A::Curve) -> Self {
+        let windows = (Scalar::NUM_BITS as usize).div_ceil(WINDOW);
+        let mut window_base = base;
+        let mut table = Vec::with_capacity(windows);
+        for _ in 0..windows {
+            let mut row = vec![A::Curve::identity(); 1 << WINDOW];
+            for d in 1..row.len() {
+                row[d] = row[d - 1] + window_base;
+            }
+            let mut affine = vec![A::identity(); row.len()];
+            A::Curve::batch_normalize(&row, &mut affine);
+            table.push(affine);
+            for _ in 0..WINDOW {
+                window_base = window_base.double();
+            }
+        }
+        FixedBase { table }
+    }
+
+    fn mul(&self, k: &Scalar) -> A::Curve {
+        let bytes = k.to_repr();
+        let mut acc = A::Curve::identity();
+        for (w, row) in self.table.iter().enumerate() {
+            // WINDOW = 8: one digit per little-endian byte.
+            let d = bytes.as_ref()[w] as usize;
+            if d != 0 {
+                <A::Curve as std::ops::AddAssign<&A>>::add_assign(&mut acc, &row[d]);
+            }
+        }
+        acc
+    }
+
+    /// k·G for every k, in parallel, as affine points.
+    fn mul_many(&self, ks: &[Scalar], progress: &dyn Progress) -> Vec<A> {
+        const CHUNK: usize = 1024;
+        let mut out = vec![A::identity(); ks.len()];
+        out.par_chunks_mut(CHUNK).zip(ks.par_chunks(CHUNK)).for_each(|(o, k)| {
+            let proj: Vec<A::Curve> = k.iter().map(|k| self.mul(k)).collect();
+            A::Curve::batch_normalize(&proj, o);
+            progress.advance(k.len() as u64);
+        });
+        out
+    }
+}
+
+/// Generates a parameter set for `circuit` from fresh randomness.
+pub fn generate_parameters<C: Circuit<Scalar>>(
+    circuit: C,
+    rng: &mut impl RngCore,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, SetupError> {
+    generate_parameters_with(circuit, &ToxicWaste::random(rng), progress)
+}
+
+/// Generates a parameter set for `circuit` from the given secrets.
+pub fn generate_parameters_with<C: Circuit<Scalar>>(
+    circuit: C,
+    tw: &ToxicWaste,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, SetupError> {
+    if [tw.tau, tw.alpha, tw.beta, tw.gamma, tw.delta].iter().any(|x| x.is_zero_vartime()) {
+        return Err(SetupError::ZeroSecret);
+    }
+    let mut cs = ShapeAssembly::default();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    // The input constraints x_i · 0 = 0, exactly as the prover adds them.
+    for i in 0..cs.num_inputs {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    let (n_in, n_aux) = (cs.num_inputs, cs.num_aux);
+    let domain = Domain::for_size(cs.num_constraints)?;
+    let m = domain.size();
+    if tw.tau.pow_vartime([m as u64]) == Scalar::ONE {
+        // τ in the domain makes Z(τ) = 0; vanishingly unlikely for a random τ.
+        return Err(SetupError::ZeroSecret);
+    }
+
+    // Lagrange basis at τ: Lⱼ(τ) = (1/m) Σₖ (τ ω^{-j})^k, i.e. the inverse NTT of τ^k.
+    let mut lagrange = powers(tw.tau, Scalar::ONE, m);
+    domain.ifft(&mut lagrange);
+    let (u, (v, w)) = rayon::join(
+        || evaluate(&cs.a, &lagrange, n_in, n_aux),
+        || rayon::join(|| evaluate(&cs.b, &lagrange, n_in, n_aux), || evaluate(&cs.c, &lagrange, n_in, n_aux)),
+    );
+    drop(lagrange);
+    let (_, a_aux) = density_of(&cs.a, n_in, n_aux);
+    let (b_in, b_aux) = density_of(&cs.b, n_in, n_aux);
+
+    let gamma_inv = tw.gamma.invert().unwrap();
+    let delta_inv = tw.delta.invert().unwrap();
+    let combine = |u: &[Scalar], v: &[Scalar], w: &[Scalar], k: Scalar| -> Vec<Scalar> {
+        u.par_iter().zip(v).zip(w).map(|((u, v), w)| (tw.beta * u + tw.alpha * v + w) * k).collect()
+    };
+    let ic_scalars = combine(&u.input, &v.input, &w.input, gamma_inv);
+    let l_scalars = combine(&u.aux, &v.aux, &w.aux, delta_inv);
+    let z_over_delta = domain.vanishing_at(tw.tau) * delta_inv;
+    let h_scalars = powers(tw.tau, z_over_delta, m - 1);
+    let select = |vals: &QapAtTau, din: Option<&Density>, daux: &Density| -> Vec<Scalar> {
+        let inputs = vals.input.iter().enumerate().filter(|(i, _)| din.map_or(true, |d| d.get(*i)));
+        let aux = vals.aux.iter().enumerate().filter(|(i, _)| daux.get(*i));
+        inputs.chain(aux).map(|(_, x)| *x).collect()
+    };
+    let a_scalars = select(&u, None, &a_aux);
+    let b_scalars = select(&v, Some(&b_in), &b_aux);
+
+    let g1 = FixedBase::<G1Affine>::new(G1Projective::generator());
+    let g2 = FixedBase::<G2Affine>::new(G2Projective::generator());
+    let g1_total = (ic_scalars.len() + l_scalars.len() + h_scalars.len() + a_scalars.len() + b_scalars.len()) as u64;
+    progress.stage("setup: G1 points", g1_total);
+    let ic = g1.mul_many(&ic_scalars, progress);
+    let h = g1.mul_many(&h_scalars, progress);
+    let l = g1.mul_many(&l_scalars, progress);
+    let a = g1.mul_many(&a_scalars, progress);
+    let b_g1 = g1.mul_many(&b_scalars, progress);
+    progress.stage("setup: G2 points", b_scalars.len() as u64);
+    let b_g2 = g2.mul_many(&b_scalars, progress);
+
+    let vk = VerifyingKey {
+        alpha_g1: g1.mul(&tw.alpha).to_affine(),
+        beta_g1: g1.mul(&tw.beta).to_affine(),
+        beta_g2: g2.mul(&tw.beta).to_affine(),
+        gamma_g2: g2.mul(&tw.gamma).to_affine(),
+        delta_g1: g1.mul(&tw.delta).to_affine(),
+        delta_g2: g2.mul(&tw.delta).to_affine(),
+        ic,
+    };
+    Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NoProgress;
+    use rand::SeedableRng;
+
+    #[test]
+    fn fixed_base_matches_scalar_multiplication() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let t1 = FixedBase::<G1Affine>::new(G1Projective::generator());
+        let t2 = FixedBase::<G2Affine>::new(G2Projective::generator());
+        let mut ks: Vec<Scalar> = (0..50).map(|_| Scalar::random(&mut rng)).collect();
+        ks.extend([Scalar::ZERO, Scalar::ONE, -Scalar::ONE]);
+        let got = t1.mul_many(&ks, &NoProgress);
+        for (k, p) in ks.iter().zip(&got) {
+            assert_eq!(G1Projective::from(*p), G1Projective::generator() * k);
+            assert_eq!(t2.mul(k), G2Projective::generator() * k);
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Groth16 over BLS12-381, the way cuzk proves Filecoin circuits.
+//!
+//! Modules are named after the pieces of the scheme:
+//! - [`synthesis`]: running a `bellpepper_core::Circuit` into a [`SynthesizedCircuit`]
+//!   (assignments, the a/b/c evaluation vectors, query densities, 0/1/other split);
+//! - [`domain`]: the radix-2 evaluation domain (NTTs over the scalar field);
+//! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
+//! - [`params`]: parameter sets and verifying keys in memory;
+//! - [`format`]: the Filecoin/bellperson `.params` / `.vk` file layout and proof bytes;
+//! - [`generator`]: parameter generation (setup) for any circuit;
+//! - [`backend`]: the proving-backend interface every prover implements;
+//! - [`prover`]: the CPU backend;
+//! - [`verifier`]: single and batch verification;
+//! - [`synthetic`]: C2-shaped synthetic circuits for tests and benchmarks.
+
+pub mod backend;
+pub mod domain;
+pub mod format;
+pub mod generator;
+pub mod msm;
+pub mod params;
+pub mod proof;
+pub mod prover;
+pub mod synthesis;
+pub mod synthetic;
+pub mod verifier;
+
+pub use backend::{ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
+pub use proof::Proof;
+pub use prover::CpuBackend;
+pub use synthesis::{synthesize, synthesize_many, Density, ScalarClasses, SynthesizedCircuit};
+
+/// Re-exported curve types so downstream crates name one version.
+pub use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+
+/// Something that wants to hear how far a long computation got.
+///
+/// Library code reports progress through this; the CLI draws bars with it.
+pub trait Progress: Sync {
+    /// A new stage starts with `total` units of work.
+    fn stage(&self, name: &str, total: u64);
+    /// `n` more units of the current stage are done.
+    fn advance(&self, n: u64);
+}
+
+/// A [`Progress`] that reports nowhere.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn stage(&self, _: &str, _: u64) {}
+    fn advance(&self, _: u64) {}
+}

@@ -1,0 +1,126 @@
+//! The CPU proving backend.
+//!
+//! Per circuit: the H polynomial (seven NTTs on the CPU), the H MSM (dense), the L, A
+//! and B MSMs as split MSMs over their densities, then the Groth16 assembly
+//!   A = α + Σ aᵢ·zᵢ + r·δ            (G1)
+//!   B = β + Σ bᵢ·zᵢ + s·δ            (G2, and its twin B₁ in G1)
+//!   C = s·A + r·B₁ − r·s·δ + Σ hᵢ·Hᵢ + Σ lᵢ·Lᵢ.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use group::prime::PrimeCurveAffine;
+use group::Curve;
+
+use crate::backend::{check_inputs, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use crate::domain::Domain;
+use crate::msm::{msm, split_msm, MsmAffine};
+use crate::params::ParameterSet;
+use crate::proof::Proof;
+use crate::synthesis::{Density, SynthesizedCircuit};
+
+/// Groth16 on the CPU: NTTs with rayon, MSMs with blst's Pippenger.
+#[derive(Default)]
+pub struct CpuBackend {
+    /// Domains (twiddle tables) by log size, built once.
+    domains: Mutex<HashMap<u32, Arc<Domain>>>,
+}
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn domain(&self, min_size: usize) -> Result<Arc<Domain>, ProveError> {
+        let log = min_size.max(1).next_power_of_two().trailing_zeros();
+        let mut cache = self.domains.lock().map_err(|_| ProveError::Backend("domain cache poisoned".into()))?;
+        if let Some(d) = cache.get(&log) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(Domain::new(log).map_err(|e| ProveError::Backend(e.to_string()))?);
+        cache.insert(log, d.clone());
+        Ok(d)
+    }
+}
+
+impl ProvingBackend for CpuBackend {
+    fn name(&self) -> String {
+        "cpu".into()
+    }
+
+    fn prove(
+        &self,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
+        check_inputs(params, circuits, randomness)?;
+        let mut timings = StageTimings::default();
+        let mut proofs = Vec::with_capacity(circuits.len());
+        for (c, rs) in circuits.iter_mut().zip(randomness) {
+            let domain = self.domain(c.num_constraints())?;
+            proofs.push(prove_one(params, &domain, c, rs, &mut timings)?);
+        }
+        Ok(ProveOutput { proofs, timings })
+    }
+}
+
+/// The inputs selected by `density`, in order.
+fn select(values: &[Scalar], density: &Density) -> Vec<Scalar> {
+    values.iter().enumerate().filter(|(i, _)| density.get(*i)).map(|(_, v)| *v).collect()
+}
+
+/// Σ over the B query: the selected inputs, then the split MSM over aux.
+fn b_query<A: MsmAffine>(bases: &[A], c: &SynthesizedCircuit) -> A::Projective {
+    let inputs = select(&c.input, &c.b_input_density);
+    let (input_bases, aux_bases) = bases.split_at(inputs.len());
+    let mut acc = msm(input_bases, &inputs);
+    acc += split_msm(aux_bases, &c.aux, &c.aux_classes, Some(&c.b_aux_density)).0;
+    acc
+}
+
+fn prove_one(
+    p: &ParameterSet,
+    domain: &Domain,
+    c: &mut SynthesizedCircuit,
+    rs: &ProofRandomness,
+    t: &mut StageTimings,
+) -> Result<Proof, ProveError> {
+    let n = domain.size();
+    for v in [&mut c.a, &mut c.b, &mut c.c] {
+        v.resize(n).map_err(|_| ProveError::Buffer(format!("needs {n} elements, has {}", v.capacity())))?;
+    }
+    t.time(Stage::HPolynomial, || domain.h_polynomial(c.a.as_mut_slice(), c.b.as_mut_slice(), c.c.as_mut_slice()));
+    let h = t.time(Stage::MsmH, || msm(&p.h, &c.a.as_slice()[..n - 1]));
+    let l = t.time(Stage::MsmL, || split_msm(&p.l, &c.aux, &c.aux_classes, None).0);
+    let a = t.time(Stage::MsmA, || {
+        let (input_bases, aux_bases) = p.a.split_at(c.num_inputs());
+        msm(input_bases, &c.input) + split_msm(aux_bases, &c.aux, &c.aux_classes, Some(&c.a_aux_density)).0
+    });
+    let b_g1 = t.time(Stage::MsmBG1, || b_query(&p.b_g1, c));
+    let b_g2 = t.time(Stage::MsmBG2, || b_query(&p.b_g2, c));
+    Ok(t.time(Stage::Assembly, || assemble(p, rs, h, l, a, b_g1, b_g2)))
+}
+
+/// Groth16 proof assembly from the five MSM results.
+pub fn assemble(
+    p: &ParameterSet,
+    rs: &ProofRandomness,
+    h: G1Projective,
+    l: G1Projective,
+    a: G1Projective,
+    b_g1: G1Projective,
+    b_g2: G2Projective,
+) -> Proof {
+    let vk = &p.vk;
+    let (r, s) = (rs.r, rs.s);
+    let delta_g1 = G1Projective::from(vk.delta_g1);
+    let g_a = a + vk.alpha_g1 + delta_g1 * r;
+    let g_b = b_g2 + vk.beta_g2 + G2Projective::from(vk.delta_g2) * s;
+    let b1 = b_g1 + vk.beta_g1 + delta_g1 * s;
+    let g_c = g_a * s + b1 * r - delta_g1 * (r * s) + h + l;
+    let mut affine = [G1Affine::identity(); 2];
+    G1Projective::batch_normalize(&[g_a, g_c], &mut affine);
+    Proof { a: affine[0], b: g_b.to_affine(), c: affine[1] }
+}

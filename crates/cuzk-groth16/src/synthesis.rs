@@ -1,0 +1,539 @@
+//! Circuit synthesis: running a `bellpepper_core::Circuit` into everything a prover needs.
+//!
+//! The result, a [`SynthesizedCircuit`], holds the input and aux assignments, the
+//! evaluation vectors a = A·z, b = B·z, c = C·z (one entry per constraint, followed by
+//! one entry per public input for the input constraints `x_i · 0 = 0` that every
+//! Groth16 parameter set of the bellperson family includes), the densities of the A and
+//! B queries, and the split of aux values into 0, 1 and "significant" scalars.
+//!
+//! A variable belongs to a query when it appears in that matrix with a non-zero
+//! coefficient in at least one constraint; the parameter generator in
+//! [`crate::generator`] applies the same rule, so query lengths always agree.
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+use rayon::prelude::*;
+
+/// A bitmap over the variables of one kind (inputs or aux), saying which belong to a query.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Density {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Density {
+    /// `len` variables, none in the query.
+    pub fn empty(len: usize) -> Self {
+        Density { words: vec![0; len.div_ceil(64)], len }
+    }
+
+    /// `len` variables, all in the query.
+    pub fn full(len: usize) -> Self {
+        let mut d = Density { words: vec![u64::MAX; len.div_ceil(64)], len };
+        d.clear_tail();
+        d
+    }
+
+    fn clear_tail(&mut self) {
+        if self.len % 64 != 0 {
+            if let Some(last) = self.words.last_mut() {
+                *last &= (1u64 << (self.len % 64)) - 1;
+            }
+        }
+    }
+
+    /// Appends one variable.
+    pub fn push(&mut self, set: bool) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        if set {
+            self.words[self.len / 64] |= 1 << (self.len % 64);
+        }
+        self.len += 1;
+    }
+
+    /// Marks variable `i` (which must exist) as part of the query.
+    #[inline]
+    pub fn set(&mut self, i: usize) {
+        debug_assert!(i < self.len);
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && (self.words[i / 64] >> (i % 64)) & 1 == 1
+    }
+
+    /// Number of variables covered (members or not).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of variables in the query.
+    pub fn count(&self) -> usize {
+        self.words.par_iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The backing words, 64 variables each, least significant bit first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// Builds a density from a predicate over `len` variables, in parallel.
+    pub fn from_fn(len: usize, f: impl Fn(usize) -> bool + Sync) -> Self {
+        let words = (0..len.div_ceil(64))
+            .into_par_iter()
+            .map(|w| {
+                let mut word = 0u64;
+                for bit in 0..64 {
+                    let i = w * 64 + bit;
+                    if i < len && f(i) {
+                        word |= 1 << bit;
+                    }
+                }
+                word
+            })
+            .collect();
+        Density { words, len }
+    }
+}
+
+/// Which aux values are 0, which are 1; all others are "significant".
+///
+/// Filecoin circuits are mostly bits, so an MSM skips the zeros, sums the bases of the
+/// ones, and runs Pippenger only over the significant rest.
+#[derive(Clone, Debug, Default)]
+pub struct ScalarClasses {
+    pub zero: Density,
+    pub one: Density,
+}
+
+impl ScalarClasses {
+    /// Classifies `values` in parallel.
+    pub fn classify(values: &[Scalar]) -> Self {
+        let zero = Density::from_fn(values.len(), |i| values[i].is_zero_vartime());
+        let one = Density::from_fn(values.len(), |i| values[i] == Scalar::ONE);
+        ScalarClasses { zero, one }
+    }
+
+    /// (zeros, ones, significant) counts.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let z = self.zero.count();
+        let o = self.one.count();
+        (z, o, self.zero.len() - z - o)
+    }
+}
+
+/// Memory that one evaluation vector (a, b or c) is written into.
+///
+/// The engine supplies buffers from its pinned pool so a GPU can upload them directly;
+/// by default a `Vec` is used. The whole slice is the capacity; [`EvalVec`] tracks the
+/// length.
+pub trait EvalStorage: Send + Sync {
+    fn as_slice(&self) -> &[Scalar];
+    fn as_mut_slice(&mut self) -> &mut [Scalar];
+    /// Grows the capacity to at least `min`; storage of fixed size returns `false`.
+    fn grow(&mut self, min: usize) -> bool;
+}
+
+impl EvalStorage for Vec<Scalar> {
+    fn as_slice(&self) -> &[Scalar] {
+        self
+    }
+    fn as_mut_slice(&mut self) -> &mut [Scalar] {
+        self
+    }
+    fn grow(&mut self, min: usize) -> bool {
+        let new_len = min.max(self.len() * 2).max(1024);
+        self.resize(new_len, Scalar::ZERO);
+        true
+    }
+}
+
+/// An evaluation vector written into an [`EvalStorage`].
+pub struct EvalVec {
+    storage: Box<dyn EvalStorage>,
+    len: usize,
+    /// Set when fixed-size storage ran out; the synthesis then fails with a clear error.
+    overflowed: bool,
+}
+
+impl std::fmt::Debug for EvalVec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvalVec").field("len", &self.len).finish()
+    }
+}
+
+impl Default for EvalVec {
+    fn default() -> Self {
+        Self::new(Box::new(Vec::new()))
+    }
+}
+
+impl EvalVec {
+    pub fn new(storage: Box<dyn EvalStorage>) -> Self {
+        EvalVec { storage, len: 0, overflowed: false }
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Self::new(Box::new(vec![Scalar::ZERO; n]))
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: Scalar) {
+        if self.len == self.storage.as_slice().len() && !self.storage.grow(self.len + 1) {
+            self.overflowed = true;
+            self.len += 1;
+            return;
+        }
+        if !self.overflowed {
+            self.storage.as_mut_slice()[self.len] = v;
+        }
+        self.len += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.storage.as_slice().len()
+    }
+
+    pub fn as_slice(&self) -> &[Scalar] {
+        &self.storage.as_slice()[..self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [Scalar] {
+        &mut self.storage.as_mut_slice()[..self.len]
+    }
+
+    /// Zero-pads (or truncates) to `n` elements; fails if fixed storage is too small.
+    pub fn resize(&mut self, n: usize) -> Result<(), SynthesisError> {
+        if n > self.capacity() && !self.storage.grow(n) {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        if n > self.len {
+            self.storage.as_mut_slice()[self.len..n].par_iter_mut().for_each(|x| *x = Scalar::ZERO);
+        }
+        self.len = n;
+        Ok(())
+    }
+
+    pub fn into_storage(self) -> Box<dyn EvalStorage> {
+        self.storage
+    }
+}
+
+/// Storage for a, b and c, handed to [`synthesize_into`].
+pub struct EvalBuffers {
+    pub a: Box<dyn EvalStorage>,
+    pub b: Box<dyn EvalStorage>,
+    pub c: Box<dyn EvalStorage>,
+}
+
+/// Everything the prover needs from one circuit instance.
+#[derive(Debug, Default)]
+pub struct SynthesizedCircuit {
+    /// Public inputs; `input[0]` is the constant one.
+    pub input: Vec<Scalar>,
+    /// Private (aux) assignment.
+    pub aux: Vec<Scalar>,
+    /// A·z, B·z, C·z per constraint, then one entry per input for the input constraints.
+    pub a: EvalVec,
+    pub b: EvalVec,
+    pub c: EvalVec,
+    /// Aux variables in the A query. (Every input is in A, through the input constraints.)
+    pub a_aux_density: Density,
+    /// Inputs and aux variables in the B query.
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+    /// The 0 / 1 / significant split of `aux`.
+    pub aux_classes: ScalarClasses,
+}
+
+impl SynthesizedCircuit {
+    /// Constraints including the input constraints.
+    pub fn num_constraints(&self) -> usize {
+        self.a.len()
+    }
+
+    pub fn num_inputs(&self) -> usize {
+        self.input.len()
+    }
+
+    pub fn num_aux(&self) -> usize {
+        self.aux.len()
+    }
+
+    /// The evaluation domain: the smallest power of two holding every constraint.
+    pub fn domain_size(&self) -> usize {
+        self.num_constraints().next_power_of_two()
+    }
+}
+
+/// The constraint system that records assignments and evaluations during synthesis.
+struct ProvingAssembly {
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+    a: EvalVec,
+    b: EvalVec,
+    c: EvalVec,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+}
+
+/// Evaluates `lc` at the assignment and calls `mark` for every variable it uses with a
+/// non-zero coefficient.
+#[inline]
+fn eval_lc(
+    lc: &LinearCombination<Scalar>,
+    input: &[Scalar],
+    aux: &[Scalar],
+    mut mark: impl FnMut(Index),
+) -> Scalar {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        mark(Index::Input(i));
+        acc += term(coeff, &input[i]);
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        mark(Index::Aux(i));
+        acc += term(coeff, &aux[i]);
+    }
+    acc
+}
+
+#[inline]
+fn term(coeff: &Scalar, value: &Scalar) -> Scalar {
+    if *coeff == Scalar::ONE {
+        *value
+    } else if value.is_zero_vartime() {
+        Scalar::ZERO
+    } else {
+        *coeff * value
+    }
+}
+
+impl ConstraintSystem<Scalar> for ProvingAssembly {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        self.a_aux_density.push(false);
+        self.b_aux_density.push(false);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        self.b_input_density.push(false);
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        let (input, aux) = (&self.input, &self.aux);
+
+        let a_density = &mut self.a_aux_density;
+        let va = eval_lc(&a, input, aux, |i| {
+            if let Index::Aux(i) = i {
+                a_density.set(i)
+            }
+        });
+        let (b_in, b_aux) = (&mut self.b_input_density, &mut self.b_aux_density);
+        let vb = eval_lc(&b, input, aux, |i| match i {
+            Index::Input(i) => b_in.set(i),
+            Index::Aux(i) => b_aux.set(i),
+        });
+        let vc = eval_lc(&c, input, aux, |_| {});
+        self.a.push(va);
+        self.b.push(vb);
+        self.c.push(vc);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Synthesizes `circuit` into freshly allocated vectors.
+pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<SynthesizedCircuit, SynthesisError> {
+    synthesize_into(
+        circuit,
+        EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
+    )
+}
+
+/// Synthesizes `circuit`, writing a/b/c into the given storage (e.g. pinned buffers).
+///
+/// Fails with `SynthesisError::Unsatisfiable` only if fixed-size storage is too small;
+/// the log names the size that was needed.
+pub fn synthesize_into<C: Circuit<Scalar>>(
+    circuit: C,
+    buffers: EvalBuffers,
+) -> Result<SynthesizedCircuit, SynthesisError> {
+    let mut cs = ProvingAssembly {
+        input: Vec::new(),
+        aux: Vec::new(),
+        a: EvalVec::new(buffers.a),
+        b: EvalVec::new(buffers.b),
+        c: EvalVec::new(buffers.c),
+        a_aux_density: Density::default(),
+        b_input_density: Density::default(),
+        b_aux_density: Density::default(),
+    };
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    // Input constraints x_i · 0 = 0: they make every input part of the A query, so the
+    // IC part of the verifying key is never degenerate.
+    for i in 0..cs.input.len() {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    for (name, v) in [("a", &cs.a), ("b", &cs.b), ("c", &cs.c)] {
+        if v.overflowed {
+            tracing::error!(
+                vector = name,
+                needed = v.len,
+                capacity = v.capacity(),
+                "evaluation buffer too small for this circuit"
+            );
+            return Err(SynthesisError::Unsatisfiable);
+        }
+    }
+    let aux_classes = ScalarClasses::classify(&cs.aux);
+    Ok(SynthesizedCircuit {
+        input: cs.input,
+        aux: cs.aux,
+        a: cs.a,
+        b: cs.b,
+        c: cs.c,
+        a_aux_density: cs.a_aux_density,
+        b_input_density: cs.b_input_density,
+        b_aux_density: cs.b_aux_density,
+        aux_classes,
+    })
+}
+
+/// Synthesizes many circuits in parallel (one rayon task per circuit).
+pub fn synthesize_many<C: Circuit<Scalar> + Send>(
+    circuits: Vec<C>,
+) -> Result<Vec<SynthesizedCircuit>, SynthesisError> {
+    circuits.into_par_iter().map(synthesize).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn density_push_set_count() {
+        let mut d = Density::default();
+        for i in 0..130 {
+            d.push(i % 3 == 0);
+        }
+        assert_eq!(d.len(), 130);
+        assert_eq!(d.count(), 44);
+        d.set(1);
+        assert!(d.get(1) && !d.get(2) && !d.get(500));
+        assert_eq!(Density::full(130).count(), 130);
+        assert_eq!(Density::empty(130).count(), 0);
+        assert_eq!(Density::from_fn(130, |i| i % 3 == 0).count(), 44);
+    }
+
+    struct Square;
+    impl Circuit<Scalar> for Square {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
+            let y = cs.alloc_input(|| "y", || Ok(Scalar::from(9u64)))?;
+            let zero = cs.alloc(|| "z", || Ok(Scalar::ZERO))?;
+            cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x + (Scalar::ZERO, zero), |lc| lc + y);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn records_evaluations_densities_and_classes() {
+        let s = synthesize(Square).unwrap();
+        assert_eq!(s.input, vec![Scalar::ONE, Scalar::from(9u64)]);
+        assert_eq!(s.num_constraints(), 1 + 2);
+        assert_eq!(s.a.as_slice()[0], Scalar::from(3u64));
+        assert_eq!(s.c.as_slice()[0], Scalar::from(9u64));
+        // Input constraints: a = x_i, b = c = 0.
+        assert_eq!(s.a.as_slice()[2], Scalar::from(9u64));
+        assert!(s.b.as_slice()[1].is_zero_vartime());
+        assert!(s.a_aux_density.get(0) && !s.a_aux_density.get(1));
+        // A zero coefficient does not put a variable into a query.
+        assert!(s.b_aux_density.get(0) && !s.b_aux_density.get(1));
+        assert_eq!(s.b_input_density.count(), 0);
+        assert_eq!(s.aux_classes.counts(), (1, 0, 1));
+        assert_eq!(s.domain_size(), 4);
+    }
+
+    #[test]
+    fn fixed_storage_too_small_is_an_error() {
+        struct Fixed(Vec<Scalar>);
+        impl EvalStorage for Fixed {
+            fn as_slice(&self) -> &[Scalar] {
+                &self.0
+            }
+            fn as_mut_slice(&mut self) -> &mut [Scalar] {
+                &mut self.0
+            }
+            fn grow(&mut self, _: usize) -> bool {
+                false
+            }
+        }
+        let small = || Box::new(Fixed(vec![Scalar::ZERO; 2])) as Box<dyn EvalStorage>;
+        let r = synthesize_into(Square, EvalBuffers { a: small(), b: small(), c: small() });
+        assert!(r.is_err());
+        let big = || Box::new(Fixed(vec![Scalar::ZERO; 3])) as Box<dyn EvalStorage>;
+        let s = synthesize_into(Square, EvalBuffers { a: big(), b: big(), c: big() }).unwrap();
+        assert_eq!(s.a.len(), 3);
+    }
+}

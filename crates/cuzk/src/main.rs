@@ -1,0 +1,290 @@
+//! `cuzk`: the command-line front of the cuzk Groth16 engine.
+
+mod bench;
+mod progress;
+mod shape;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use cuzk_groth16::format::{read_params, read_vk, save, PointCheck};
+use cuzk_groth16::generator::generate_parameters;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{synthesize, CpuBackend, ProofRandomness, ProvingBackend, Scalar, Stage};
+use ff::PrimeField;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use crate::progress::{spinner, Bars};
+use crate::shape::ShapeArgs;
+
+#[derive(Parser)]
+#[command(name = "cuzk", version, about = "Groth16 proving engine for Filecoin (BLS12-381)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Set up, prove and verify a synthetic C2-shaped circuit (default 2^16), with timings.
+    Demo {
+        #[command(flatten)]
+        shape: ShapeArgs,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+    },
+    /// Generate parameters (.params and .vk) for a synthetic circuit.
+    Setup {
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// Output .params path; the .vk is written beside it.
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed for the toxic waste (only for reproducible test fixtures; default: OS randomness).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
+    Prove {
+        #[command(flatten)]
+        shape: ShapeArgs,
+        #[arg(long)]
+        params: PathBuf,
+        /// Seed of the witness (which instance of the circuit).
+        #[arg(long, default_value_t = 1)]
+        witness_seed: u64,
+        /// Proof output (192 bytes); public inputs go to <out>.inputs (hex, one per line).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        /// Check that every parameter point is in the prime-order subgroup (slow).
+        #[arg(long)]
+        check_subgroup: bool,
+    },
+    /// Verify a proof against a .vk file and public inputs.
+    Verify {
+        #[arg(long)]
+        vk: PathBuf,
+        #[arg(long)]
+        proof: PathBuf,
+        /// Public inputs, one hex scalar per line (default: <proof>.inputs).
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+    },
+    /// Time synthesis and each proving stage on synthetic circuits.
+    Bench(bench::BenchArgs),
+    /// Show the backends and devices this build can use.
+    Info,
+}
+
+/// Which proving backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// The best backend available (the CPU in this build).
+    Auto,
+    /// The CPU backend.
+    Cpu,
+}
+
+/// The backend for `kind`.
+pub fn backend(kind: BackendKind) -> Box<dyn ProvingBackend> {
+    match kind {
+        BackendKind::Auto | BackendKind::Cpu => Box::new(CpuBackend::new()),
+    }
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
+        Some(Command::Demo { shape, backend }) => demo(&shape, backend),
+        Some(Command::Setup { shape, out, seed }) => setup(&shape, &out, seed),
+        Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
+            prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
+        }
+        Some(Command::Verify { vk, proof, inputs }) => verify(&vk, &proof, inputs.as_deref()),
+        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Info) => info(),
+    }
+}
+
+impl ShapeArgs {
+    fn default_demo() -> Self {
+        // Parsing an empty command line gives every default.
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            shape: ShapeArgs,
+        }
+        Defaults::parse_from(["cuzk"]).shape
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
+    let shape = shape_args.shape()?;
+    let backend = backend(kind);
+    println!(
+        "cuzk demo: synthetic C2-shaped circuit, {} constraints, {} inputs, domain 2^{}, backend {}",
+        shape.constraints,
+        shape.inputs,
+        shape.domain_size().trailing_zeros(),
+        backend.name()
+    );
+    let bars = Bars::new();
+    let t = Instant::now();
+    let params = generate_parameters(shape.circuit(0), &mut rand::rngs::OsRng, &bars).context("setup failed")?;
+    bars.finish();
+    let setup_time = t.elapsed();
+
+    let sp = spinner("synthesizing");
+    let t = Instant::now();
+    let mut circuits = vec![synthesize(shape.circuit(rand::random())).context("synthesis failed")?];
+    let synth_time = t.elapsed();
+    sp.finish_and_clear();
+    let inputs = circuits[0].input[1..].to_vec();
+    let (z, o, s) = circuits[0].aux_classes.counts();
+
+    let sp = spinner("proving");
+    let t = Instant::now();
+    let out = backend.prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?;
+    let prove_time = t.elapsed();
+    sp.finish_and_clear();
+
+    let t = Instant::now();
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let ok = verify_proof(&pvk, &out.proofs[0], &inputs)?;
+    let verify_time = t.elapsed();
+    if !ok {
+        bail!("the proof did not verify");
+    }
+    println!("aux values: {z} zero, {o} one, {s} significant");
+    println!("{:<18} {:>10}", "setup", secs(setup_time));
+    println!("{:<18} {:>10}", "synthesis", secs(synth_time));
+    println!("{:<18} {:>10}", "prove", secs(prove_time));
+    for stage in Stage::ALL {
+        let d = out.timings.get(stage);
+        if !d.is_zero() {
+            println!("  {:<16} {:>10}", stage.name(), secs(d));
+        }
+    }
+    println!("{:<18} {:>10}", "verify", secs(verify_time));
+    println!("proof ({} bytes) verified: OK", out.proofs[0].to_bytes().len());
+    Ok(())
+}
+
+fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>) -> Result<()> {
+    let shape = shape_args.shape()?;
+    let bars = Bars::new();
+    let t = Instant::now();
+    let params = match seed {
+        Some(s) => generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(s), &bars),
+        None => generate_parameters(shape.circuit(0), &mut rand::rngs::OsRng, &bars),
+    }
+    .context("setup failed")?;
+    bars.finish();
+    save(&params, out)?;
+    println!(
+        "wrote {} and {} ({:.1} MB of points, domain 2^{}) in {}",
+        out.display(),
+        out.with_extension("vk").display(),
+        params.size_bytes() as f64 / 1e6,
+        params.domain_size().trailing_zeros(),
+        secs(t.elapsed())
+    );
+    Ok(())
+}
+
+fn prove(
+    shape_args: &ShapeArgs,
+    params_path: &Path,
+    witness_seed: u64,
+    out: &Path,
+    kind: BackendKind,
+    check_subgroup: bool,
+) -> Result<()> {
+    let shape = shape_args.shape()?;
+    let check = if check_subgroup { PointCheck::Subgroup } else { PointCheck::OnCurve };
+    let sp = spinner("loading parameters");
+    let params = read_params(params_path, check)?;
+    sp.finish_and_clear();
+    let mut circuits = vec![synthesize(shape.circuit(witness_seed)).context("synthesis failed")?];
+    let inputs = circuits[0].input[1..].to_vec();
+    params.check_shape(&circuits[0]).with_context(|| format!("{} does not fit this circuit", params_path.display()))?;
+    let t = Instant::now();
+    let proofs = backend(kind).prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?.proofs;
+    let prove_time = t.elapsed();
+    if !verify_proof(&PreparedVerifyingKey::new(&params.vk), &proofs[0], &inputs)? {
+        bail!("the proof failed verification; nothing written");
+    }
+    fs::write(out, proofs[0].to_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    let inputs_path = inputs_path(out);
+    let text: String = inputs.iter().map(|x| format!("{}\n", hex(&x.to_repr()))).collect();
+    fs::write(&inputs_path, text).with_context(|| format!("writing {}", inputs_path.display()))?;
+    println!("proved in {}; wrote {} and {}", secs(prove_time), out.display(), inputs_path.display());
+    Ok(())
+}
+
+fn inputs_path(proof: &Path) -> PathBuf {
+    let mut s = proof.as_os_str().to_owned();
+    s.push(".inputs");
+    PathBuf::from(s)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_scalar(line: &str, n: usize) -> Result<Scalar> {
+    let line = line.trim();
+    if line.len() != 64 || !line.is_ascii() {
+        bail!("input {n}: expected 64 hex digits (32 little-endian bytes), got {line:?}");
+    }
+    let mut repr = [0u8; 32];
+    for (i, b) in repr.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&line[2 * i..2 * i + 2], 16)
+            .with_context(|| format!("input {n}: not hex: {line:?}"))?;
+    }
+    Option::from(Scalar::from_repr(repr)).with_context(|| format!("input {n}: not a canonical field element"))
+}
+
+fn verify(vk_path: &Path, proof_path: &Path, inputs: Option<&Path>) -> Result<()> {
+    let vk = read_vk(vk_path, PointCheck::Subgroup)?;
+    let bytes = fs::read(proof_path).with_context(|| format!("reading {}", proof_path.display()))?;
+    let proof = cuzk_groth16::Proof::from_bytes(&bytes).with_context(|| format!("{}", proof_path.display()))?;
+    let inputs_path = inputs.map(Path::to_owned).unwrap_or_else(|| inputs_path(proof_path));
+    let text = fs::read_to_string(&inputs_path).with_context(|| format!("reading {}", inputs_path.display()))?;
+    let inputs = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| parse_scalar(l, i))
+        .collect::<Result<Vec<_>>>()?;
+    if verify_proof(&PreparedVerifyingKey::new(&vk), &proof, &inputs)? {
+        println!("proof is valid");
+        Ok(())
+    } else {
+        bail!("proof is NOT valid for these public inputs and verifying key")
+    }
+}
+
+fn info() -> Result<()> {
+    println!("cuzk {}", env!("CARGO_PKG_VERSION"));
+    println!("cpu backend: available, {} threads", rayon::current_num_threads());
+    println!("cuda backend: not part of this build yet (no GPU code is compiled in)");
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! `cuzk`: the command-line front of the cuzk Groth16 engine.
 
 mod bench;
+mod gpu_bench;
 mod progress;
 mod shape;
 
@@ -78,6 +79,8 @@ enum Command {
     },
     /// Time synthesis and each proving stage on synthetic circuits.
     Bench(bench::BenchArgs),
+    /// Time NTTs and the H polynomial on a GPU against its copy bandwidth (checked against the CPU).
+    GpuBench(gpu_bench::GpuBenchArgs),
     /// Show the backends and devices this build can use.
     Info,
 }
@@ -115,6 +118,7 @@ fn main() -> Result<()> {
         }
         Some(Command::Verify { vk, proof, inputs }) => verify(&vk, &proof, inputs.as_deref()),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::GpuBench(args)) => gpu_bench::run(&args),
         Some(Command::Info) => info(),
     }
 }
@@ -285,6 +289,25 @@ fn verify(vk_path: &Path, proof_path: &Path, inputs: Option<&Path>) -> Result<()
 fn info() -> Result<()> {
     println!("cuzk {}", env!("CARGO_PKG_VERSION"));
     println!("cpu backend: available, {} threads", rayon::current_num_threads());
-    println!("cuda backend: not part of this build yet (no GPU code is compiled in)");
+    if cuzk_cuda::kernels_built() {
+        println!("cuda kernels: built for {}", cuzk_cuda::built_architectures());
+    } else {
+        println!("cuda kernels: not built (no nvcc at build time; scripts/install-cuda-toolchain.sh installs one)");
+    }
+    match cuzk_cuda::probe() {
+        Ok(devices) => {
+            for d in devices {
+                println!(
+                    "gpu {}: {}, {:.1} GiB ({:.1} GiB free)",
+                    d.ordinal,
+                    d.name,
+                    d.total_memory as f64 / (1u64 << 30) as f64,
+                    d.free_memory as f64 / (1u64 << 30) as f64
+                );
+            }
+        }
+        Err(e) => println!("gpus: none usable ({e})"),
+    }
+    println!("proving backend: cpu (the GPU prover arrives with the MSM kernels)");
     Ok(())
 }

@@ -1,0 +1,3 @@
+// The one translation unit of cuzk's kernels; build.rs compiles it into a fatbin.
+#include "ntt/ntt.cuh"
+#include "groth16/pointwise.cuh"

@@ -1,0 +1,156 @@
+// The BLS12-381 scalar field Fr in Montgomery form (R = 2^256), eight 32-bit limbs,
+// least significant first: the same bytes blstrs' Scalar holds on the host, so
+// buffers move between host and device unchanged. Every value is kept fully reduced
+// (< r), so results are bit-identical to the CPU's.
+//
+// Multiplication is CIOS Montgomery with each multiply-add row one PTX carry chain
+// (mad.lo.cc / madc.hi.cc); a chain never spans two asm statements, since the carry
+// flag does not survive between them.
+#pragma once
+#include <stdint.h>
+
+namespace fr {
+
+// r = 0x73eda753 299d7d48 3339d808 09a1d805 53bda402 fffe5bfe ffffffff 00000001
+#define FR_R0 0x00000001u
+#define FR_R1 0xffffffffu
+#define FR_R2 0xfffe5bfeu
+#define FR_R3 0x53bda402u
+#define FR_R4 0x09a1d805u
+#define FR_R5 0x3339d808u
+#define FR_R6 0x299d7d48u
+#define FR_R7 0x73eda753u
+// -r^{-1} mod 2^32; r ≡ 1 (mod 2^32), so it is 2^32 - 1.
+#define FR_INV 0xffffffffu
+
+struct __align__(16) elem {
+    uint32_t l[8];
+};
+
+__device__ __forceinline__ elem zero() {
+    elem z;
+#pragma unroll
+    for (int i = 0; i < 8; i++) z.l[i] = 0;
+    return z;
+}
+
+// x - r if x >= r (x < 2r assumed).
+__device__ __forceinline__ elem reduce_once(const uint32_t x[8], uint32_t x8) {
+    uint32_t d[8], borrow;
+    asm("sub.cc.u32  %0, %9,  %17;\n\t"
+        "subc.cc.u32 %1, %10, %18;\n\t"
+        "subc.cc.u32 %2, %11, %19;\n\t"
+        "subc.cc.u32 %3, %12, %20;\n\t"
+        "subc.cc.u32 %4, %13, %21;\n\t"
+        "subc.cc.u32 %5, %14, %22;\n\t"
+        "subc.cc.u32 %6, %15, %23;\n\t"
+        "subc.cc.u32 %7, %16, %24;\n\t"
+        "subc.u32    %8, %25, 0;"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(borrow)
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
+          "n"(FR_R0), "n"(FR_R1), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7), "r"(x8));
+    // borrow is all-ones when x < r: keep x.
+    elem out;
+#pragma unroll
+    for (int i = 0; i < 8; i++) out.l[i] = borrow ? x[i] : d[i];
+    return out;
+}
+
+__device__ __forceinline__ elem add(const elem &a, const elem &b) {
+    uint32_t s[8], c;
+    asm("add.cc.u32  %0, %9,  %17;\n\t"
+        "addc.cc.u32 %1, %10, %18;\n\t"
+        "addc.cc.u32 %2, %11, %19;\n\t"
+        "addc.cc.u32 %3, %12, %20;\n\t"
+        "addc.cc.u32 %4, %13, %21;\n\t"
+        "addc.cc.u32 %5, %14, %22;\n\t"
+        "addc.cc.u32 %6, %15, %23;\n\t"
+        "addc.cc.u32 %7, %16, %24;\n\t"
+        "addc.u32    %8, 0, 0;"
+        : "=r"(s[0]), "=r"(s[1]), "=r"(s[2]), "=r"(s[3]), "=r"(s[4]), "=r"(s[5]), "=r"(s[6]), "=r"(s[7]), "=r"(c)
+        : "r"(a.l[0]), "r"(a.l[1]), "r"(a.l[2]), "r"(a.l[3]), "r"(a.l[4]), "r"(a.l[5]), "r"(a.l[6]), "r"(a.l[7]),
+          "r"(b.l[0]), "r"(b.l[1]), "r"(b.l[2]), "r"(b.l[3]), "r"(b.l[4]), "r"(b.l[5]), "r"(b.l[6]), "r"(b.l[7]));
+    return reduce_once(s, c);
+}
+
+__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
+    uint32_t d[8], borrow;
+    asm("sub.cc.u32  %0, %9,  %17;\n\t"
+        "subc.cc.u32 %1, %10, %18;\n\t"
+        "subc.cc.u32 %2, %11, %19;\n\t"
+        "subc.cc.u32 %3, %12, %20;\n\t"
+        "subc.cc.u32 %4, %13, %21;\n\t"
+        "subc.cc.u32 %5, %14, %22;\n\t"
+        "subc.cc.u32 %6, %15, %23;\n\t"
+        "subc.cc.u32 %7, %16, %24;\n\t"
+        "subc.u32    %8, 0, 0;"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(borrow)
+        : "r"(a.l[0]), "r"(a.l[1]), "r"(a.l[2]), "r"(a.l[3]), "r"(a.l[4]), "r"(a.l[5]), "r"(a.l[6]), "r"(a.l[7]),
+          "r"(b.l[0]), "r"(b.l[1]), "r"(b.l[2]), "r"(b.l[3]), "r"(b.l[4]), "r"(b.l[5]), "r"(b.l[6]), "r"(b.l[7]));
+    // On borrow add r back (mask r by the borrow word).
+    uint32_t m = borrow;
+    elem out;
+    asm("add.cc.u32  %0, %8,  %16;\n\t"
+        "addc.cc.u32 %1, %9,  %17;\n\t"
+        "addc.cc.u32 %2, %10, %18;\n\t"
+        "addc.cc.u32 %3, %11, %19;\n\t"
+        "addc.cc.u32 %4, %12, %20;\n\t"
+        "addc.cc.u32 %5, %13, %21;\n\t"
+        "addc.cc.u32 %6, %14, %22;\n\t"
+        "addc.u32    %7, %15, %23;"
+        : "=r"(out.l[0]), "=r"(out.l[1]), "=r"(out.l[2]), "=r"(out.l[3]), "=r"(out.l[4]), "=r"(out.l[5]), "=r"(out.l[6]), "=r"(out.l[7])
+        : "r"(d[0]), "r"(d[1]), "r"(d[2]), "r"(d[3]), "r"(d[4]), "r"(d[5]), "r"(d[6]), "r"(d[7]),
+          "r"(FR_R0 & m), "r"(FR_R1 & m), "r"(FR_R2 & m), "r"(FR_R3 & m), "r"(FR_R4 & m), "r"(FR_R5 & m), "r"(FR_R6 & m), "r"(FR_R7 & m));
+    return out;
+}
+
+// t[0..9] += a[0..7] * b, as two carry chains (low halves, then high halves).
+__device__ __forceinline__ void mul_add_row(uint32_t t[10], const uint32_t a[8], uint32_t b) {
+    asm("mad.lo.cc.u32  %0, %10, %18, %0;\n\t"
+        "madc.lo.cc.u32 %1, %11, %18, %1;\n\t"
+        "madc.lo.cc.u32 %2, %12, %18, %2;\n\t"
+        "madc.lo.cc.u32 %3, %13, %18, %3;\n\t"
+        "madc.lo.cc.u32 %4, %14, %18, %4;\n\t"
+        "madc.lo.cc.u32 %5, %15, %18, %5;\n\t"
+        "madc.lo.cc.u32 %6, %16, %18, %6;\n\t"
+        "madc.lo.cc.u32 %7, %17, %18, %7;\n\t"
+        "addc.cc.u32    %8, %8, 0;\n\t"
+        "addc.u32       %9, %9, 0;"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
+    asm("mad.hi.cc.u32  %1, %10, %18, %1;\n\t"
+        "madc.hi.cc.u32 %2, %11, %18, %2;\n\t"
+        "madc.hi.cc.u32 %3, %12, %18, %3;\n\t"
+        "madc.hi.cc.u32 %4, %13, %18, %4;\n\t"
+        "madc.hi.cc.u32 %5, %14, %18, %5;\n\t"
+        "madc.hi.cc.u32 %6, %15, %18, %6;\n\t"
+        "madc.hi.cc.u32 %7, %16, %18, %7;\n\t"
+        "madc.hi.cc.u32 %8, %17, %18, %8;\n\t"
+        "addc.u32       %9, %9, 0;"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
+}
+
+__device__ __forceinline__ elem mul(const elem &a, const elem &b) {
+    const uint32_t r[8] = {FR_R0, FR_R1, FR_R2, FR_R3, FR_R4, FR_R5, FR_R6, FR_R7};
+    uint32_t t[10];
+#pragma unroll
+    for (int i = 0; i < 10; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        mul_add_row(t, a.l, b.l[i]);
+        // m makes t divisible by 2^32: m = t0 * (-r^{-1}) mod 2^32.
+        uint32_t m = t[0] * FR_INV;
+        mul_add_row(t, r, m);
+        // t0 is now 0: shift down one limb.
+#pragma unroll
+        for (int j = 0; j < 9; j++) t[j] = t[j + 1];
+        t[9] = 0;
+    }
+    // t < 2r < 2^256 here, so t[8] is 0 and one conditional subtraction reduces it.
+    return reduce_once(t, t[8]);
+}
+
+__device__ __forceinline__ elem sqr(const elem &a) { return mul(a, a); }
+
+}  // namespace fr

@@ -1,0 +1,35 @@
+// Elementwise passes of the H polynomial.
+#pragma once
+#include "../ff/fr.cuh"
+
+// v[i] *= c · g^i, with g^i = lo[i & (2^lo_bits - 1)] · hi[i >> lo_bits] (two small
+// tables instead of one of n entries). c folds in 1/n where wanted.
+extern "C" __global__ void scale_by_powers(fr::elem *v, const fr::elem *__restrict__ lo,
+                                           const fr::elem *__restrict__ hi, uint32_t lo_bits, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        fr::elem p = fr::mul(lo[i & ((1u << lo_bits) - 1)], hi[i >> lo_bits]);
+        v[i] = fr::mul(v[i], p);
+    }
+}
+
+// a[i] = (a[i] · b[i] − c[i]) · z_inv.
+extern "C" __global__ void abc_combine(fr::elem *a, const fr::elem *__restrict__ b, const fr::elem *__restrict__ c,
+                                       fr::elem z_inv, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        a[i] = fr::mul(fr::sub(fr::mul(a[i], b[i]), c[i]), z_inv);
+}
+
+// Test kernel: out[i] = op(x[i], y[i]) for op 0 add, 1 sub, 2 mul.
+extern "C" __global__ void fr_binary_op(fr::elem *out, const fr::elem *__restrict__ x, const fr::elem *__restrict__ y,
+                                        uint32_t op, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        out[i] = op == 0 ? fr::add(x[i], y[i]) : op == 1 ? fr::sub(x[i], y[i]) : fr::mul(x[i], y[i]);
+    }
+}
+
+// out[i] = lo[i & (2^lo_bits - 1)] · hi[i >> lo_bits]: a table of powers from two small ones.
+extern "C" __global__ void fill_powers(fr::elem *out, const fr::elem *__restrict__ lo, const fr::elem *__restrict__ hi,
+                                       uint32_t lo_bits, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        out[i] = fr::mul(lo[i & ((1u << lo_bits) - 1)], hi[i >> lo_bits]);
+}

@@ -1,0 +1,144 @@
+//! Device discovery and the loaded kernel module.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::nvrtc::Ptx;
+
+#[cfg(cuzk_kernels)]
+static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cuzk.fatbin"));
+#[cfg(not(cuzk_kernels))]
+static FATBIN: &[u8] = &[];
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("this build has no CUDA kernels (no nvcc was found when it was compiled)")]
+    NotBuilt,
+    #[error("no CUDA driver (libcuda) found on this machine")]
+    NoDriver,
+    #[error("no CUDA device found")]
+    NoDevice,
+    #[error("CUDA device {0} does not exist ({1} found)")]
+    NoSuchDevice(usize, usize),
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] DriverError),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+/// Whether the CUDA kernels were compiled into this build.
+pub fn kernels_built() -> bool {
+    cfg!(cuzk_kernels)
+}
+
+/// The machine-code targets compiled in (e.g. "sm_80,sm_89,sm_90,sm_120").
+pub fn built_architectures() -> &'static str {
+    option_env!("CUZK_CUDA_ARCHS_BUILT").unwrap_or("none")
+}
+
+/// Number of CUDA devices, or why there are none usable.
+///
+/// Never panics: the driver library is probed before any call into it.
+pub fn device_count() -> Result<usize, GpuError> {
+    if !kernels_built() {
+        return Err(GpuError::NotBuilt);
+    }
+    // SAFETY: this only tries to open the driver library; it calls nothing in it.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuError::NoDriver);
+    }
+    let n = CudaContext::device_count()? as usize;
+    if n == 0 {
+        return Err(GpuError::NoDevice);
+    }
+    Ok(n)
+}
+
+/// The kernels of the fatbin, looked up once.
+pub(crate) struct Kernels {
+    pub bit_reverse: CudaFunction,
+    pub ntt_block: CudaFunction,
+    pub ntt_strided: CudaFunction,
+    pub scale_by_powers: CudaFunction,
+    pub fill_powers: CudaFunction,
+    pub abc_combine: CudaFunction,
+    pub fr_binary_op: CudaFunction,
+}
+
+impl Kernels {
+    fn load(m: &Arc<CudaModule>) -> Result<Self, DriverError> {
+        Ok(Kernels {
+            bit_reverse: m.load_function("ntt_bit_reverse")?,
+            ntt_block: m.load_function("ntt_block")?,
+            ntt_strided: m.load_function("ntt_strided")?,
+            scale_by_powers: m.load_function("scale_by_powers")?,
+            fill_powers: m.load_function("fill_powers")?,
+            abc_combine: m.load_function("abc_combine")?,
+            fr_binary_op: m.load_function("fr_binary_op")?,
+        })
+    }
+}
+
+/// One GPU with cuzk's kernels loaded, a compute stream and a copy stream.
+pub struct Gpu {
+    pub ordinal: usize,
+    pub name: String,
+    pub(crate) ctx: Arc<CudaContext>,
+    /// Kernels run here, in order; one host synchronization per job at its end.
+    pub(crate) stream: Arc<CudaStream>,
+    /// Host↔device transfers, ordered against `stream` with events.
+    pub(crate) copy: Arc<CudaStream>,
+    pub(crate) k: Kernels,
+}
+
+impl Gpu {
+    /// Opens device `ordinal` and loads the kernels.
+    pub fn open(ordinal: usize) -> Result<Arc<Gpu>, GpuError> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(GpuError::NoSuchDevice(ordinal, count));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let k = Kernels::load(&module)?;
+        let name = ctx.name()?;
+        let stream = ctx.new_stream()?;
+        let copy = ctx.new_stream()?;
+        tracing::info!(ordinal, %name, archs = built_architectures(), "CUDA device opened");
+        Ok(Arc::new(Gpu { ordinal, name, ctx, stream, copy, k }))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), GpuError> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// The compute stream (for callers that time with events).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+}
+
+/// What `cuzk info` shows about one device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub total_memory: usize,
+    pub free_memory: usize,
+}
+
+/// Lists the usable devices (opening each to load the kernels).
+pub fn probe() -> Result<Vec<DeviceInfo>, GpuError> {
+    (0..device_count()?)
+        .map(|i| {
+            let g = Gpu::open(i)?;
+            let (free, total) = g.memory()?;
+            Ok(DeviceInfo { ordinal: i, name: g.name.clone(), total_memory: total, free_memory: free })
+        })
+        .collect()
+}

@@ -1,0 +1,75 @@
+//! The scalar field as the kernels see it.
+
+use blstrs::Scalar;
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use ff::Field;
+
+/// An Fr element in device memory: eight 32-bit limbs, Montgomery form, exactly the
+/// bytes of a blstrs `Scalar` (which wraps blst's four 64-bit limbs) on a
+/// little-endian host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(8))]
+pub struct DeviceFr(pub [u32; 8]);
+
+// SAFETY: plain old data of 32 bytes; the kernels' `fr::elem` has the same layout.
+unsafe impl DeviceRepr for DeviceFr {}
+// SAFETY: all-zero bits are the element 0.
+unsafe impl ValidAsZeroBits for DeviceFr {}
+
+const _: () = assert!(std::mem::size_of::<Scalar>() == 32 && std::mem::size_of::<DeviceFr>() == 32);
+const _: () = assert!(std::mem::align_of::<Scalar>() == 8 && std::mem::align_of::<DeviceFr>() == 8);
+#[cfg(target_endian = "big")]
+compile_error!("the device layout of Fr assumes a little-endian host");
+
+/// Views scalars as device elements (no copy).
+pub fn as_device(s: &[Scalar]) -> &[DeviceFr] {
+    // SAFETY: same size and alignment (checked above); Scalar is #[repr(transparent)]
+    // over blst_fr, a #[repr(C)] [u64; 4], whose bytes on a little-endian host are
+    // the eight u32 limbs in order.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const DeviceFr, s.len()) }
+}
+
+/// Views scalars as device elements, mutably, to receive results.
+///
+/// Only fully reduced values (< r) may be written through it; every kernel keeps
+/// its outputs reduced.
+pub fn as_device_mut(s: &mut [Scalar]) -> &mut [DeviceFr] {
+    // SAFETY: as in `as_device`; the kernels write canonical Montgomery values, which
+    // are valid Scalars.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut DeviceFr, s.len()) }
+}
+
+pub fn to_device(s: &Scalar) -> DeviceFr {
+    as_device(std::slice::from_ref(s))[0]
+}
+
+/// Elementwise field operations, run on the device (for testing the arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrOp {
+    Add = 0,
+    Sub = 1,
+    Mul = 2,
+}
+
+/// out[i] = x[i] op y[i] on the GPU.
+pub fn binary_op(gpu: &crate::Gpu, op: FrOp, x: &[Scalar], y: &[Scalar]) -> Result<Vec<Scalar>, crate::GpuError> {
+    use cudarc::driver::PushKernelArg;
+    if x.len() != y.len() {
+        return Err(crate::GpuError::Invalid("operands differ in length".into()));
+    }
+    let s = gpu.stream();
+    let n = x.len() as u64;
+    let dx = s.clone_htod(as_device(x))?;
+    let dy = s.clone_htod(as_device(y))?;
+    let mut out = s.alloc_zeros::<DeviceFr>(x.len())?;
+    let opcode = op as u32;
+    let mut b = s.launch_builder(&gpu.k.fr_binary_op);
+    b.arg(&mut out).arg(&dx).arg(&dy).arg(&opcode).arg(&n);
+    let cfg = cudarc::driver::LaunchConfig::for_num_elems(x.len().max(1) as u32);
+    // SAFETY: matches `fr_binary_op(fr*, const fr*, const fr*, u32, u64)`; all n long.
+    unsafe { b.launch(cfg)? };
+    let mut result = vec![Scalar::ZERO; x.len()];
+    s.memcpy_dtoh(&out, as_device_mut(&mut result))?;
+    s.synchronize()?;
+    Ok(result)
+}

@@ -1,0 +1,358 @@
+//! NTTs and the H polynomial on the GPU, bit-identical to `cuzk_groth16::domain`.
+//!
+//! Per domain size the device keeps the twiddle tables (ω^j and ω^{-j}, j < n/2) and
+//! small two-level power tables for the coset and scaling passes; per device a
+//! workspace of three vectors is allocated once and reused by every call of that size
+//! or smaller. A call enqueues all its work on the compute stream and synchronizes the
+//! host once, at its end.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use blstrs::Scalar;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig, PushKernelArg};
+use cuzk_groth16::domain::{coset_shift, powers, Domain};
+use ff::{Field, PrimeField};
+
+use crate::device::{Gpu, GpuError};
+use crate::field::{as_device, as_device_mut, to_device, DeviceFr};
+
+/// Stages done inside contiguous shared-memory blocks (2^10 elements = 32 KiB).
+const BLOCK_LOG: u32 = 10;
+/// Stages per strided pass, and contiguous columns per block in it (log2).
+const PASS_LOG: u32 = 8;
+const COLUMNS_LOG: u32 = 2;
+/// Low bits of the two-level power tables.
+const TABLE_LO_BITS: u32 = 12;
+
+/// v[i] = c · x^i as lo[i mod 2^b] · hi[i >> b].
+struct PowerTable {
+    lo: CudaSlice<DeviceFr>,
+    hi: CudaSlice<DeviceFr>,
+    lo_bits: u32,
+}
+
+/// Device tables for one domain size.
+struct DeviceDomain {
+    log_n: u32,
+    tw_fwd: CudaSlice<DeviceFr>,
+    tw_inv: CudaSlice<DeviceFr>,
+    /// 1/n (inverse NTT scaling).
+    inv_n: PowerTable,
+    /// g^i (onto the coset).
+    coset: PowerTable,
+    /// g^i / n (inverse NTT then onto the coset, fused).
+    inv_n_coset: PowerTable,
+    /// g^{-i} / n (inverse NTT off the coset).
+    inv_n_uncoset: PowerTable,
+    /// 1 / Z(g) = 1 / (g^n − 1).
+    z_inv: DeviceFr,
+}
+
+/// Which transform [`GpuNtt::transform_host`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NttKind {
+    Forward,
+    Inverse,
+    CosetForward,
+    CosetInverse,
+}
+
+/// Device time of one H-polynomial call, from CUDA events.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HPolyTimings {
+    pub upload_ms: f32,
+    pub compute_ms: f32,
+    pub download_ms: f32,
+}
+
+/// NTT engine of one GPU.
+pub struct GpuNtt {
+    gpu: Arc<Gpu>,
+    domains: Mutex<HashMap<u32, Arc<DeviceDomain>>>,
+    /// a, b, c on the device; grown only when a larger domain arrives.
+    workspace: Mutex<Vec<CudaSlice<DeviceFr>>>,
+}
+
+fn grid_1d(n: u64) -> LaunchConfig {
+    let blocks = n.div_ceil(256).clamp(1, 132 * 16) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl GpuNtt {
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), workspace: Mutex::new(Vec::new()) }
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    fn power_table(&self, c: Scalar, x: Scalar, log_n: u32) -> Result<PowerTable, GpuError> {
+        let lo_bits = log_n.min(TABLE_LO_BITS);
+        let lo = powers(x, c, 1 << lo_bits);
+        let step = x.pow_vartime([1u64 << lo_bits]);
+        let hi = powers(step, Scalar::ONE, (1usize << (log_n - lo_bits)).max(1));
+        let s = &self.gpu.stream;
+        Ok(PowerTable { lo: s.clone_htod(as_device(&lo))?, hi: s.clone_htod(as_device(&hi))?, lo_bits })
+    }
+
+    /// w^j for j < max(1, n/2), filled on the device from a two-level table.
+    fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<DeviceFr>, GpuError> {
+        let half_log = log_n.saturating_sub(1);
+        let len = 1u64 << half_log;
+        let t = self.power_table(Scalar::ONE, w, half_log)?;
+        let s = &self.gpu.stream;
+        // SAFETY: fully written by fill_powers below before any read.
+        let mut out = unsafe { s.alloc::<DeviceFr>(len as usize)? };
+        let mut b = s.launch_builder(&self.gpu.k.fill_powers);
+        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&len);
+        // SAFETY: argument types match the kernel's signature; the grid-stride loop
+        // stays within `len`.
+        unsafe { b.launch(grid_1d(len))? };
+        Ok(out)
+    }
+
+    fn domain(&self, log_n: u32) -> Result<Arc<DeviceDomain>, GpuError> {
+        let mut cache = self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?;
+        if let Some(d) = cache.get(&log_n) {
+            return Ok(d.clone());
+        }
+        let host = Domain::new(log_n).map_err(|e| GpuError::Invalid(e.to_string()))?;
+        let omega = host.generator();
+        let omega_inv = omega.invert().unwrap();
+        let n_inv = Scalar::from(1u64 << log_n).invert().unwrap();
+        let g = coset_shift();
+        let g_inv = g.invert().unwrap();
+        let d = Arc::new(DeviceDomain {
+            log_n,
+            tw_fwd: self.twiddles(omega, log_n)?,
+            tw_inv: self.twiddles(omega_inv, log_n)?,
+            inv_n: self.power_table(n_inv, Scalar::ONE, log_n)?,
+            coset: self.power_table(Scalar::ONE, g, log_n)?,
+            inv_n_coset: self.power_table(n_inv, g, log_n)?,
+            inv_n_uncoset: self.power_table(n_inv, g_inv, log_n)?,
+            z_inv: to_device(&host.vanishing_at(g).invert().unwrap()),
+        });
+        cache.insert(log_n, d.clone());
+        Ok(d)
+    }
+
+    /// The DIT passes: bit reversal, blocked stages, strided passes.
+    fn passes(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool) -> Result<(), GpuError> {
+        let (s, k) = (&self.gpu.stream, &self.gpu.k);
+        let log_n = d.log_n;
+        let n = 1u64 << log_n;
+        let tw = if inverse { &d.tw_inv } else { &d.tw_fwd };
+        let mut b = s.launch_builder(&k.bit_reverse);
+        b.arg(&mut *v).arg(&log_n);
+        // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
+        unsafe { b.launch(grid_1d(n))? };
+        let block_log = log_n.min(BLOCK_LOG);
+        if block_log > 0 {
+            let cfg = LaunchConfig {
+                grid_dim: ((n >> block_log) as u32, 1, 1),
+                block_dim: (1 << (block_log - 1), 1, 1),
+                shared_mem_bytes: (32u32) << block_log,
+            };
+            let mut b = s.launch_builder(&k.ntt_block);
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log);
+            // SAFETY: matches `ntt_block(fr*, const fr*, u32, u32)`; one block per 2^k
+            // elements, shared memory sized for 2^k elements; twiddle indices < n/2.
+            unsafe { b.launch(cfg)? };
+        }
+        let mut s0 = block_log;
+        while s0 < log_n {
+            let m = PASS_LOG.min(log_n - s0);
+            let cols = COLUMNS_LOG;
+            let cfg = LaunchConfig {
+                grid_dim: ((n >> (m + cols)) as u32, 1, 1),
+                block_dim: ((1u32 << (m - 1)) << cols, 1, 1),
+                shared_mem_bytes: 32u32 << (m + cols),
+            };
+            let mut b = s.launch_builder(&k.ntt_strided);
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols);
+            // SAFETY: matches `ntt_strided(fr*, const fr*, u32, u32, u32, u32)`; s0 ≥
+            // BLOCK_LOG ≥ cols so column groups tile 2^s0; blocks cover n exactly.
+            unsafe { b.launch(cfg)? };
+            s0 += m;
+        }
+        Ok(())
+    }
+
+    fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
+        let n = v.len() as u64;
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.scale_by_powers);
+        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n);
+        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64)`; the
+        // tables cover indices < n.
+        unsafe { b.launch(grid_1d(n))? };
+        Ok(())
+    }
+
+    fn log_len(v: &CudaViewMut<'_, DeviceFr>) -> Result<u32, GpuError> {
+        let n = v.len();
+        if !n.is_power_of_two() || n.trailing_zeros() > Scalar::S {
+            return Err(GpuError::Invalid(format!("NTT length {n} is not a power of two ≤ 2^32")));
+        }
+        Ok(n.trailing_zeros())
+    }
+
+    /// Forward NTT in place (device data, enqueued on the compute stream).
+    pub fn fft(&self, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
+        let d = self.domain(Self::log_len(v)?)?;
+        self.passes(&d, v, false)
+    }
+
+    /// Inverse NTT in place.
+    pub fn ifft(&self, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
+        let d = self.domain(Self::log_len(v)?)?;
+        self.passes(&d, v, true)?;
+        self.scale(v, &d.inv_n)
+    }
+
+    /// Evaluations on the coset g·D from coefficients.
+    pub fn coset_fft(&self, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
+        let d = self.domain(Self::log_len(v)?)?;
+        self.scale(v, &d.coset)?;
+        self.passes(&d, v, false)
+    }
+
+    /// Coefficients from evaluations on the coset g·D.
+    pub fn icoset_fft(&self, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
+        let d = self.domain(Self::log_len(v)?)?;
+        self.passes(&d, v, true)?;
+        self.scale(v, &d.inv_n_uncoset)
+    }
+
+    /// h = (a·b − c)/Z on device vectors of equal power-of-two length; the result
+    /// replaces `a`, `b` and `c` are scratch. Seven NTTs.
+    pub fn h_polynomial_device<'v>(
+        &self,
+        a: &mut CudaViewMut<'v, DeviceFr>,
+        b: &mut CudaViewMut<'v, DeviceFr>,
+        c: &mut CudaViewMut<'v, DeviceFr>,
+    ) -> Result<(), GpuError> {
+        let log_n = Self::log_len(a)?;
+        if b.len() != a.len() || c.len() != a.len() {
+            return Err(GpuError::Invalid("a, b and c must have the same length".into()));
+        }
+        let d = self.domain(log_n)?;
+        for v in [&mut *a, &mut *b, &mut *c] {
+            self.passes(&d, v, true)?;
+            self.scale(v, &d.inv_n_coset)?;
+            self.passes(&d, v, false)?;
+        }
+        let n = 1u64 << log_n;
+        let mut l = self.gpu.stream.launch_builder(&self.gpu.k.abc_combine);
+        l.arg(&mut *a).arg(&mut *b).arg(&mut *c).arg(&d.z_inv).arg(&n);
+        // SAFETY: matches `abc_combine(fr*, const fr*, const fr*, fr, u64)`; all three
+        // vectors have n elements.
+        unsafe { l.launch(grid_1d(n))? };
+        self.passes(&d, a, true)?;
+        self.scale(a, &d.inv_n_uncoset)
+    }
+
+    /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
+    /// domain) on the copy stream, computes on the compute stream once the upload's
+    /// event has fired, and downloads the n coefficients into `out`. Pinned host
+    /// memory makes the transfers several times faster; any host memory works.
+    pub fn h_polynomial(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        out: &mut [Scalar],
+    ) -> Result<HPolyTimings, GpuError> {
+        let len = a.len().max(b.len()).max(c.len());
+        let n = len.max(1).next_power_of_two();
+        if out.len() < n {
+            return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
+        }
+        self.domain(n.trailing_zeros())?;
+        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
+        if ws.len() != 3 || ws[0].len() < n {
+            ws.clear();
+            for _ in 0..3 {
+                // SAFETY: every element of the first n is written (upload + zero pad)
+                // before it is read.
+                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n)? });
+            }
+            tracing::debug!(n, "H-polynomial workspace allocated");
+        }
+        let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        // The copy stream must not overwrite the workspace while earlier compute reads it.
+        cp.join(s)?;
+        let t0 = cp.record_event(timing)?;
+        let (wa, rest) = ws.split_at_mut(1);
+        let (wb, wc) = rest.split_at_mut(1);
+        let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
+        for (v, src) in views.iter_mut().zip([a, b, c]) {
+            cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
+            if src.len() < n {
+                cp.memset_zeros(&mut v.slice_mut(src.len()..))?;
+            }
+        }
+        let t1 = cp.record_event(timing)?;
+        s.wait(&t1)?;
+        let t2 = s.record_event(timing)?;
+        let [va, vb, vc] = &mut views;
+        self.h_polynomial_device(va, vb, vc)?;
+        let t3 = s.record_event(timing)?;
+        s.memcpy_dtoh(&*va, as_device_mut(&mut out[..n]))?;
+        let t4 = s.record_event(timing)?;
+        s.synchronize()?;
+        Ok(HPolyTimings {
+            upload_ms: t0.elapsed_ms(&t1)?,
+            compute_ms: t2.elapsed_ms(&t3)?,
+            download_ms: t3.elapsed_ms(&t4)?,
+        })
+    }
+
+    /// Runs one transform on host data (upload, transform, download; one host sync).
+    /// Uses the shared workspace, so calls on one engine run one at a time.
+    pub fn transform_host(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
+        let n = v.len();
+        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
+        if ws.is_empty() || ws[0].len() < n {
+            ws.clear();
+            for _ in 0..3 {
+                // SAFETY: the first n elements are uploaded before they are read.
+                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
+            }
+        }
+        let s = &self.gpu.stream;
+        let mut view = ws[0].slice_mut(..n);
+        s.memcpy_htod(as_device(v), &mut view)?;
+        match kind {
+            NttKind::Forward => self.fft(&mut view)?,
+            NttKind::Inverse => self.ifft(&mut view)?,
+            NttKind::CosetForward => self.coset_fft(&mut view)?,
+            NttKind::CosetInverse => self.icoset_fft(&mut view)?,
+        }
+        s.memcpy_dtoh(&view, as_device_mut(v))?;
+        s.synchronize()?;
+        Ok(())
+    }
+
+    /// Fills the workspace with bytes 0xff (not a reduced field element), so tests can
+    /// catch elements a later call fails to write.
+    pub fn poison_workspace(&self, n: usize) -> Result<(), GpuError> {
+        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
+        if ws.len() != 3 || ws[0].len() < n {
+            ws.clear();
+            for _ in 0..3 {
+                // SAFETY: overwritten right below.
+                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
+            }
+        }
+        let garbage = vec![DeviceFr([u32::MAX; 8]); ws[0].len()];
+        for w in ws.iter_mut() {
+            self.gpu.stream.memcpy_htod(&garbage, w)?;
+        }
+        self.gpu.stream.synchronize()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! GPU tests of the field arithmetic, the NTTs and the H polynomial against the CPU.
+//! They need a CUDA device: marked ignored, run with `--include-ignored` on a GPU
+//! machine, and they print why and return where no device is usable.
+
+use std::sync::Arc;
+
+use blstrs::Scalar;
+use cuzk_cuda::field::{binary_op, FrOp};
+use cuzk_cuda::{Gpu, GpuNtt, NttKind};
+use cuzk_groth16::domain::Domain;
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+fn gpu() -> Option<Arc<Gpu>> {
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+fn random(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut v = vec![Scalar::ZERO; n];
+    // Parallel fill for the large sizes.
+    std::thread::scope(|s| {
+        let chunk = n.div_ceil(16).max(1);
+        for (i, c) in v.chunks_mut(chunk).enumerate() {
+            let seed = rng_seed(&mut rng, i);
+            s.spawn(move || {
+                let mut r = ChaCha20Rng::seed_from_u64(seed);
+                c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+            });
+        }
+    });
+    v
+}
+
+fn rng_seed(rng: &mut ChaCha20Rng, i: usize) -> u64 {
+    use rand::RngCore;
+    rng.next_u64() ^ i as u64
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_field_arithmetic_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut x = random(1 << 16, 1);
+    let mut y = random(1 << 16, 2);
+    let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(2u64), -Scalar::from(2u64)];
+    for (i, a) in edge.iter().enumerate() {
+        for (j, b) in edge.iter().enumerate() {
+            x[i * edge.len() + j] = *a;
+            y[i * edge.len() + j] = *b;
+        }
+    }
+    for (op, f) in [
+        (FrOp::Add, (|a: &Scalar, b: &Scalar| a + b) as fn(&Scalar, &Scalar) -> Scalar),
+        (FrOp::Sub, |a, b| a - b),
+        (FrOp::Mul, |a, b| a * b),
+    ] {
+        let got = binary_op(&g, op, &x, &y).unwrap();
+        let bad = x.iter().zip(&y).zip(&got).filter(|((a, b), r)| f(a, b) != **r).count();
+        assert_eq!(bad, 0, "{op:?}: {bad} wrong results");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
+    let Some(g) = gpu() else { return };
+    let ntt = GpuNtt::new(g);
+    for log_n in 1..=24u32 {
+        let d = Domain::new(log_n).unwrap();
+        let input = random(1 << log_n, 100 + log_n as u64);
+        for kind in [NttKind::Forward, NttKind::Inverse, NttKind::CosetForward, NttKind::CosetInverse] {
+            let mut cpu = input.clone();
+            match kind {
+                NttKind::Forward => d.fft(&mut cpu),
+                NttKind::Inverse => d.ifft(&mut cpu),
+                NttKind::CosetForward => d.coset_fft(&mut cpu),
+                NttKind::CosetInverse => d.icoset_fft(&mut cpu),
+            }
+            ntt.poison_workspace(1 << log_n).unwrap();
+            let mut gpu = input.clone();
+            ntt.transform_host(kind, &mut gpu).unwrap();
+            let bad = cpu.iter().zip(&gpu).filter(|(a, b)| a != b).count();
+            assert_eq!(bad, 0, "2^{log_n} {kind:?}: {bad} of {} elements differ", 1 << log_n);
+        }
+        // inverse ∘ forward = identity, on the GPU alone.
+        let mut v = input.clone();
+        ntt.transform_host(NttKind::Forward, &mut v).unwrap();
+        ntt.transform_host(NttKind::Inverse, &mut v).unwrap();
+        assert!(v == input, "2^{log_n}: ifft(fft(x)) != x");
+        eprintln!("2^{log_n}: forward, inverse, coset forward, coset inverse match the CPU");
+    }
+}
+
+fn check_h_polynomial(ntt: &GpuNtt, log_n: u32, len: usize) {
+    let n = 1usize << log_n;
+    let (a, b, c) = (random(len, 1000 + log_n as u64), random(len, 2000 + log_n as u64), random(len, 3000 + log_n as u64));
+    let d = Domain::new(log_n).unwrap();
+    let pad = |v: &[Scalar]| {
+        let mut p = v.to_vec();
+        p.resize(n, Scalar::ZERO);
+        p
+    };
+    let (mut ca, mut cb, mut cc) = (pad(&a), pad(&b), pad(&c));
+    d.h_polynomial(&mut ca, &mut cb, &mut cc);
+    ntt.poison_workspace(n).unwrap();
+    let mut out = vec![Scalar::from(0xdead_beefu64); n];
+    let t = ntt.h_polynomial(&a, &b, &c, &mut out).unwrap();
+    let bad = ca.iter().zip(&out).filter(|(x, y)| x != y).count();
+    assert_eq!(bad, 0, "H polynomial 2^{log_n}: {bad} of {n} coefficients differ");
+    eprintln!("H polynomial 2^{log_n} (input {len}) matches the CPU: {t:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_h_polynomial_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let ntt = GpuNtt::new(g);
+    for (log_n, len) in [(1u32, 2usize), (5, 20), (10, 1000), (16, 65536), (20, (1 << 20) - 328)] {
+        check_h_polynomial(&ntt, log_n, len);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and ~60 GB of host memory"]
+fn gpu_h_polynomial_and_ntt_at_2_27() {
+    let Some(g) = gpu() else { return };
+    let ntt = GpuNtt::new(g);
+    let log_n = 27;
+    let d = Domain::new(log_n).unwrap();
+    let input = random(1 << log_n, 27);
+    let mut cpu = input.clone();
+    d.fft(&mut cpu);
+    let mut gpu = input;
+    ntt.transform_host(NttKind::Forward, &mut gpu).unwrap();
+    assert!(cpu == gpu, "forward NTT 2^27 differs from the CPU");
+    drop((cpu, gpu));
+    check_h_polynomial(&ntt, 27, 130_279_197);
+}

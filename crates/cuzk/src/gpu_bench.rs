@@ -1,0 +1,188 @@
+//! `cuzk gpu-bench`: NTT and H-polynomial timings on a GPU, against the device's own
+//! copy bandwidth measured in the same run, with correctness checked on fresh random
+//! inputs against the CPU.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cudarc::driver::sys::CUevent_flags;
+use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
+use cuzk_cuda::{Gpu, GpuNtt, PinnedScalars};
+use cuzk_groth16::domain::Domain;
+use cuzk_groth16::Scalar;
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+#[derive(Args)]
+pub struct GpuBenchArgs {
+    /// NTT sizes as powers of two, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
+    log_sizes: Vec<u32>,
+    /// Timed repetitions per measurement (after 2 warm-ups); medians are reported.
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// Domain of the end-to-end H-polynomial run (a, b, c of 130,279,197 elements at 27).
+    #[arg(long, default_value_t = 27)]
+    h_log_size: u32,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn random(n: usize, seed: u64) -> Vec<Scalar> {
+    (0..n)
+        .into_par_iter()
+        .chunks(1 << 16)
+        .flat_map_iter(|chunk| {
+            let mut r = ChaCha20Rng::seed_from_u64(seed ^ (chunk[0] as u64).wrapping_mul(0x9e37_79b9));
+            chunk.into_iter().map(move |_| Scalar::random(&mut r))
+        })
+        .collect()
+}
+
+/// Median milliseconds of `f` on the compute stream, timed with CUDA events.
+fn time_ms(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let s = gpu.stream();
+    for _ in 0..2 {
+        f()?;
+    }
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t0 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        f()?;
+        let t1 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        t1.synchronize()?;
+        times.push(t0.elapsed_ms(&t1)? as f64);
+    }
+    Ok(median(times))
+}
+
+pub fn run(args: &GpuBenchArgs) -> Result<()> {
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let gpu = Gpu::open(args.device).context("no usable GPU")?;
+    let (free, total) = gpu.memory()?;
+    println!(
+        "cuzk gpu-bench: device {} ({}), {:.1} / {:.1} GiB free, kernels {}; medians of {} after 2 warm-ups",
+        gpu.ordinal,
+        gpu.name,
+        free as f64 / (1u64 << 30) as f64,
+        total as f64 / (1u64 << 30) as f64,
+        cuzk_cuda::built_architectures(),
+        args.reps
+    );
+    let s = gpu.stream().clone();
+    let max_log = args.log_sizes.iter().copied().max().unwrap_or(20);
+    let max_n = 1usize << max_log;
+
+    // The ceiling: a device-to-device copy of the largest vector, bytes read + written.
+    let copy_bytes = (max_n * 32) as f64;
+    let src = s.alloc_zeros::<DeviceFr>(max_n)?;
+    let mut dst = s.alloc_zeros::<DeviceFr>(max_n)?;
+    let copy_ms = time_ms(&gpu, args.reps, || Ok(s.memcpy_dtod(&src, &mut dst)?))?;
+    let copy_bw = 2.0 * copy_bytes / (copy_ms / 1e3);
+    println!("device copy 2^{max_log} x 32 B: {copy_ms:.3} ms = {:.0} GB/s (read + write)", copy_bw / 1e9);
+    drop((src, dst));
+
+    let ntt = GpuNtt::new(gpu.clone());
+    let mut buf = s.alloc_zeros::<DeviceFr>(max_n)?;
+    println!("{:>6} {:>11} {:>11} {:>12} {:>10} {:>9}", "size", "fwd (ms)", "inv (ms)", "eff. GB/s", "of copy", "vs CPU");
+    let mut rows = Vec::new();
+    for &log in &args.log_sizes {
+        let n = 1usize << log;
+        let input = random(n, 0x5eed ^ log as u64);
+        // Correctness on this fresh input: forward NTT against the CPU.
+        let mut view = buf.slice_mut(..n);
+        s.memcpy_htod(as_device(&input), &mut view)?;
+        ntt.fft(&mut view)?;
+        let mut got = vec![Scalar::from(0xdeadu64); n];
+        s.memcpy_dtoh(&view, as_device_mut(&mut got))?;
+        s.synchronize()?;
+        let mut want = input;
+        Domain::new(log)?.fft(&mut want);
+        let ok = want == got;
+        drop((want, got));
+        let fwd = time_ms(&gpu, args.reps, || Ok(ntt.fft(&mut view)?))?;
+        let inv = time_ms(&gpu, args.reps, || Ok(ntt.ifft(&mut view)?))?;
+        let eff = 2.0 * (n * 32) as f64 / (fwd / 1e3);
+        println!(
+            "{:>6} {fwd:>11.3} {inv:>11.3} {:>12.0} {:>9.1}% {:>9}",
+            format!("2^{log}"),
+            eff / 1e9,
+            100.0 * eff / copy_bw,
+            if ok { "match" } else { "MISMATCH" }
+        );
+        rows.push((log, fwd, inv, ok));
+        if !ok {
+            bail!("GPU NTT at 2^{log} differs from the CPU");
+        }
+    }
+    drop(buf);
+
+    // The H polynomial end to end: a, b, c of C2 length in pinned memory → h on the host.
+    let log = args.h_log_size;
+    let n = 1usize << log;
+    let len = if log == 27 { cuzk_groth16::synthetic::C2_CONSTRAINTS + cuzk_groth16::synthetic::C2_INPUTS } else { n };
+    let mut pinned = Vec::new();
+    for i in 0..3u64 {
+        let mut p = PinnedScalars::new(&gpu, len)?;
+        let v = random(len, 0xabc0 + i);
+        p.as_scalars_mut().par_chunks_mut(1 << 16).zip(v.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
+        pinned.push(p);
+    }
+    let mut out = PinnedScalars::new(&gpu, n)?;
+    let (mut e2e, mut up, mut comp, mut down) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..args.reps.min(5) + 1 {
+        let t = Instant::now();
+        let tm = ntt.h_polynomial(
+            pinned[0].as_scalars(),
+            pinned[1].as_scalars(),
+            pinned[2].as_scalars(),
+            out.as_scalars_mut(),
+        )?;
+        let wall = t.elapsed().as_secs_f64() * 1e3;
+        if rep > 0 {
+            e2e.push(wall);
+            up.push(tm.upload_ms as f64);
+            comp.push(tm.compute_ms as f64);
+            down.push(tm.download_ms as f64);
+        }
+    }
+    // Correctness of the last result against the CPU.
+    let pad = |v: &[Scalar]| {
+        let mut p = v.to_vec();
+        p.resize(n, Scalar::ZERO);
+        p
+    };
+    let (mut a, mut b, mut c) = (pad(pinned[0].as_scalars()), pad(pinned[1].as_scalars()), pad(pinned[2].as_scalars()));
+    let t = Instant::now();
+    Domain::new(log)?.h_polynomial(&mut a, &mut b, &mut c);
+    let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+    let ok = a == out.as_scalars();
+    let comp = median(comp);
+    println!(
+        "H polynomial 2^{log} (a, b, c of {len} from pinned memory): end to end {:.1} ms = upload {:.1} + compute {comp:.1} + download {:.1}; CPU ({} threads) {cpu_ms:.0} ms; {}",
+        median(e2e),
+        median(up),
+        median(down),
+        rayon::current_num_threads(),
+        if ok { "matches the CPU" } else { "MISMATCH" }
+    );
+    if !ok {
+        bail!("GPU H polynomial differs from the CPU");
+    }
+    for (log, fwd, inv, _) in rows {
+        println!("RESULT ntt log_size={log} forward_ms={fwd:.3} inverse_ms={inv:.3} copy_gbps={:.0}", copy_bw / 1e9);
+    }
+    println!("RESULT hpoly log_size={log} compute_ms={comp:.2}");
+    Ok(())
+}

@@ -20,9 +20,8 @@ use crate::field::{as_device, as_device_mut, to_device, DeviceFr};
 
 /// Stages done inside contiguous shared-memory blocks (2^10 elements = 32 KiB).
 const BLOCK_LOG: u32 = 10;
-/// Stages per strided pass, and contiguous columns per block in it (log2).
-const PASS_LOG: u32 = 8;
-const COLUMNS_LOG: u32 = 2;
+/// At most this many stages per strided pass (2^9 rows × 2 columns per block).
+const PASS_LOG: u32 = 9;
 /// Low bits of the two-level power tables.
 const TABLE_LO_BITS: u32 = 12;
 
@@ -139,56 +138,105 @@ impl GpuNtt {
         Ok(d)
     }
 
-    /// The DIT passes: bit reversal, blocked stages, strided passes.
-    fn passes(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool) -> Result<(), GpuError> {
+    /// The (s0, m) stage groups of the strided passes above the blocked stages,
+    /// balanced so no pass is left with a stage or two alone.
+    fn strided_passes(log_n: u32) -> Vec<(u32, u32)> {
+        let block_log = log_n.min(BLOCK_LOG);
+        let rest = log_n - block_log;
+        let count = rest.div_ceil(PASS_LOG);
+        let mut out = Vec::with_capacity(count as usize);
+        let mut s0 = block_log;
+        for i in 0..count {
+            let m = (rest - (s0 - block_log)).div_ceil(count - i);
+            out.push((s0, m));
+            s0 += m;
+        }
+        out
+    }
+
+    /// All stages of a transform: DIT (stages ascending: bit-reversed in, natural
+    /// out) or DIF (descending: natural in, bit-reversed out). No bit reversal here.
+    fn stages(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool, dif: bool) -> Result<(), GpuError> {
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
         let log_n = d.log_n;
         let n = 1u64 << log_n;
         let tw = if inverse { &d.tw_inv } else { &d.tw_fwd };
-        let mut b = s.launch_builder(&k.bit_reverse);
-        b.arg(&mut *v).arg(&log_n);
-        // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
-        unsafe { b.launch(grid_1d(n))? };
+        let dif_flag = dif as u32;
         let block_log = log_n.min(BLOCK_LOG);
-        if block_log > 0 {
+        let block = |v: &mut CudaViewMut<'_, DeviceFr>| -> Result<(), GpuError> {
+            if block_log == 0 {
+                return Ok(());
+            }
             let cfg = LaunchConfig {
                 grid_dim: ((n >> block_log) as u32, 1, 1),
                 block_dim: (1 << (block_log - 1), 1, 1),
-                shared_mem_bytes: (32u32) << block_log,
+                shared_mem_bytes: 32u32 << block_log,
             };
             let mut b = s.launch_builder(&k.ntt_block);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log);
-            // SAFETY: matches `ntt_block(fr*, const fr*, u32, u32)`; one block per 2^k
-            // elements, shared memory sized for 2^k elements; twiddle indices < n/2.
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log).arg(&dif_flag);
+            // SAFETY: matches `ntt_block(fr*, const fr*, u32, u32, u32)`; one block per
+            // 2^k elements, shared memory for 2^k elements; twiddle indices < n/2.
             unsafe { b.launch(cfg)? };
-        }
-        let mut s0 = block_log;
-        while s0 < log_n {
-            let m = PASS_LOG.min(log_n - s0);
-            let cols = COLUMNS_LOG;
+            Ok(())
+        };
+        let strided = |v: &mut CudaViewMut<'_, DeviceFr>, s0: u32, m: u32| -> Result<(), GpuError> {
+            // 2^m rows × L columns = 2^BLOCK_LOG elements per block (32 KiB).
+            let cols = BLOCK_LOG - m;
             let cfg = LaunchConfig {
                 grid_dim: ((n >> (m + cols)) as u32, 1, 1),
                 block_dim: ((1u32 << (m - 1)) << cols, 1, 1),
                 shared_mem_bytes: 32u32 << (m + cols),
             };
             let mut b = s.launch_builder(&k.ntt_strided);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols);
-            // SAFETY: matches `ntt_strided(fr*, const fr*, u32, u32, u32, u32)`; s0 ≥
-            // BLOCK_LOG ≥ cols so column groups tile 2^s0; blocks cover n exactly.
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols).arg(&dif_flag);
+            // SAFETY: matches `ntt_strided(fr*, const fr*, u32, u32, u32, u32, u32)`;
+            // s0 ≥ BLOCK_LOG ≥ cols, so column groups tile 2^s0; blocks cover n exactly.
             unsafe { b.launch(cfg)? };
-            s0 += m;
+            Ok(())
+        };
+        let passes = Self::strided_passes(log_n);
+        if dif {
+            for &(s0, m) in passes.iter().rev() {
+                strided(v, s0, m)?;
+            }
+            block(v)?;
+        } else {
+            block(v)?;
+            for &(s0, m) in &passes {
+                strided(v, s0, m)?;
+            }
         }
         Ok(())
     }
 
-    fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
+    fn bit_reverse(&self, v: &mut CudaViewMut<'_, DeviceFr>, log_n: u32) -> Result<(), GpuError> {
+        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse);
+        b.arg(&mut *v).arg(&log_n);
+        // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
+        unsafe { b.launch(grid_1d(1u64 << log_n))? };
+        Ok(())
+    }
+
+    /// Natural order in and out: bit reversal, then the DIT stages.
+    fn passes(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool) -> Result<(), GpuError> {
+        self.bit_reverse(v, d.log_n)?;
+        self.stages(d, v, inverse, false)
+    }
+
+    /// v[p] *= t(i) with i = p, or bitrev(p) when `bit_reversed`.
+    fn scale_ordered(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable, bit_reversed: bool) -> Result<(), GpuError> {
         let n = v.len() as u64;
+        let rev_bits = if bit_reversed { n.trailing_zeros() } else { 0 };
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.scale_by_powers);
-        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n);
-        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64)`; the
-        // tables cover indices < n.
+        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n).arg(&rev_bits);
+        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64, u32)`;
+        // the tables cover indices < n.
         unsafe { b.launch(grid_1d(n))? };
         Ok(())
+    }
+
+    fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
+        self.scale_ordered(v, t, false)
     }
 
     fn log_len(v: &CudaViewMut<'_, DeviceFr>) -> Result<u32, GpuError> {
@@ -239,10 +287,13 @@ impl GpuNtt {
             return Err(GpuError::Invalid("a, b and c must have the same length".into()));
         }
         let d = self.domain(log_n)?;
+        // Each vector: inverse DIF (evaluations → bit-reversed coefficients), scale by
+        // g^i/n at bit-reversed positions, forward DIT (→ coset evaluations, natural
+        // order). Only the final result needs a bit reversal.
         for v in [&mut *a, &mut *b, &mut *c] {
-            self.passes(&d, v, true)?;
-            self.scale(v, &d.inv_n_coset)?;
-            self.passes(&d, v, false)?;
+            self.stages(&d, v, true, true)?;
+            self.scale_ordered(v, &d.inv_n_coset, true)?;
+            self.stages(&d, v, false, false)?;
         }
         let n = 1u64 << log_n;
         let mut l = self.gpu.stream.launch_builder(&self.gpu.k.abc_combine);
@@ -250,8 +301,9 @@ impl GpuNtt {
         // SAFETY: matches `abc_combine(fr*, const fr*, const fr*, fr, u64)`; all three
         // vectors have n elements.
         unsafe { l.launch(grid_1d(n))? };
-        self.passes(&d, a, true)?;
-        self.scale(a, &d.inv_n_uncoset)
+        self.stages(&d, a, true, true)?;
+        self.scale_ordered(a, &d.inv_n_uncoset, true)?;
+        self.bit_reverse(a, log_n)
     }
 
     /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
@@ -354,5 +406,25 @@ impl GpuNtt {
         }
         self.gpu.stream.synchronize()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_passes_cover_every_stage_once() {
+        for log_n in 0..=32u32 {
+            let passes = GpuNtt::strided_passes(log_n);
+            let mut next = log_n.min(BLOCK_LOG);
+            for &(s0, m) in &passes {
+                assert_eq!(s0, next, "2^{log_n}: passes must be contiguous");
+                assert!((1..=PASS_LOG).contains(&m), "2^{log_n}: pass of {m} stages");
+                next += m;
+            }
+            assert_eq!(next, log_n);
+        }
+        assert_eq!(GpuNtt::strided_passes(27), vec![(10, 9), (19, 8)]);
     }
 }

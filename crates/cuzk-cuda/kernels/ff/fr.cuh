@@ -131,17 +131,56 @@ __device__ __forceinline__ void mul_add_row(uint32_t t[10], const uint32_t a[8],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
 }
 
+// t[0..9] += m * r, using r0 = 1 and r1 = 2^32 - 1: m*r0 = m, and m*r1 has low word
+// -m and high word m - (m != 0), so two of the eight products need no multiplier.
+// Those words are computed inside the asm: passed in as operands, the compiler may
+// give one of them the register of t[0] (their values can coincide), which the
+// chain overwrites first.
+__device__ __forceinline__ void add_m_times_r(uint32_t t[10], uint32_t m) {
+    asm("{\n\t"
+        ".reg .u32 lo1;\n\t"
+        "sub.u32        lo1, 0, %10;\n\t"
+        "add.cc.u32     %0, %0, %10;\n\t"
+        "addc.cc.u32    %1, %1, lo1;\n\t"
+        "madc.lo.cc.u32 %2, %10, %11, %2;\n\t"
+        "madc.lo.cc.u32 %3, %10, %12, %3;\n\t"
+        "madc.lo.cc.u32 %4, %10, %13, %4;\n\t"
+        "madc.lo.cc.u32 %5, %10, %14, %5;\n\t"
+        "madc.lo.cc.u32 %6, %10, %15, %6;\n\t"
+        "madc.lo.cc.u32 %7, %10, %16, %7;\n\t"
+        "addc.cc.u32    %8, %8, 0;\n\t"
+        "addc.u32       %9, %9, 0;\n\t"
+        "}"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(m), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7));
+    asm("{\n\t"
+        ".reg .u32 hi1;\n\t"
+        ".reg .pred nz;\n\t"
+        "setp.ne.u32    nz, %10, 0;\n\t"
+        "selp.u32       hi1, 1, 0, nz;\n\t"
+        "sub.u32        hi1, %10, hi1;\n\t"
+        "add.cc.u32     %2, %2, hi1;\n\t"
+        "madc.hi.cc.u32 %3, %10, %11, %3;\n\t"
+        "madc.hi.cc.u32 %4, %10, %12, %4;\n\t"
+        "madc.hi.cc.u32 %5, %10, %13, %5;\n\t"
+        "madc.hi.cc.u32 %6, %10, %14, %6;\n\t"
+        "madc.hi.cc.u32 %7, %10, %15, %7;\n\t"
+        "madc.hi.cc.u32 %8, %10, %16, %8;\n\t"
+        "addc.u32       %9, %9, 0;\n\t"
+        "}"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(m), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7));
+}
+
 __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
-    const uint32_t r[8] = {FR_R0, FR_R1, FR_R2, FR_R3, FR_R4, FR_R5, FR_R6, FR_R7};
     uint32_t t[10];
 #pragma unroll
     for (int i = 0; i < 10; i++) t[i] = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         mul_add_row(t, a.l, b.l[i]);
-        // m makes t divisible by 2^32: m = t0 * (-r^{-1}) mod 2^32.
-        uint32_t m = t[0] * FR_INV;
-        mul_add_row(t, r, m);
+        // m makes t divisible by 2^32: m = t0 * (-r^{-1}) mod 2^32 = -t0.
+        add_m_times_r(t, t[0] * FR_INV);
         // t0 is now 0: shift down one limb.
 #pragma unroll
         for (int j = 0; j < 9; j++) t[j] = t[j + 1];

@@ -1,12 +1,17 @@
-// Radix-2 NTT over Fr, decimation in time on bit-reversed input.
+// Radix-2 NTT over Fr.
 //
-// A transform of size n = 2^log_n is: bit_reverse (in place), ntt_block for the
-// first stages inside blocks of 2^k contiguous elements in shared memory, then
-// ntt_strided passes that each run up to m further stages on groups of 2^m elements
-// spaced 2^s0 apart, also in shared memory, so the vector crosses device memory
-// once per pass rather than once per stage.
+// Stage s combines elements 2^s apart. Decimation in time (DIT) runs stages 0, 1, …
+// on bit-reversed input and yields natural order; decimation in frequency (DIF) runs
+// them in the opposite order on natural input and yields bit-reversed order. Pairing
+// a DIF transform with a DIT one needs no bit reversal in between.
 //
-// tw[j] = w^j for j < n/2, with w the forward or inverse n-th root of unity.
+// ntt_block runs the stages below k inside blocks of 2^k contiguous elements in
+// shared memory; ntt_strided runs up to m stages s0..s0+m-1 on groups of 2^m
+// elements spaced 2^s0 apart, also in shared memory, so the vector crosses device
+// memory once per pass rather than once per stage.
+//
+// tw[j] = w^j for j < n/2, with w the forward or inverse n-th root of unity; a
+// butterfly of stage s at offset j inside its half-block uses tw[j << (log_n-1-s)].
 #pragma once
 #include "../ff/fr.cuh"
 
@@ -14,10 +19,18 @@ __device__ __forceinline__ uint32_t bitrev32(uint32_t i, uint32_t log_n) {
     return log_n == 0 ? 0 : (__brev(i) >> (32 - log_n));
 }
 
-__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::elem &w, bool trivial) {
-    fr::elem t = trivial ? y : fr::mul(y, w);
-    y = fr::sub(x, t);
-    x = fr::add(x, t);
+// DIT: (x, y) <- (x + w·y, x − w·y).  DIF: (x, y) <- (x + y, (x − y)·w).
+__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::elem *tw, uint64_t widx, bool dif) {
+    const bool trivial = widx == 0;
+    if (dif) {
+        fr::elem d = fr::sub(x, y);
+        x = fr::add(x, y);
+        y = trivial ? d : fr::mul(d, tw[widx]);
+    } else {
+        fr::elem t = trivial ? y : fr::mul(y, tw[widx]);
+        y = fr::sub(x, t);
+        x = fr::add(x, t);
+    }
 }
 
 // In-place bit-reversal permutation: the pair {i, bitrev(i)} is swapped by the thread
@@ -35,19 +48,20 @@ extern "C" __global__ void ntt_bit_reverse(fr::elem *data, uint32_t log_n) {
 }
 
 // Stages 0..k-1 on each block of 2^k contiguous elements; blockDim.x = 2^(k-1).
-extern "C" __global__ void ntt_block(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t k) {
+extern "C" __global__ void ntt_block(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t k,
+                                     uint32_t dif) {
     extern __shared__ fr::elem sh[];
     const uint32_t size = 1u << k;
     fr::elem *base = data + (uint64_t)blockIdx.x * size;
     for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) sh[i] = base[i];
     __syncthreads();
     const uint32_t q = threadIdx.x;
-    for (uint32_t s = 0; s < k; s++) {
+    for (uint32_t step = 0; step < k; step++) {
+        const uint32_t s = dif ? k - 1 - step : step;
         const uint32_t half = 1u << s;
         const uint32_t j = q & (half - 1);
         const uint32_t i0 = ((q >> s) << (s + 1)) | j;
-        const uint64_t widx = (uint64_t)j << (log_n - 1 - s);
-        butterfly(sh[i0], sh[i0 + half], tw[widx], j == 0);
+        butterfly(sh[i0], sh[i0 + half], tw, (uint64_t)j << (log_n - 1 - s), dif);
         __syncthreads();
     }
     for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) base[i] = sh[i];
@@ -58,7 +72,7 @@ extern "C" __global__ void ntt_block(fr::elem *data, const fr::elem *__restrict_
 // takes 2^m values of mid for L consecutive lo (L a power of two dividing 2^s0):
 // blockDim.x = 2^(m-1) * L, shared memory 2^m * L elements.
 extern "C" __global__ void ntt_strided(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t s0,
-                                       uint32_t m, uint32_t log_l) {
+                                       uint32_t m, uint32_t log_l, uint32_t dif) {
     extern __shared__ fr::elem sh[];
     const uint32_t L = 1u << log_l;
     const uint32_t groups_per_hi = 1u << (s0 - log_l);
@@ -74,15 +88,15 @@ extern "C" __global__ void ntt_strided(fr::elem *data, const fr::elem *__restric
     __syncthreads();
     const uint32_t l = threadIdx.x & (L - 1);
     const uint32_t q = threadIdx.x >> log_l;  // butterfly within the group, < 2^(m-1)
-    for (uint32_t t = 0; t < m; t++) {
+    for (uint32_t step = 0; step < m; step++) {
+        const uint32_t t = dif ? m - 1 - step : step;
         const uint32_t half = 1u << t;
         const uint32_t jm = q & (half - 1);
         const uint32_t mid0 = ((q >> t) << (t + 1)) | jm;
         const uint32_t s = s0 + t;
         // Offset of this butterfly inside its block of 2^(s+1): (jm << s0) | lo.
         const uint64_t j = ((uint64_t)jm << s0) | (lo0 + l);
-        const uint64_t widx = j << (log_n - 1 - s);
-        butterfly(sh[(mid0 << log_l) | l], sh[((mid0 + half) << log_l) | l], tw[widx], j == 0);
+        butterfly(sh[(mid0 << log_l) | l], sh[((mid0 + half) << log_l) | l], tw, j << (log_n - 1 - s), dif);
         __syncthreads();
     }
     for (uint32_t e = threadIdx.x; e < rows * L; e += blockDim.x) {

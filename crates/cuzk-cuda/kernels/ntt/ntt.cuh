@@ -48,7 +48,8 @@ extern "C" __global__ void ntt_bit_reverse(fr::elem *data, uint32_t log_n) {
 }
 
 // Stages 0..k-1 on each block of 2^k contiguous elements; blockDim.x = 2^(k-1).
-extern "C" __global__ void ntt_block(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t k,
+// 512 threads and at most 42 registers, so three blocks (1536 threads) fit an SM.
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_block(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t k,
                                      uint32_t dif) {
     extern __shared__ fr::elem sh[];
     const uint32_t size = 1u << k;
@@ -71,7 +72,7 @@ extern "C" __global__ void ntt_block(fr::elem *data, const fr::elem *__restrict_
 // the butterflies of these stages mix only elements of equal (hi, lo). A block
 // takes 2^m values of mid for L consecutive lo (L a power of two dividing 2^s0):
 // blockDim.x = 2^(m-1) * L, shared memory 2^m * L elements.
-extern "C" __global__ void ntt_strided(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t s0,
+extern "C" __global__ void __launch_bounds__(512, 3) ntt_strided(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t s0,
                                        uint32_t m, uint32_t log_l, uint32_t dif) {
     extern __shared__ fr::elem sh[];
     const uint32_t L = 1u << log_l;

@@ -27,54 +27,9 @@ struct __align__(16) elem {
     uint32_t l[8];
 };
 
-__device__ __forceinline__ elem zero() {
-    elem z;
-#pragma unroll
-    for (int i = 0; i < 8; i++) z.l[i] = 0;
-    return z;
-}
-
-// x - r if x >= r (x < 2r assumed).
-__device__ __forceinline__ elem reduce_once(const uint32_t x[8], uint32_t x8) {
-    uint32_t d[8], borrow;
-    asm("sub.cc.u32  %0, %9,  %17;\n\t"
-        "subc.cc.u32 %1, %10, %18;\n\t"
-        "subc.cc.u32 %2, %11, %19;\n\t"
-        "subc.cc.u32 %3, %12, %20;\n\t"
-        "subc.cc.u32 %4, %13, %21;\n\t"
-        "subc.cc.u32 %5, %14, %22;\n\t"
-        "subc.cc.u32 %6, %15, %23;\n\t"
-        "subc.cc.u32 %7, %16, %24;\n\t"
-        "subc.u32    %8, %25, 0;"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(borrow)
-        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
-          "n"(FR_R0), "n"(FR_R1), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7), "r"(x8));
-    // borrow is all-ones when x < r: keep x.
-    elem out;
-#pragma unroll
-    for (int i = 0; i < 8; i++) out.l[i] = borrow ? x[i] : d[i];
-    return out;
-}
-
-__device__ __forceinline__ elem add(const elem &a, const elem &b) {
-    uint32_t s[8], c;
-    asm("add.cc.u32  %0, %9,  %17;\n\t"
-        "addc.cc.u32 %1, %10, %18;\n\t"
-        "addc.cc.u32 %2, %11, %19;\n\t"
-        "addc.cc.u32 %3, %12, %20;\n\t"
-        "addc.cc.u32 %4, %13, %21;\n\t"
-        "addc.cc.u32 %5, %14, %22;\n\t"
-        "addc.cc.u32 %6, %15, %23;\n\t"
-        "addc.cc.u32 %7, %16, %24;\n\t"
-        "addc.u32    %8, 0, 0;"
-        : "=r"(s[0]), "=r"(s[1]), "=r"(s[2]), "=r"(s[3]), "=r"(s[4]), "=r"(s[5]), "=r"(s[6]), "=r"(s[7]), "=r"(c)
-        : "r"(a.l[0]), "r"(a.l[1]), "r"(a.l[2]), "r"(a.l[3]), "r"(a.l[4]), "r"(a.l[5]), "r"(a.l[6]), "r"(a.l[7]),
-          "r"(b.l[0]), "r"(b.l[1]), "r"(b.l[2]), "r"(b.l[3]), "r"(b.l[4]), "r"(b.l[5]), "r"(b.l[6]), "r"(b.l[7]));
-    return reduce_once(s, c);
-}
-
-__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
-    uint32_t d[8], borrow;
+// d = x - y over eight limbs; returns the borrow word (all ones if x < y, else 0).
+__device__ __forceinline__ uint32_t sub_limbs(uint32_t d[8], const uint32_t x[8], const uint32_t y[8]) {
+    uint32_t borrow;
     asm("sub.cc.u32  %0, %9,  %17;\n\t"
         "subc.cc.u32 %1, %10, %18;\n\t"
         "subc.cc.u32 %2, %11, %19;\n\t"
@@ -85,10 +40,23 @@ __device__ __forceinline__ elem sub(const elem &a, const elem &b) {
         "subc.cc.u32 %7, %16, %24;\n\t"
         "subc.u32    %8, 0, 0;"
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(borrow)
-        : "r"(a.l[0]), "r"(a.l[1]), "r"(a.l[2]), "r"(a.l[3]), "r"(a.l[4]), "r"(a.l[5]), "r"(a.l[6]), "r"(a.l[7]),
-          "r"(b.l[0]), "r"(b.l[1]), "r"(b.l[2]), "r"(b.l[3]), "r"(b.l[4]), "r"(b.l[5]), "r"(b.l[6]), "r"(b.l[7]));
-    // On borrow add r back (mask r by the borrow word).
-    uint32_t m = borrow;
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
+          "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]), "r"(y[4]), "r"(y[5]), "r"(y[6]), "r"(y[7]));
+    return borrow;
+}
+
+// x - r if x >= r, for x < 2r. Since r < 2^255, x < 2^256 always fits eight limbs.
+__device__ __forceinline__ elem reduce_once(const uint32_t x[8]) {
+    const uint32_t r[8] = {FR_R0, FR_R1, FR_R2, FR_R3, FR_R4, FR_R5, FR_R6, FR_R7};
+    uint32_t d[8];
+    const uint32_t borrow = sub_limbs(d, x, r);
+    elem out;
+#pragma unroll
+    for (int i = 0; i < 8; i++) out.l[i] = borrow ? x[i] : d[i];
+    return out;
+}
+
+__device__ __forceinline__ elem add_limbs(const uint32_t x[8], const uint32_t y[8]) {
     elem out;
     asm("add.cc.u32  %0, %8,  %16;\n\t"
         "addc.cc.u32 %1, %9,  %17;\n\t"
@@ -99,9 +67,23 @@ __device__ __forceinline__ elem sub(const elem &a, const elem &b) {
         "addc.cc.u32 %6, %14, %22;\n\t"
         "addc.u32    %7, %15, %23;"
         : "=r"(out.l[0]), "=r"(out.l[1]), "=r"(out.l[2]), "=r"(out.l[3]), "=r"(out.l[4]), "=r"(out.l[5]), "=r"(out.l[6]), "=r"(out.l[7])
-        : "r"(d[0]), "r"(d[1]), "r"(d[2]), "r"(d[3]), "r"(d[4]), "r"(d[5]), "r"(d[6]), "r"(d[7]),
-          "r"(FR_R0 & m), "r"(FR_R1 & m), "r"(FR_R2 & m), "r"(FR_R3 & m), "r"(FR_R4 & m), "r"(FR_R5 & m), "r"(FR_R6 & m), "r"(FR_R7 & m));
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
+          "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]), "r"(y[4]), "r"(y[5]), "r"(y[6]), "r"(y[7]));
     return out;
+}
+
+__device__ __forceinline__ elem add(const elem &a, const elem &b) {
+    // a + b < 2r < 2^256: no carry out of the top limb.
+    const elem s = add_limbs(a.l, b.l);
+    return reduce_once(s.l);
+}
+
+__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
+    uint32_t d[8];
+    const uint32_t m = sub_limbs(d, a.l, b.l);
+    // On borrow add r back (r masked by the borrow word).
+    const uint32_t rm[8] = {FR_R0 & m, FR_R1 & m, FR_R2 & m, FR_R3 & m, FR_R4 & m, FR_R5 & m, FR_R6 & m, FR_R7 & m};
+    return add_limbs(d, rm);
 }
 
 // t[0..9] += a[0..7] * b, as two carry chains (low halves, then high halves).
@@ -187,7 +169,7 @@ __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
         t[9] = 0;
     }
     // t < 2r < 2^256 here, so t[8] is 0 and one conditional subtraction reduces it.
-    return reduce_once(t, t[8]);
+    return reduce_once(t);
 }
 
 __device__ __forceinline__ elem sqr(const elem &a) { return mul(a, a); }

@@ -58,7 +58,9 @@ pub enum NttKind {
     CosetInverse,
 }
 
-/// Device time of one H-polynomial call, from CUDA events.
+/// Device time of one H-polynomial call, from CUDA events. The upload of b and c
+/// overlaps the computation, which may wait for them: the parts add up to more than
+/// the call.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HPolyTimings {
     pub upload_ms: f32,
@@ -287,29 +289,45 @@ impl GpuNtt {
             return Err(GpuError::Invalid("a, b and c must have the same length".into()));
         }
         let d = self.domain(log_n)?;
-        // Each vector: inverse DIF (evaluations → bit-reversed coefficients), scale by
-        // g^i/n at bit-reversed positions, forward DIT (→ coset evaluations, natural
-        // order). Only the final result needs a bit reversal.
         for v in [&mut *a, &mut *b, &mut *c] {
-            self.stages(&d, v, true, true)?;
-            self.scale_ordered(v, &d.inv_n_coset, true)?;
-            self.stages(&d, v, false, false)?;
+            self.coset_evaluations(&d, v)?;
         }
-        let n = 1u64 << log_n;
+        self.h_from_coset_evaluations(&d, a, b, c)
+    }
+
+    /// Evaluations on D → evaluations on the coset g·D: inverse DIF (→ bit-reversed
+    /// coefficients), scale by g^i/n at bit-reversed positions, forward DIT (→ natural
+    /// order). No bit reversal needed.
+    fn coset_evaluations(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
+        self.stages(d, v, true, true)?;
+        self.scale_ordered(v, &d.inv_n_coset, true)?;
+        self.stages(d, v, false, false)
+    }
+
+    /// (a·b − c)/Z on the coset, back to coefficients in natural order, into `a`.
+    fn h_from_coset_evaluations<'v>(
+        &self,
+        d: &DeviceDomain,
+        a: &mut CudaViewMut<'v, DeviceFr>,
+        b: &mut CudaViewMut<'v, DeviceFr>,
+        c: &mut CudaViewMut<'v, DeviceFr>,
+    ) -> Result<(), GpuError> {
+        let n = 1u64 << d.log_n;
         let mut l = self.gpu.stream.launch_builder(&self.gpu.k.abc_combine);
         l.arg(&mut *a).arg(&mut *b).arg(&mut *c).arg(&d.z_inv).arg(&n);
         // SAFETY: matches `abc_combine(fr*, const fr*, const fr*, fr, u64)`; all three
         // vectors have n elements.
         unsafe { l.launch(grid_1d(n))? };
-        self.stages(&d, a, true, true)?;
+        self.stages(d, a, true, true)?;
         self.scale_ordered(a, &d.inv_n_uncoset, true)?;
-        self.bit_reverse(a, log_n)
+        self.bit_reverse(a, d.log_n)
     }
 
     /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
-    /// domain) on the copy stream, computes on the compute stream once the upload's
-    /// event has fired, and downloads the n coefficients into `out`. Pinned host
-    /// memory makes the transfers several times faster; any host memory works.
+    /// domain) on the copy stream; the compute stream starts on each vector as soon as
+    /// its upload event fires, so b and c upload while a is transformed; the n
+    /// coefficients are downloaded into `out`. Pinned host memory makes the transfers
+    /// several times faster; any host memory works.
     pub fn h_polynomial(
         &self,
         a: &[Scalar],
@@ -322,7 +340,7 @@ impl GpuNtt {
         if out.len() < n {
             return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
         }
-        self.domain(n.trailing_zeros())?;
+        let d = self.domain(n.trailing_zeros())?;
         let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
         if ws.len() != 3 || ws[0].len() < n {
             ws.clear();
@@ -341,23 +359,28 @@ impl GpuNtt {
         let (wa, rest) = ws.split_at_mut(1);
         let (wb, wc) = rest.split_at_mut(1);
         let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
+        let mut uploaded = Vec::with_capacity(3);
         for (v, src) in views.iter_mut().zip([a, b, c]) {
             cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
             if src.len() < n {
                 cp.memset_zeros(&mut v.slice_mut(src.len()..))?;
             }
+            uploaded.push(cp.record_event(timing)?);
         }
-        let t1 = cp.record_event(timing)?;
-        s.wait(&t1)?;
+        s.wait(&uploaded[0])?;
         let t2 = s.record_event(timing)?;
+        for (v, ready) in views.iter_mut().zip(&uploaded) {
+            s.wait(ready)?;
+            self.coset_evaluations(&d, v)?;
+        }
         let [va, vb, vc] = &mut views;
-        self.h_polynomial_device(va, vb, vc)?;
+        self.h_from_coset_evaluations(&d, va, vb, vc)?;
         let t3 = s.record_event(timing)?;
         s.memcpy_dtoh(&*va, as_device_mut(&mut out[..n]))?;
         let t4 = s.record_event(timing)?;
         s.synchronize()?;
         Ok(HPolyTimings {
-            upload_ms: t0.elapsed_ms(&t1)?,
+            upload_ms: t0.elapsed_ms(&uploaded[2])?,
             compute_ms: t2.elapsed_ms(&t3)?,
             download_ms: t3.elapsed_ms(&t4)?,
         })

@@ -170,7 +170,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
     let ok = a == out.as_scalars();
     let comp = median(comp);
     println!(
-        "H polynomial 2^{log} (a, b, c of {len} from pinned memory): end to end {:.1} ms = upload {:.1} + compute {comp:.1} + download {:.1}; CPU ({} threads) {cpu_ms:.0} ms; {}",
+        "H polynomial 2^{log} (a, b, c of {len} from pinned memory): end to end {:.1} ms (upload {:.1}, compute {comp:.1}, download {:.1}; b and c upload during compute); CPU ({} threads) {cpu_ms:.0} ms; {}",
         median(e2e),
         median(up),
         median(down),

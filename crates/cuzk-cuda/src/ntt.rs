@@ -122,6 +122,7 @@ impl GpuNtt {
         }
         let host = Domain::new(log_n).map_err(|e| GpuError::Invalid(e.to_string()))?;
         let omega = host.generator();
+        // ω, n, g and Z(g) are non-zero (see cuzk_groth16::domain), so these invert.
         let omega_inv = omega.invert().unwrap();
         let n_inv = Scalar::from(1u64 << log_n).invert().unwrap();
         let g = coset_shift();

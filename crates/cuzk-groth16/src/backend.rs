@@ -118,6 +118,8 @@ pub enum ProveError {
     Buffer(String),
     #[error("circuits of one call must share a shape: circuit {index} differs from circuit 0")]
     MixedShapes { index: usize },
+    #[error("circuit {index} was already proven: its a/b/c were used as scratch; synthesize it again")]
+    Consumed { index: usize },
     #[error("backend failure: {0}")]
     Backend(String),
 }
@@ -131,7 +133,8 @@ pub enum ProveError {
 ///   shape; a mismatch is an error ([`ProveError::Shape`]), never a wrong proof.
 /// - `circuits` is borrowed mutably because backends may use the a/b/c vectors as
 ///   scratch space for the H polynomial: after the call their contents are unspecified.
-///   Assignments, densities and classes are left untouched. The caller owns the
+///   Assignments, densities and classes are left untouched; the backend marks each
+///   circuit consumed ([`SynthesizedCircuit::mark_consumed`]) and refuses consumed ones. The caller owns the
 ///   storage (e.g. pinned buffers from a pool) and gets it back when it drops the
 ///   circuits.
 /// - A backend may keep per-parameter-set state keyed by [`ParameterSet::id`] (a GPU
@@ -164,6 +167,9 @@ pub fn check_inputs(
         return Err(ProveError::RandomnessCount { circuits: circuits.len(), randomness: randomness.len() });
     }
     for (index, c) in circuits.iter().enumerate() {
+        if c.is_consumed() {
+            return Err(ProveError::Consumed { index });
+        }
         params.check_shape(c)?;
         let first = &circuits[0];
         if c.num_constraints() != first.num_constraints()

@@ -55,6 +55,7 @@ impl Domain {
         for _ in log_n..Scalar::S {
             omega = omega.square();
         }
+        // ω is a root of unity and n < r: both are non-zero, so the inverses exist.
         let omega_inv = omega.invert().unwrap();
         let n = 1u64 << log_n;
         let n_inv = Scalar::from(n).invert().unwrap();
@@ -109,6 +110,7 @@ impl Domain {
         assert_eq!(v.len(), self.size(), "NTT input length must equal the domain size");
         ntt_in_place(v, &self.inv_twiddles, self.log_n);
         // 1/n and g^{-i} in one pass.
+        // g = 7 is non-zero.
         distribute_powers(v, coset_shift().invert().unwrap(), self.n_inv);
     }
 
@@ -120,6 +122,8 @@ impl Domain {
             self.ifft(v);
             self.coset_fft(v);
         }
+        // g is not an n-th root of unity (it generates the whole multiplicative group),
+        // so Z(g) = g^n − 1 ≠ 0.
         let z_inv = self.vanishing_at(coset_shift()).invert().unwrap();
         a.par_chunks_mut(CHUNK)
             .zip(b.par_chunks(CHUNK))

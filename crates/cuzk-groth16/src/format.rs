@@ -108,7 +108,8 @@ impl<'a> Cursor<'a> {
         let start = self.pos as u64;
         let bytes = self.take(section, (n * P::BYTES) as u64)?;
         let check = self.check;
-        let mut out = Vec::with_capacity(n);
+        // Collecting into Result<Vec<_>> writes the points straight into the vector
+        // (no per-point Result buffer); on failure one of the errors is returned.
         bytes
             .par_chunks_exact(P::BYTES)
             .enumerate()
@@ -134,8 +135,7 @@ impl<'a> Cursor<'a> {
                 }
                 Ok(p)
             })
-            .collect_into_vec_result(&mut out)?;
-        Ok(out)
+            .collect()
     }
 
     fn counted<P: FilePoint>(&mut self, section: &'static str) -> Result<Vec<P>, FormatError> {
@@ -158,22 +158,6 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Collecting a parallel iterator of results while keeping the first error by index.
-trait CollectResult<T> {
-    fn collect_into_vec_result(self, out: &mut Vec<T>) -> Result<(), FormatError>;
-}
-
-impl<T: Send, I: IndexedParallelIterator<Item = Result<T, FormatError>>> CollectResult<T> for I {
-    fn collect_into_vec_result(self, out: &mut Vec<T>) -> Result<(), FormatError> {
-        let results: Vec<Result<T, FormatError>> = self.collect();
-        out.reserve(results.len());
-        for r in results {
-            out.push(r?);
-        }
-        Ok(())
-    }
-}
-
 fn read_vk_from(c: &mut Cursor<'_>) -> Result<VerifyingKey, FormatError> {
     Ok(VerifyingKey {
         alpha_g1: c.one("vk.alpha_g1")?,
@@ -191,6 +175,9 @@ pub fn decode_vk(data: &[u8], check: PointCheck) -> Result<VerifyingKey, FormatE
     let mut c = Cursor { data, pos: 0, check };
     let vk = read_vk_from(&mut c)?;
     c.finish()?;
+    if vk.ic.is_empty() {
+        return Err(FormatError::Inconsistent("IC is empty; it needs at least the constant input".into()));
+    }
     Ok(vk)
 }
 
@@ -231,10 +218,10 @@ pub fn decode_params(data: &[u8], check: PointCheck) -> Result<ParameterSet, For
 fn map_file(path: &Path) -> Result<memmap2::Mmap, FormatError> {
     let io = |source| FormatError::Io { path: path.to_owned(), source };
     let file = File::open(path).map_err(io)?;
-    // SAFETY: the map is read-only and lives only while we decode. A parameter file
-    // changed underneath us by another process could yield garbage points, which the
-    // decoder rejects or the proof's verification catches; it cannot cause UB here
-    // beyond what reading shared memory allows.
+    // SAFETY: requires that no process modifies or truncates the file while it is
+    // mapped (parameter files are written once and then only read). If one does, the
+    // read may see torn data or the process may get SIGBUS: operators must not replace
+    // a parameter file in place while cuzk reads it (write a new file and rename).
     unsafe { memmap2::Mmap::map(&file) }.map_err(io)
 }
 
@@ -243,9 +230,10 @@ pub fn read_params(path: &Path, check: PointCheck) -> Result<ParameterSet, Forma
     decode_params(&map_file(path)?, check)
 }
 
-/// Reads a `.vk` file.
+/// Reads a `.vk` file (small: read, not mapped).
 pub fn read_vk(path: &Path, check: PointCheck) -> Result<VerifyingKey, FormatError> {
-    decode_vk(&map_file(path)?, check)
+    let data = std::fs::read(path).map_err(|source| FormatError::Io { path: path.to_owned(), source })?;
+    decode_vk(&data, check)
 }
 
 fn encode_points<P: FilePoint>(points: &[P]) -> Vec<u8> {
@@ -293,6 +281,12 @@ pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError
         move |source| FormatError::Io { path: path.to_owned(), source }
     }
     let vk_path = params_path.with_extension("vk");
+    if vk_path == params_path {
+        return Err(FormatError::Io {
+            path: params_path.to_owned(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "the parameter file must not end in .vk"),
+        });
+    }
     let mut f = io::BufWriter::new(File::create(params_path).map_err(io(params_path))?);
     write_params(&mut f, params).and_then(|_| f.flush()).map_err(io(params_path))?;
     let mut f = io::BufWriter::new(File::create(&vk_path).map_err(io(&vk_path))?);
@@ -460,6 +454,15 @@ mod tests {
         let mut p = sample();
         p.b_g2.pop();
         assert!(matches!(decode_params(&bytes(&p), PointCheck::OnCurve), Err(FormatError::Inconsistent(_))));
+    }
+
+    #[test]
+    fn empty_ic_is_rejected() {
+        let mut vk = sample().vk;
+        vk.ic.clear();
+        let mut b = Vec::new();
+        write_vk(&mut b, &vk).unwrap();
+        assert!(matches!(decode_vk(&b, PointCheck::OnCurve), Err(FormatError::Inconsistent(_))));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum SetupError {
     Domain(#[from] DomainError),
     #[error("a random secret came out zero; try again")]
     ZeroSecret,
+    #[error("aux variable {0} appears in no constraint: its L point would be the identity, which bellperson-format readers reject")]
+    UnconstrainedVariable(usize),
 }
 
 /// The secrets of a setup. Whoever knows them can forge proofs; they are dropped
@@ -265,6 +267,7 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     let (_, a_aux) = density_of(&cs.a, n_in, n_aux);
     let (b_in, b_aux) = density_of(&cs.b, n_in, n_aux);
 
+    // γ and δ were checked non-zero above.
     let gamma_inv = tw.gamma.invert().unwrap();
     let delta_inv = tw.delta.invert().unwrap();
     let combine = |u: &[Scalar], v: &[Scalar], w: &[Scalar], k: Scalar| -> Vec<Scalar> {
@@ -272,6 +275,9 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     };
     let ic_scalars = combine(&u.input, &v.input, &w.input, gamma_inv);
     let l_scalars = combine(&u.aux, &v.aux, &w.aux, delta_inv);
+    if let Some(i) = l_scalars.iter().position(|x| x.is_zero_vartime()) {
+        return Err(SetupError::UnconstrainedVariable(i));
+    }
     let z_over_delta = domain.vanishing_at(tw.tau) * delta_inv;
     let h_scalars = powers(tw.tau, z_over_delta, m - 1);
     let select = |vals: &QapAtTau, din: Option<&Density>, daux: &Density| -> Vec<Scalar> {
@@ -311,6 +317,21 @@ mod tests {
     use super::*;
     use crate::NoProgress;
     use rand::SeedableRng;
+
+    #[test]
+    fn unconstrained_aux_variable_is_an_error() {
+        struct Loose;
+        impl Circuit<Scalar> for Loose {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+                let x = cs.alloc(|| "x", || Ok(Scalar::ONE))?;
+                cs.alloc(|| "loose", || Ok(Scalar::ONE))?;
+                cs.enforce(|| "x", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
+                Ok(())
+            }
+        }
+        let r = generate_parameters(Loose, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1), &NoProgress);
+        assert!(matches!(r, Err(SetupError::UnconstrainedVariable(1))));
+    }
 
     #[test]
     fn fixed_base_matches_scalar_multiplication() {

@@ -88,6 +88,7 @@ fn prove_one(
     t: &mut StageTimings,
 ) -> Result<Proof, ProveError> {
     let n = domain.size();
+    c.mark_consumed();
     for v in [&mut c.a, &mut c.b, &mut c.c] {
         v.resize(n).map_err(|_| ProveError::Buffer(format!("needs {n} elements, has {}", v.capacity())))?;
     }

@@ -260,12 +260,27 @@ pub struct SynthesizedCircuit {
     pub b_aux_density: Density,
     /// The 0 / 1 / significant split of `aux`.
     pub aux_classes: ScalarClasses,
+    /// Constraints including the input constraints, fixed at synthesis (a/b/c may be
+    /// padded or overwritten later).
+    num_constraints: usize,
+    /// Set once a backend has used a/b/c as scratch: proving again would be wrong.
+    consumed: bool,
 }
 
 impl SynthesizedCircuit {
     /// Constraints including the input constraints.
     pub fn num_constraints(&self) -> usize {
-        self.a.len()
+        self.num_constraints
+    }
+
+    /// Whether a backend has already used a/b/c as scratch space.
+    pub fn is_consumed(&self) -> bool {
+        self.consumed
+    }
+
+    /// Records that a/b/c no longer hold the evaluations (backends call this).
+    pub fn mark_consumed(&mut self) {
+        self.consumed = true;
     }
 
     pub fn num_inputs(&self) -> usize {
@@ -412,8 +427,8 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<SynthesizedCircuit, 
 
 /// Synthesizes `circuit`, writing a/b/c into the given storage (e.g. pinned buffers).
 ///
-/// Fails with `SynthesisError::Unsatisfiable` only if fixed-size storage is too small;
-/// the log names the size that was needed.
+/// Returns the circuit's own synthesis errors, and `SynthesisError::Unsatisfiable` if
+/// fixed-size storage is too small (the log names the size that was needed).
 pub fn synthesize_into<C: Circuit<Scalar>>(
     circuit: C,
     buffers: EvalBuffers,
@@ -447,7 +462,10 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
         }
     }
     let aux_classes = ScalarClasses::classify(&cs.aux);
+    let num_constraints = cs.a.len();
     Ok(SynthesizedCircuit {
+        num_constraints,
+        consumed: false,
         input: cs.input,
         aux: cs.aux,
         a: cs.a,

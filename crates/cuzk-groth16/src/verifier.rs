@@ -21,6 +21,8 @@ pub enum VerifyError {
     InputCount { given: usize, expected: usize },
     #[error("{proofs} proofs but {inputs} public-input lists")]
     BatchShape { proofs: usize, inputs: usize },
+    #[error("verifying key has no IC points (it needs one for the constant input)")]
+    EmptyIc,
 }
 
 /// A verifying key with its pairing-side precomputation done once.
@@ -43,6 +45,9 @@ impl PreparedVerifyingKey {
 
     /// Σ xᵢ·ICᵢ with x₀ = 1 for the constant input.
     fn input_accumulator(&self, inputs: &[Scalar]) -> Result<G1Projective, VerifyError> {
+        if self.ic.is_empty() {
+            return Err(VerifyError::EmptyIc);
+        }
         if inputs.len() + 1 != self.ic.len() {
             return Err(VerifyError::InputCount { given: inputs.len(), expected: self.ic.len() - 1 });
         }

@@ -135,6 +135,10 @@ fn mismatched_parameters_and_randomness_are_errors() {
     let mut one = vec![synthesize(small.circuit(1)).unwrap()];
     let r = backend.prove(&params, &mut one, &[]);
     assert!(matches!(r, Err(ProveError::RandomnessCount { circuits: 1, randomness: 0 })));
+    // Proving the same synthesized circuit twice: refused, its a/b/c were scratch.
+    backend.prove(&params, &mut one, &[ProofRandomness::zero()]).unwrap();
+    let r = backend.prove(&params, &mut one, &[ProofRandomness::zero()]);
+    assert!(matches!(r, Err(ProveError::Consumed { index: 0 })), "{r:?}");
     let mut sha = vec![synthesize(Sha256Preimage { preimage: vec![1, 2, 3] }).unwrap()];
     assert!(backend.prove(&params, &mut sha, &[ProofRandomness::zero()]).is_err());
 }

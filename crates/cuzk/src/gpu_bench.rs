@@ -69,6 +69,9 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
+    if let Some(bad) = args.log_sizes.iter().chain([&args.h_log_size]).find(|&&l| !(1..=28).contains(&l)) {
+        bail!("size 2^{bad} is outside what this benchmark runs (2^1..2^28)");
+    }
     let gpu = Gpu::open(args.device).context("no usable GPU")?;
     let (free, total) = gpu.memory()?;
     println!(

@@ -34,10 +34,10 @@ pub struct ShapeArgs {
 
 impl ShapeArgs {
     pub fn shape(&self) -> anyhow::Result<SyntheticShape> {
-        let mut s = SyntheticShape::for_domain(self.log_size);
         if self.log_size > 27 {
             anyhow::bail!("--log-size {} is larger than a C2 partition (27)", self.log_size);
         }
+        let mut s = SyntheticShape::for_domain(self.log_size);
         if let Some(c) = self.constraints {
             s.constraints = c;
             s.inputs = self.inputs.unwrap_or(cuzk_groth16::synthetic::C2_INPUTS);

@@ -16,7 +16,10 @@ const DEFAULT_ARCHS: [&str; 4] = ["80", "89", "90", "120"];
 fn find_nvcc() -> Option<PathBuf> {
     let exe = |p: PathBuf| p.is_file().then_some(p);
     if let Some(p) = env::var_os("NVCC") {
-        return exe(PathBuf::from(p));
+        match exe(PathBuf::from(&p)) {
+            Some(p) => return Some(p),
+            None => println!("cargo::warning=NVCC={} is not a file; looking elsewhere", PathBuf::from(p).display()),
+        }
     }
     for var in ["CUDA_PATH", "CUDA_HOME"] {
         if let Some(p) = env::var_os(var).and_then(|d| exe(Path::new(&d).join("bin/nvcc"))) {
@@ -31,26 +34,47 @@ fn find_nvcc() -> Option<PathBuf> {
     if let Some(p) = exe(PathBuf::from("/usr/local/cuda/bin/nvcc")) {
         return Some(p);
     }
+    exe(toolchain_nvcc()?)
+}
+
+/// Where scripts/install-cuda-toolchain.sh puts nvcc.
+fn toolchain_nvcc() -> Option<PathBuf> {
     let toolchain = env::var_os("CUZK_CUDA_TOOLCHAIN").map(PathBuf::from).or_else(|| {
         let cache = env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
         Some(cache.join("cuzk/cuda-13.0.88"))
     })?;
-    exe(toolchain.join("nvidia/cu13/bin/nvcc"))
+    Some(toolchain.join("nvidia/cu13/bin/nvcc"))
 }
 
 fn supported_archs(nvcc: &Path) -> Vec<String> {
-    let out = Command::new(nvcc).arg("--list-gpu-code").output().ok();
-    let listed = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let out = Command::new(nvcc)
+        .arg("--list-gpu-code")
+        .output()
+        .unwrap_or_else(|e| panic!("running {} --list-gpu-code: {e}", nvcc.display()));
+    if !out.status.success() {
+        panic!(
+            "{} --list-gpu-code failed ({}): {}",
+            nvcc.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     DEFAULT_ARCHS.iter().filter(|a| listed.lines().any(|l| l.trim() == format!("sm_{a}"))).map(|a| a.to_string()).collect()
 }
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(cuzk_kernels)");
     println!("cargo::rerun-if-changed=kernels");
-    for var in ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUZK_CUDA_ARCHS", "CUZK_CUDA_TOOLCHAIN", "PATH"] {
+    for var in ["NVCC", "CUDA_PATH", "CUDA_HOME", "CUZK_CUDA_ARCHS", "CUZK_CUDA_TOOLCHAIN", "PATH", "HOME", "XDG_CACHE_HOME"] {
         println!("cargo::rerun-if-env-changed={var}");
+    }
+    // Rebuild once the pinned toolchain appears (a build made before
+    // scripts/install-cuda-toolchain.sh ran would otherwise stay CPU-only).
+    if let Some(t) = toolchain_nvcc() {
+        println!("cargo::rerun-if-changed={}", t.display());
     }
     let Some(nvcc) = find_nvcc() else {
         println!(

@@ -31,11 +31,13 @@ pub fn as_device(s: &[Scalar]) -> &[DeviceFr] {
 
 /// Views scalars as device elements, mutably, to receive results.
 ///
-/// Only fully reduced values (< r) may be written through it; every kernel keeps
-/// its outputs reduced.
-pub fn as_device_mut(s: &mut [Scalar]) -> &mut [DeviceFr] {
-    // SAFETY: as in `as_device`; the kernels write canonical Montgomery values, which
-    // are valid Scalars.
+/// # Safety
+/// Only canonical values (Montgomery form, < r) may be written through the view:
+/// blst and everything built on `Scalar` assume it. Every kernel of this crate keeps
+/// its outputs reduced; do not write arbitrary `DeviceFr` bits through it.
+pub unsafe fn as_device_mut(s: &mut [Scalar]) -> &mut [DeviceFr] {
+    // SAFETY: same size and alignment as checked above; the caller upholds the
+    // canonical-value precondition.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut DeviceFr, s.len()) }
 }
 
@@ -69,7 +71,9 @@ pub fn binary_op(gpu: &crate::Gpu, op: FrOp, x: &[Scalar], y: &[Scalar]) -> Resu
     // SAFETY: matches `fr_binary_op(fr*, const fr*, const fr*, u32, u64)`; all n long.
     unsafe { b.launch(cfg)? };
     let mut result = vec![Scalar::ZERO; x.len()];
-    s.memcpy_dtoh(&out, as_device_mut(&mut result))?;
+    // SAFETY: fr_binary_op writes reduced field elements. The copy into the pageable
+    // vector completes before memcpy_dtoh returns.
+    s.memcpy_dtoh(&out, unsafe { as_device_mut(&mut result) })?;
     s.synchronize()?;
     Ok(result)
 }

@@ -3,8 +3,8 @@
 //! Kernels live in `kernels/` (ff/ field arithmetic, ntt/, groth16/ pointwise passes),
 //! are compiled by build.rs into one fatbin embedded here, and are loaded through the
 //! CUDA driver API at run time. A binary built with the kernels still starts on a
-//! machine without a driver or GPU: [`device_count`] says why no device is usable and
-//! callers fall back to the CPU backend.
+//! machine without a driver or GPU: [`device_count`] says why no device is usable.
+//! (There is no GPU prover yet, so nothing falls back: proving runs on the CPU.)
 
 mod device;
 pub mod field;

@@ -3,8 +3,9 @@
 //! Per domain size the device keeps the twiddle tables (ω^j and ω^{-j}, j < n/2) and
 //! small two-level power tables for the coset and scaling passes; per device a
 //! workspace of three vectors is allocated once and reused by every call of that size
-//! or smaller. A call enqueues all its work on the compute stream and synchronizes the
-//! host once, at its end.
+//! or smaller. A call enqueues its kernels on the compute stream and its host
+//! transfers on the copy stream (ordered by events), and synchronizes the host once,
+//! at its end (or, on an error, before returning it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -336,6 +337,30 @@ impl GpuNtt {
         c: &[Scalar],
         out: &mut [Scalar],
     ) -> Result<HPolyTimings, GpuError> {
+        let r = self.h_polynomial_inner(a, b, c, out);
+        self.settle(r)
+    }
+
+    /// On an error, waits for both streams so no transfer still touches the caller's
+    /// host memory when the borrow ends.
+    fn settle<T>(&self, r: Result<T, GpuError>) -> Result<T, GpuError> {
+        if r.is_err() {
+            let copy = self.gpu.copy.synchronize();
+            let compute = self.gpu.stream.synchronize();
+            if let Err(e) = copy.and(compute) {
+                tracing::error!(error = %e, "synchronizing after a failed GPU call");
+            }
+        }
+        r
+    }
+
+    fn h_polynomial_inner(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        out: &mut [Scalar],
+    ) -> Result<HPolyTimings, GpuError> {
         let len = a.len().max(b.len()).max(c.len());
         let n = len.max(1).next_power_of_two();
         if out.len() < n {
@@ -377,7 +402,8 @@ impl GpuNtt {
         let [va, vb, vc] = &mut views;
         self.h_from_coset_evaluations(&d, va, vb, vc)?;
         let t3 = s.record_event(timing)?;
-        s.memcpy_dtoh(&*va, as_device_mut(&mut out[..n]))?;
+        // SAFETY: the H-polynomial kernels write reduced field elements.
+        s.memcpy_dtoh(&*va, unsafe { as_device_mut(&mut out[..n]) })?;
         let t4 = s.record_event(timing)?;
         s.synchronize()?;
         Ok(HPolyTimings {
@@ -390,6 +416,11 @@ impl GpuNtt {
     /// Runs one transform on host data (upload, transform, download; one host sync).
     /// Uses the shared workspace, so calls on one engine run one at a time.
     pub fn transform_host(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
+        let r = self.transform_host_inner(kind, v);
+        self.settle(r)
+    }
+
+    fn transform_host_inner(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
         let n = v.len();
         let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
         if ws.is_empty() || ws[0].len() < n {
@@ -408,7 +439,8 @@ impl GpuNtt {
             NttKind::CosetForward => self.coset_fft(&mut view)?,
             NttKind::CosetInverse => self.icoset_fft(&mut view)?,
         }
-        s.memcpy_dtoh(&view, as_device_mut(v))?;
+        // SAFETY: the NTT kernels write reduced field elements.
+        s.memcpy_dtoh(&view, unsafe { as_device_mut(v) })?;
         s.synchronize()?;
         Ok(())
     }

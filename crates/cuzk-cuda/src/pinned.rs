@@ -11,61 +11,70 @@ use crate::field::DeviceFr;
 ///
 /// It is an [`EvalStorage`], so synthesis can write a/b/c straight into it. Allocating
 /// pinned memory is slow and serialised in the driver: allocate these once (a pool)
-/// and reuse them.
+/// and reuse them. The memory is write-combined (cudarc's default for pinned
+/// allocations): fast to fill and to upload, very slow for the CPU to read back, so
+/// use it for data on its way to the GPU.
+///
+/// Every accessor first waits for the transfers cudarc has recorded on the buffer;
+/// transfers made from the returned slices are the caller's to finish before the
+/// buffer is written or dropped (the `GpuNtt` calls synchronize before returning).
 pub struct PinnedScalars {
     buf: PinnedHostSlice<DeviceFr>,
-    ptr: *mut Scalar,
-    len: usize,
 }
-
-// SAFETY: the buffer is plain host memory owned by this value; access goes through
-// &self / &mut self, so Rust's aliasing rules hold across threads.
-unsafe impl Send for PinnedScalars {}
-// SAFETY: as above; shared access is read-only.
-unsafe impl Sync for PinnedScalars {}
 
 impl PinnedScalars {
     pub fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
+        if len == 0 {
+            return Err(GpuError::Invalid("a pinned buffer needs at least one element".into()));
+        }
         // SAFETY: the memory is fully zeroed below before any read.
-        let mut buf = unsafe { gpu.context().alloc_pinned::<DeviceFr>(len.max(1))? };
-        let slice = buf.as_mut_slice()?;
-        slice.fill(DeviceFr::default());
-        let ptr = slice.as_mut_ptr() as *mut Scalar;
-        Ok(PinnedScalars { buf, ptr, len })
+        let mut buf = unsafe { gpu.context().alloc_pinned::<DeviceFr>(len)? };
+        buf.as_mut_slice()?.fill(DeviceFr::default());
+        Ok(PinnedScalars { buf })
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.buf.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.buf.is_empty()
     }
 
-    pub fn as_scalars(&self) -> &[Scalar] {
-        // SAFETY: ptr points to `len` initialised 32-byte, 8-aligned elements owned by
-        // `buf`; they hold canonical scalars (zeroed at creation, then only written as
-        // Scalars through `as_scalars_mut`).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    /// The scalars, once recorded transfers into or out of the buffer have finished.
+    pub fn as_scalars(&self) -> Result<&[Scalar], GpuError> {
+        let s = self.buf.as_slice()?;
+        // SAFETY: DeviceFr and Scalar have the same size and alignment (field.rs); the
+        // elements are canonical scalars: zeroed at creation and otherwise written only
+        // as Scalars through `as_scalars_mut` or by kernels that keep values reduced.
+        Ok(unsafe { std::slice::from_raw_parts(s.as_ptr() as *const Scalar, s.len()) })
     }
 
-    pub fn as_scalars_mut(&mut self) -> &mut [Scalar] {
+    /// The scalars, mutably, once recorded transfers have finished.
+    pub fn as_scalars_mut(&mut self) -> Result<&mut [Scalar], GpuError> {
+        let s = self.buf.as_mut_slice()?;
         // SAFETY: as in `as_scalars`, with exclusive access through &mut self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    /// The underlying pinned allocation (for transfers).
-    pub fn pinned(&self) -> &PinnedHostSlice<DeviceFr> {
-        &self.buf
+        Ok(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut Scalar, s.len()) })
     }
 }
 
 impl EvalStorage for PinnedScalars {
+    // A failed wait means the device is in error; synthesis then sees an empty buffer
+    // and fails with "evaluation buffer too small", after this log line.
     fn as_slice(&self) -> &[Scalar] {
-        self.as_scalars()
+        self.as_scalars().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "pinned buffer unusable");
+            &[]
+        })
     }
     fn as_mut_slice(&mut self) -> &mut [Scalar] {
-        self.as_scalars_mut()
+        match self.as_scalars_mut() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "pinned buffer unusable");
+                &mut []
+            }
+        }
     }
     fn grow(&mut self, _: usize) -> bool {
         false

@@ -325,6 +325,23 @@ impl GpuNtt {
         self.bit_reverse(a, d.log_n)
     }
 
+    /// The three workspace vectors, (re)allocated only when a larger size arrives.
+    /// Their contents are whatever the last call left: every user writes the part it
+    /// reads first.
+    fn workspace(&self, n: usize) -> Result<std::sync::MutexGuard<'_, Vec<CudaSlice<DeviceFr>>>, GpuError> {
+        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
+        if ws.len() != 3 || ws[0].len() < n {
+            ws.clear();
+            for _ in 0..3 {
+                // SAFETY: uninitialised device memory is only read after the caller has
+                // written it (upload, zero padding or poisoning).
+                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
+            }
+            tracing::debug!(n, "NTT workspace allocated");
+        }
+        Ok(ws)
+    }
+
     /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
     /// domain) on the copy stream; the compute stream starts on each vector as soon as
     /// its upload event fires, so b and c upload while a is transformed; the n
@@ -367,16 +384,7 @@ impl GpuNtt {
             return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
         }
         let d = self.domain(n.trailing_zeros())?;
-        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
-        if ws.len() != 3 || ws[0].len() < n {
-            ws.clear();
-            for _ in 0..3 {
-                // SAFETY: every element of the first n is written (upload + zero pad)
-                // before it is read.
-                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n)? });
-            }
-            tracing::debug!(n, "H-polynomial workspace allocated");
-        }
+        let mut ws = self.workspace(n)?;
         let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         // The copy stream must not overwrite the workspace while earlier compute reads it.
@@ -422,14 +430,7 @@ impl GpuNtt {
 
     fn transform_host_inner(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
         let n = v.len();
-        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
-        if ws.is_empty() || ws[0].len() < n {
-            ws.clear();
-            for _ in 0..3 {
-                // SAFETY: the first n elements are uploaded before they are read.
-                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
-            }
-        }
+        let mut ws = self.workspace(n)?;
         let s = &self.gpu.stream;
         let mut view = ws[0].slice_mut(..n);
         s.memcpy_htod(as_device(v), &mut view)?;
@@ -448,14 +449,7 @@ impl GpuNtt {
     /// Fills the workspace with bytes 0xff (not a reduced field element), so tests can
     /// catch elements a later call fails to write.
     pub fn poison_workspace(&self, n: usize) -> Result<(), GpuError> {
-        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
-        if ws.len() != 3 || ws[0].len() < n {
-            ws.clear();
-            for _ in 0..3 {
-                // SAFETY: overwritten right below.
-                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
-            }
-        }
+        let mut ws = self.workspace(n)?;
         let garbage = vec![DeviceFr([u32::MAX; 8]); ws[0].len()];
         for w in ws.iter_mut() {
             self.gpu.stream.memcpy_htod(&garbage, w)?;

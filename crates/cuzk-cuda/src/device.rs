@@ -60,7 +60,7 @@ pub(crate) struct Kernels {
     pub ntt_block: CudaFunction,
     pub ntt_strided: CudaFunction,
     pub scale_by_powers: CudaFunction,
-    pub fill_powers: CudaFunction,
+    pub fill_stage_twiddles: CudaFunction,
     pub abc_combine: CudaFunction,
     pub fr_binary_op: CudaFunction,
 }
@@ -72,7 +72,7 @@ impl Kernels {
             ntt_block: m.load_function("ntt_block")?,
             ntt_strided: m.load_function("ntt_strided")?,
             scale_by_powers: m.load_function("scale_by_powers")?,
-            fill_powers: m.load_function("fill_powers")?,
+            fill_stage_twiddles: m.load_function("fill_stage_twiddles")?,
             abc_combine: m.load_function("abc_combine")?,
             fr_binary_op: m.load_function("fr_binary_op")?,
         })

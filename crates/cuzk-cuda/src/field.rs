@@ -50,7 +50,12 @@ pub fn to_device(s: &Scalar) -> DeviceFr {
 pub enum FrOp {
     Add = 0,
     Sub = 1,
+    /// The product this architecture uses (`fr::mul`).
     Mul = 2,
+    /// The 32-bit integer product (`fr::mul_int`), whichever `Mul` is.
+    MulInt = 3,
+    /// The FP64 product (`fr::mul_fp64`), whichever `Mul` is.
+    MulFp64 = 4,
 }
 
 /// out[i] = x[i] op y[i] on the GPU.

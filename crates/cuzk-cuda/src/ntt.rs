@@ -1,9 +1,9 @@
 //! NTTs and the H polynomial on the GPU, bit-identical to `cuzk_groth16::domain`.
 //!
-//! Per domain size the device keeps the twiddle tables (ω^j and ω^{-j}, j < n/2) and
-//! small two-level power tables for the coset and scaling passes; per device a
-//! workspace of three vectors is allocated once and reused by every call of that size
-//! or smaller. A call enqueues its kernels on the compute stream and its host
+//! Per domain size the device keeps the stage-major twiddle tables of ω and ω^{-1}
+//! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
+//! and scaling passes; per device a workspace of three vectors is allocated once and
+//! reused by every call of that size or smaller. A call enqueues its kernels on the compute stream and its host
 //! transfers on the copy stream (ordered by events), and synchronizes the host once,
 //! at its end (or, on an error, before returning it).
 
@@ -100,18 +100,21 @@ impl GpuNtt {
         Ok(PowerTable { lo: s.clone_htod(as_device(&lo))?, hi: s.clone_htod(as_device(&hi))?, lo_bits })
     }
 
-    /// w^j for j < max(1, n/2), filled on the device from a two-level table.
+    /// The stage-major twiddle table of w (ntt.cuh): 2^log_n − 1 entries (one
+    /// unused entry for log_n = 0), filled on the device from a two-level table.
     fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<DeviceFr>, GpuError> {
-        let half_log = log_n.saturating_sub(1);
-        let len = 1u64 << half_log;
-        let t = self.power_table(Scalar::ONE, w, half_log)?;
+        let len = (1u64 << log_n) - 1;
+        let t = self.power_table(Scalar::ONE, w, log_n.saturating_sub(1))?;
         let s = &self.gpu.stream;
-        // SAFETY: fully written by fill_powers below before any read.
+        if len == 0 {
+            return Ok(s.alloc_zeros::<DeviceFr>(1)?);
+        }
+        // SAFETY: fully written by fill_stage_twiddles below before any read.
         let mut out = unsafe { s.alloc::<DeviceFr>(len as usize)? };
-        let mut b = s.launch_builder(&self.gpu.k.fill_powers);
-        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&len);
+        let mut b = s.launch_builder(&self.gpu.k.fill_stage_twiddles);
+        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&log_n);
         // SAFETY: argument types match the kernel's signature; the grid-stride loop
-        // stays within `len`.
+        // stays within 2^log_n − 1 = len.
         unsafe { b.launch(grid_1d(len))? };
         Ok(out)
     }
@@ -179,7 +182,7 @@ impl GpuNtt {
             let mut b = s.launch_builder(&k.ntt_block);
             b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log).arg(&dif_flag);
             // SAFETY: matches `ntt_block(fr*, const fr*, u32, u32, u32)`; one block per
-            // 2^k elements, shared memory for 2^k elements; twiddle indices < n/2.
+            // 2^k elements, shared memory for 2^k elements; twiddle indices < n − 1.
             unsafe { b.launch(cfg)? };
             Ok(())
         };

@@ -48,8 +48,8 @@ fn rng_seed(rng: &mut ChaCha20Rng, i: usize) -> u64 {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_field_arithmetic_matches_cpu() {
     let Some(g) = gpu() else { return };
-    let mut x = random(1 << 16, 1);
-    let mut y = random(1 << 16, 2);
+    let mut x = random(1 << 20, 1);
+    let mut y = random(1 << 20, 2);
     let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(2u64), -Scalar::from(2u64)];
     for (i, a) in edge.iter().enumerate() {
         for (j, b) in edge.iter().enumerate() {
@@ -61,6 +61,8 @@ fn gpu_field_arithmetic_matches_cpu() {
         (FrOp::Add, (|a: &Scalar, b: &Scalar| a + b) as fn(&Scalar, &Scalar) -> Scalar),
         (FrOp::Sub, |a, b| a - b),
         (FrOp::Mul, |a, b| a * b),
+        (FrOp::MulInt, |a, b| a * b),
+        (FrOp::MulFp64, |a, b| a * b),
     ] {
         let got = binary_op(&g, op, &x, &y).unwrap();
         let bad = x.iter().zip(&y).zip(&got).filter(|((a, b), r)| f(a, b) != **r).count();

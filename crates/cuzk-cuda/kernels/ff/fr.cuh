@@ -1,177 +1,27 @@
-// The BLS12-381 scalar field Fr in Montgomery form (R = 2^256), eight 32-bit limbs,
-// least significant first: the same bytes blstrs' Scalar holds on the host, so
-// buffers move between host and device unchanged. Every value is kept fully reduced
-// (< r), so results are bit-identical to the CPU's.
-//
-// Multiplication is CIOS Montgomery with each multiply-add row one PTX carry chain
-// (mad.lo.cc / madc.hi.cc); a chain never spans two asm statements, since the carry
-// flag does not survive between them.
+// The BLS12-381 scalar field Fr on the device: fr_elem.cuh (representation, add, sub)
+// and the Montgomery product, which has two implementations with bit-identical results:
+// fr_mul_fp64.cuh (52-bit limbs on the FP64 units; GPUs with full-rate FP64: A100,
+// H100/H200) and fr_mul_int.cuh (32-bit integer carry chains; GPUs whose FP64 runs at
+// 1/64 rate: RTX 30xx/40xx/50xx). `mul` picks one per architecture at compile time.
 #pragma once
-#include <stdint.h>
+#include "fr_elem.cuh"
+#include "fr_mul_fp64.cuh"
+#include "fr_mul_int.cuh"
 
 namespace fr {
 
-// r = 0x73eda753 299d7d48 3339d808 09a1d805 53bda402 fffe5bfe ffffffff 00000001
-#define FR_R0 0x00000001u
-#define FR_R1 0xffffffffu
-#define FR_R2 0xfffe5bfeu
-#define FR_R3 0x53bda402u
-#define FR_R4 0x09a1d805u
-#define FR_R5 0x3339d808u
-#define FR_R6 0x299d7d48u
-#define FR_R7 0x73eda753u
-// -r^{-1} mod 2^32; r ≡ 1 (mod 2^32), so it is 2^32 - 1.
-#define FR_INV 0xffffffffu
-
-struct __align__(16) elem {
-    uint32_t l[8];
-};
-
-// d = x - y over eight limbs; returns the borrow word (all ones if x < y, else 0).
-__device__ __forceinline__ uint32_t sub_limbs(uint32_t d[8], const uint32_t x[8], const uint32_t y[8]) {
-    uint32_t borrow;
-    asm("sub.cc.u32  %0, %9,  %17;\n\t"
-        "subc.cc.u32 %1, %10, %18;\n\t"
-        "subc.cc.u32 %2, %11, %19;\n\t"
-        "subc.cc.u32 %3, %12, %20;\n\t"
-        "subc.cc.u32 %4, %13, %21;\n\t"
-        "subc.cc.u32 %5, %14, %22;\n\t"
-        "subc.cc.u32 %6, %15, %23;\n\t"
-        "subc.cc.u32 %7, %16, %24;\n\t"
-        "subc.u32    %8, 0, 0;"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(borrow)
-        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
-          "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]), "r"(y[4]), "r"(y[5]), "r"(y[6]), "r"(y[7]));
-    return borrow;
-}
-
-// x - r if x >= r, for x < 2r. Since r < 2^255, x < 2^256 always fits eight limbs.
-__device__ __forceinline__ elem reduce_once(const uint32_t x[8]) {
-    const uint32_t r[8] = {FR_R0, FR_R1, FR_R2, FR_R3, FR_R4, FR_R5, FR_R6, FR_R7};
-    uint32_t d[8];
-    const uint32_t borrow = sub_limbs(d, x, r);
-    elem out;
-#pragma unroll
-    for (int i = 0; i < 8; i++) out.l[i] = borrow ? x[i] : d[i];
-    return out;
-}
-
-__device__ __forceinline__ elem add_limbs(const uint32_t x[8], const uint32_t y[8]) {
-    elem out;
-    asm("add.cc.u32  %0, %8,  %16;\n\t"
-        "addc.cc.u32 %1, %9,  %17;\n\t"
-        "addc.cc.u32 %2, %10, %18;\n\t"
-        "addc.cc.u32 %3, %11, %19;\n\t"
-        "addc.cc.u32 %4, %12, %20;\n\t"
-        "addc.cc.u32 %5, %13, %21;\n\t"
-        "addc.cc.u32 %6, %14, %22;\n\t"
-        "addc.u32    %7, %15, %23;"
-        : "=r"(out.l[0]), "=r"(out.l[1]), "=r"(out.l[2]), "=r"(out.l[3]), "=r"(out.l[4]), "=r"(out.l[5]), "=r"(out.l[6]), "=r"(out.l[7])
-        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]),
-          "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]), "r"(y[4]), "r"(y[5]), "r"(y[6]), "r"(y[7]));
-    return out;
-}
-
-__device__ __forceinline__ elem add(const elem &a, const elem &b) {
-    // a + b < 2r < 2^256: no carry out of the top limb.
-    const elem s = add_limbs(a.l, b.l);
-    return reduce_once(s.l);
-}
-
-__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
-    uint32_t d[8];
-    const uint32_t m = sub_limbs(d, a.l, b.l);
-    // On borrow add r back (r masked by the borrow word).
-    const uint32_t rm[8] = {FR_R0 & m, FR_R1 & m, FR_R2 & m, FR_R3 & m, FR_R4 & m, FR_R5 & m, FR_R6 & m, FR_R7 & m};
-    return add_limbs(d, rm);
-}
-
-// t[0..9] += a[0..7] * b, as two carry chains (low halves, then high halves).
-__device__ __forceinline__ void mul_add_row(uint32_t t[10], const uint32_t a[8], uint32_t b) {
-    asm("mad.lo.cc.u32  %0, %10, %18, %0;\n\t"
-        "madc.lo.cc.u32 %1, %11, %18, %1;\n\t"
-        "madc.lo.cc.u32 %2, %12, %18, %2;\n\t"
-        "madc.lo.cc.u32 %3, %13, %18, %3;\n\t"
-        "madc.lo.cc.u32 %4, %14, %18, %4;\n\t"
-        "madc.lo.cc.u32 %5, %15, %18, %5;\n\t"
-        "madc.lo.cc.u32 %6, %16, %18, %6;\n\t"
-        "madc.lo.cc.u32 %7, %17, %18, %7;\n\t"
-        "addc.cc.u32    %8, %8, 0;\n\t"
-        "addc.u32       %9, %9, 0;"
-        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
-    asm("mad.hi.cc.u32  %1, %10, %18, %1;\n\t"
-        "madc.hi.cc.u32 %2, %11, %18, %2;\n\t"
-        "madc.hi.cc.u32 %3, %12, %18, %3;\n\t"
-        "madc.hi.cc.u32 %4, %13, %18, %4;\n\t"
-        "madc.hi.cc.u32 %5, %14, %18, %5;\n\t"
-        "madc.hi.cc.u32 %6, %15, %18, %6;\n\t"
-        "madc.hi.cc.u32 %7, %16, %18, %7;\n\t"
-        "madc.hi.cc.u32 %8, %17, %18, %8;\n\t"
-        "addc.u32       %9, %9, 0;"
-        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
-}
-
-// t[0..9] += m * r, using r0 = 1 and r1 = 2^32 - 1: m*r0 = m, and m*r1 has low word
-// -m and high word m - (m != 0), so two of the eight products need no multiplier.
-// Those words are computed inside the asm: passed in as operands, the compiler may
-// give one of them the register of t[0] (their values can coincide), which the
-// chain overwrites first.
-__device__ __forceinline__ void add_m_times_r(uint32_t t[10], uint32_t m) {
-    asm("{\n\t"
-        ".reg .u32 lo1;\n\t"
-        "sub.u32        lo1, 0, %10;\n\t"
-        "add.cc.u32     %0, %0, %10;\n\t"
-        "addc.cc.u32    %1, %1, lo1;\n\t"
-        "madc.lo.cc.u32 %2, %10, %11, %2;\n\t"
-        "madc.lo.cc.u32 %3, %10, %12, %3;\n\t"
-        "madc.lo.cc.u32 %4, %10, %13, %4;\n\t"
-        "madc.lo.cc.u32 %5, %10, %14, %5;\n\t"
-        "madc.lo.cc.u32 %6, %10, %15, %6;\n\t"
-        "madc.lo.cc.u32 %7, %10, %16, %7;\n\t"
-        "addc.cc.u32    %8, %8, 0;\n\t"
-        "addc.u32       %9, %9, 0;\n\t"
-        "}"
-        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
-        : "r"(m), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7));
-    asm("{\n\t"
-        ".reg .u32 hi1;\n\t"
-        ".reg .pred nz;\n\t"
-        "setp.ne.u32    nz, %10, 0;\n\t"
-        "selp.u32       hi1, 1, 0, nz;\n\t"
-        "sub.u32        hi1, %10, hi1;\n\t"
-        "add.cc.u32     %2, %2, hi1;\n\t"
-        "madc.hi.cc.u32 %3, %10, %11, %3;\n\t"
-        "madc.hi.cc.u32 %4, %10, %12, %4;\n\t"
-        "madc.hi.cc.u32 %5, %10, %13, %5;\n\t"
-        "madc.hi.cc.u32 %6, %10, %14, %6;\n\t"
-        "madc.hi.cc.u32 %7, %10, %15, %7;\n\t"
-        "madc.hi.cc.u32 %8, %10, %16, %8;\n\t"
-        "addc.u32       %9, %9, 0;\n\t"
-        "}"
-        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]), "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
-        : "r"(m), "n"(FR_R2), "n"(FR_R3), "n"(FR_R4), "n"(FR_R5), "n"(FR_R6), "n"(FR_R7));
-}
+// Full-rate FP64 on sm_80 and sm_90 (the compute_90 PTX also takes this path);
+// consumer parts (sm_86, sm_89, sm_120) run FP64 at 1/64 rate.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900)
+#define CUZK_FR_MUL_FP64 1
+#endif
 
 __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
-    uint32_t t[10];
-#pragma unroll
-    for (int i = 0; i < 10; i++) t[i] = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        mul_add_row(t, a.l, b.l[i]);
-        // m makes t divisible by 2^32: m = t0 * (-r^{-1}) mod 2^32 = -t0.
-        add_m_times_r(t, t[0] * FR_INV);
-        // t0 is now 0: shift down one limb.
-#pragma unroll
-        for (int j = 0; j < 9; j++) t[j] = t[j + 1];
-        t[9] = 0;
-    }
-    // t < 2r < 2^256 here, so t[8] is 0 and one conditional subtraction reduces it.
-    return reduce_once(t);
+#ifdef CUZK_FR_MUL_FP64
+    return mul_fp64(a, b);
+#else
+    return mul_int(a, b);
+#endif
 }
-
-__device__ __forceinline__ elem sqr(const elem &a) { return mul(a, a); }
 
 }  // namespace fr

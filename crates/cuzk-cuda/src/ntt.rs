@@ -23,6 +23,10 @@ use crate::field::{as_device, as_device_mut, to_device, DeviceFr};
 const BLOCK_LOG: u32 = 10;
 /// At most this many stages per strided pass (2^9 rows × 2 columns per block).
 const PASS_LOG: u32 = 9;
+/// Doubles per twiddle-table entry: `fr::twiddle` is five doubles (52-bit limbs) on
+/// the FP64 path and one 32-byte element otherwise; fr.cuh asserts at most 40 bytes.
+const TWIDDLE_WORDS: usize = 5;
+
 /// Low bits of the two-level power tables.
 const TABLE_LO_BITS: u32 = 12;
 
@@ -36,8 +40,9 @@ struct PowerTable {
 /// Device tables for one domain size.
 struct DeviceDomain {
     log_n: u32,
-    tw_fwd: CudaSlice<DeviceFr>,
-    tw_inv: CudaSlice<DeviceFr>,
+    /// `fr::twiddle` entries of TWIDDLE_WORDS doubles each (ntt.cuh).
+    tw_fwd: CudaSlice<f64>,
+    tw_inv: CudaSlice<f64>,
     /// 1/n (inverse NTT scaling).
     inv_n: PowerTable,
     /// g^i (onto the coset).
@@ -102,15 +107,16 @@ impl GpuNtt {
 
     /// The stage-major twiddle table of w (ntt.cuh): 2^log_n − 1 entries (one
     /// unused entry for log_n = 0), filled on the device from a two-level table.
-    fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<DeviceFr>, GpuError> {
+    fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<f64>, GpuError> {
         let len = (1u64 << log_n) - 1;
         let t = self.power_table(Scalar::ONE, w, log_n.saturating_sub(1))?;
         let s = &self.gpu.stream;
         if len == 0 {
-            return Ok(s.alloc_zeros::<DeviceFr>(1)?);
+            return Ok(s.alloc_zeros::<f64>(TWIDDLE_WORDS)?);
         }
-        // SAFETY: fully written by fill_stage_twiddles below before any read.
-        let mut out = unsafe { s.alloc::<DeviceFr>(len as usize)? };
+        // SAFETY: fully written by fill_stage_twiddles below before any read (each
+        // entry is one fr::twiddle of at most TWIDDLE_WORDS doubles).
+        let mut out = unsafe { s.alloc::<f64>(len as usize * TWIDDLE_WORDS)? };
         let mut b = s.launch_builder(&self.gpu.k.fill_stage_twiddles);
         b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&log_n);
         // SAFETY: argument types match the kernel's signature; the grid-stride loop
@@ -176,7 +182,7 @@ impl GpuNtt {
             }
             let cfg = LaunchConfig {
                 grid_dim: ((n >> block_log) as u32, 1, 1),
-                block_dim: (1 << (block_log - 1), 1, 1),
+                block_dim: (1 << block_log.saturating_sub(2), 1, 1),
                 shared_mem_bytes: 32u32 << block_log,
             };
             let mut b = s.launch_builder(&k.ntt_block);
@@ -187,11 +193,12 @@ impl GpuNtt {
             Ok(())
         };
         let strided = |v: &mut CudaViewMut<'_, DeviceFr>, s0: u32, m: u32| -> Result<(), GpuError> {
-            // 2^m rows × L columns = 2^BLOCK_LOG elements per block (32 KiB).
-            let cols = BLOCK_LOG - m;
+            // 2^m rows × L columns, 2^(m-2)·L threads (one per four elements) = 256;
+            // a lone stage (m = 1) takes two elements per thread, with 512 elements.
+            let cols = BLOCK_LOG - m.max(2);
             let cfg = LaunchConfig {
                 grid_dim: ((n >> (m + cols)) as u32, 1, 1),
-                block_dim: ((1u32 << (m - 1)) << cols, 1, 1),
+                block_dim: ((1u32 << m.saturating_sub(2)) << cols, 1, 1),
                 shared_mem_bytes: 32u32 << (m + cols),
             };
             let mut b = s.launch_builder(&k.ntt_strided);

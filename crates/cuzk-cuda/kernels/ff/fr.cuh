@@ -24,4 +24,18 @@ __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
 #endif
 }
 
+// A constant factor stored ready for the product (NTT twiddles): on the FP64 path its
+// limbs are split once, when the table is built, instead of in every product. At most
+// 40 bytes on every architecture, so the host sizes tables without knowing the path.
+#ifdef CUZK_FR_MUL_FP64
+typedef limbs52 twiddle;
+__device__ __forceinline__ twiddle to_twiddle(const elem &w) { return split52<4>(w.l); }
+__device__ __forceinline__ elem mul_twiddle(const elem &a, const twiddle &w) { return mont52(split52<0>(a.l), w); }
+#else
+typedef elem twiddle;
+__device__ __forceinline__ twiddle to_twiddle(const elem &w) { return w; }
+__device__ __forceinline__ elem mul_twiddle(const elem &a, const twiddle &w) { return mul_int(a, w); }
+#endif
+static_assert(sizeof(twiddle) <= 40, "host twiddle tables have 40-byte entries");
+
 }  // namespace fr

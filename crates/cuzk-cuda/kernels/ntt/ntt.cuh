@@ -10,14 +10,15 @@
 // elements spaced 2^s0 apart, also in shared memory, so the vector crosses device
 // memory once per pass rather than once per stage.
 //
-// Twiddles are stored stage by stage: tw[2^s - 1 + j] = w^(j·2^(log_n-1-s)) for
-// j < 2^s, with w the forward or inverse n-th root of unity, so the butterflies of a
+// Twiddles are stored stage by stage, in fr::twiddle form: tw[2^s - 1 + j] =
+// w^(j·2^(log_n-1-s)) for j < 2^s, with w the forward or inverse n-th root of unity, so the butterflies of a
 // stage at consecutive offsets j read consecutive twiddles (coalesced, where a single
 // table of w^j would be read with a stride of 2^(log_n-1-s)). n - 1 entries in all.
 //
 // Shared memory holds an element as two 16-byte planes (low and high halves in
 // separate arrays): consecutive elements are then 16 bytes apart, so a warp's
-// 128-bit accesses to consecutive elements do not conflict on the banks.
+// 128-bit accesses to consecutive elements do not conflict on the banks. Slots are
+// also swizzled (below) for the strided patterns of the first stages.
 #pragma once
 #include "../ff/fr.cuh"
 
@@ -26,15 +27,26 @@ __device__ __forceinline__ uint32_t bitrev32(uint32_t i, uint32_t log_n) {
 }
 
 // Shared-memory element arrays as two planes of 16 bytes: [0, size) low halves,
-// [size, 2·size) high halves.
+// [size, 2·size) high halves. A 128-bit access by 8 threads is conflict-free when
+// their slots differ mod 8. Element u sits in slot u ^ g(u >> 3), with
+// g(i) = (i & 3) | ((i & 2) << 1), a permutation inside each aligned group of 8 slots
+// (sizes are powers of two ≥ 8 or tiny): runs of 8 consecutive u stay conflict-free,
+// and so do the patterns u = 4q + c (stage pair t = 0) and u = (q & 3) + 16(q >> 2) + 4c
+// (t = 2), which would otherwise fall on 4 and 2 distinct banks groups.
 struct shared_elems {
     uint4 *p;
     uint32_t size;
-    __device__ __forceinline__ fr::elem get(uint32_t i) const {
+    __device__ __forceinline__ static uint32_t slot(uint32_t u) {
+        const uint32_t i = u >> 3;
+        return u ^ ((i & 3) | ((i & 2) << 1));
+    }
+    __device__ __forceinline__ fr::elem get(uint32_t u) const {
+        const uint32_t i = slot(u);
         const uint4 lo = p[i], hi = p[size + i];
         return fr::elem{{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
     }
-    __device__ __forceinline__ void set(uint32_t i, const fr::elem &v) const {
+    __device__ __forceinline__ void set(uint32_t u, const fr::elem &v) const {
+        const uint32_t i = slot(u);
         p[i] = make_uint4(v.l[0], v.l[1], v.l[2], v.l[3]);
         p[size + i] = make_uint4(v.l[4], v.l[5], v.l[6], v.l[7]);
     }
@@ -42,15 +54,15 @@ struct shared_elems {
 
 // DIT: (x, y) <- (x + w·y, x − w·y).  DIF: (x, y) <- (x + y, (x − y)·w).
 // The twiddle of offset j in stage s is tw[2^s - 1 + j]; j = 0 needs no product.
-__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::elem *tw, uint32_t s, uint64_t j, bool dif) {
+__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::twiddle *tw, uint32_t s, uint64_t j, bool dif) {
     const bool trivial = j == 0;
     const uint64_t widx = ((1ull << s) - 1) + j;
     if (dif) {
         fr::elem d = fr::sub(x, y);
         x = fr::add(x, y);
-        y = trivial ? d : fr::mul(d, tw[widx]);
+        y = trivial ? d : fr::mul_twiddle(d, tw[widx]);
     } else {
-        fr::elem t = trivial ? y : fr::mul(y, tw[widx]);
+        fr::elem t = trivial ? y : fr::mul_twiddle(y, tw[widx]);
         y = fr::sub(x, t);
         x = fr::add(x, t);
     }
@@ -70,10 +82,63 @@ extern "C" __global__ void ntt_bit_reverse(fr::elem *data, uint32_t log_n) {
     }
 }
 
-// Stages 0..k-1 on each block of 2^k contiguous elements; blockDim.x = 2^(k-1).
-// 512 threads and at most 64 registers (what the FP64 product needs without
-// spilling), so two blocks (1024 threads) fit an SM.
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_block(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t k,
+// Stages s_base..s_base+M-1 of the transform on 2^M elements in shared memory,
+// for each of the L = 2^log_l columns of the tile: logical element u of column l
+// sits at (u << log_l) | l, and stage s_base + t pairs u with u + 2^t. The butterfly
+// whose lower element is u has twiddle offset j = ((u mod 2^t) << s_base) | jlo(l).
+//
+// Stages go two at a time: a thread loads the four elements u0 + {0, 2^t, 2^(t+1),
+// 2^t + 2^(t+1)}, runs both stages' four butterflies in registers (two independent
+// products at a time) and stores them back, so shared memory is crossed and the
+// block synchronized once per two stages. An odd last stage runs as a single step.
+// Threads: nq = max(1, 2^(M-2)) per column, q < nq its index in the column.
+__device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M, uint32_t log_l, uint32_t l, uint32_t q,
+                                              uint32_t nq, uint32_t s_base, uint64_t jlo, const fr::twiddle *tw, bool dif) {
+    const uint32_t pairs = M / 2, steps = pairs + (M & 1);
+    auto at = [&](uint32_t u) { return (u << log_l) | l; };
+    auto joff = [&](uint32_t u, uint32_t t) { return ((uint64_t)(u & ((1u << t) - 1)) << s_base) | jlo; };
+    for (uint32_t step = 0; step < steps; step++) {
+        const uint32_t idx = dif ? steps - 1 - step : step;
+        if (idx < pairs) {
+            const uint32_t t = 2 * idx, h = 1u << t;
+            const uint32_t u0 = ((q >> t) << (t + 2)) | (q & (h - 1));
+            const uint32_t u1 = u0 + h, u2 = u0 + 2 * h, u3 = u2 + h;
+            fr::elem x0 = sh.get(at(u0)), x1 = sh.get(at(u1)), x2 = sh.get(at(u2)), x3 = sh.get(at(u3));
+            const uint32_t sa = s_base + t, sb = sa + 1;
+            const uint64_t ja = joff(u0, t), jb0 = joff(u0, t + 1), jb1 = joff(u1, t + 1);
+            if (dif) {
+                butterfly(x0, x2, tw, sb, jb0, true);
+                butterfly(x1, x3, tw, sb, jb1, true);
+                butterfly(x0, x1, tw, sa, ja, true);
+                butterfly(x2, x3, tw, sa, ja, true);
+            } else {
+                butterfly(x0, x1, tw, sa, ja, false);
+                butterfly(x2, x3, tw, sa, ja, false);
+                butterfly(x0, x2, tw, sb, jb0, false);
+                butterfly(x1, x3, tw, sb, jb1, false);
+            }
+            sh.set(at(u0), x0);
+            sh.set(at(u1), x1);
+            sh.set(at(u2), x2);
+            sh.set(at(u3), x3);
+        } else {
+            const uint32_t t = M - 1, h = 1u << t;
+            for (uint32_t b = q; b < h; b += nq) {
+                const uint32_t u0 = ((b >> t) << (t + 1)) | (b & (h - 1));
+                fr::elem x = sh.get(at(u0)), y = sh.get(at(u0 + h));
+                butterfly(x, y, tw, s_base + t, joff(u0, t), dif);
+                sh.set(at(u0), x);
+                sh.set(at(u0 + h), y);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Stages 0..k-1 on each block of 2^k contiguous elements; blockDim.x = max(1, 2^(k-2)).
+// 256 threads of at most 80 registers, three blocks per SM: measured faster than two
+// blocks of 128 registers despite a few spilled words (H200, 2^27: 53.5 against 56.7 ms).
+extern "C" __global__ void __launch_bounds__(256, 3) ntt_block(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t k,
                                      uint32_t dif) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t size = 1u << k;
@@ -81,26 +146,15 @@ extern "C" __global__ void __launch_bounds__(512, 2) ntt_block(fr::elem *data, c
     fr::elem *base = data + (uint64_t)blockIdx.x * size;
     for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) sh.set(i, base[i]);
     __syncthreads();
-    const uint32_t q = threadIdx.x;
-    for (uint32_t step = 0; step < k; step++) {
-        const uint32_t s = dif ? k - 1 - step : step;
-        const uint32_t half = 1u << s;
-        const uint32_t j = q & (half - 1);
-        const uint32_t i0 = ((q >> s) << (s + 1)) | j;
-        fr::elem x = sh.get(i0), y = sh.get(i0 + half);
-        butterfly(x, y, tw, s, j, dif);
-        sh.set(i0, x);
-        sh.set(i0 + half, y);
-        __syncthreads();
-    }
+    shared_stages(sh, k, 0, 0, threadIdx.x, blockDim.x, 0, 0, tw, dif);
     for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) base[i] = sh.get(i);
 }
 
 // Stages s0..s0+m-1. The elements (hi, mid, lo) = index bits split at s0+m and s0;
 // the butterflies of these stages mix only elements of equal (hi, lo). A block
 // takes 2^m values of mid for L consecutive lo (L a power of two dividing 2^s0):
-// blockDim.x = 2^(m-1) * L, shared memory 2^m * L elements.
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_strided(fr::elem *data, const fr::elem *__restrict__ tw, uint32_t log_n, uint32_t s0,
+// blockDim.x = max(1, 2^(m-2)) * L, shared memory 2^m * L elements.
+extern "C" __global__ void __launch_bounds__(256, 3) ntt_strided(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t s0,
                                        uint32_t m, uint32_t log_l, uint32_t dif) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t L = 1u << log_l;
@@ -117,22 +171,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) ntt_strided(fr::elem *data,
     }
     __syncthreads();
     const uint32_t l = threadIdx.x & (L - 1);
-    const uint32_t q = threadIdx.x >> log_l;  // butterfly within the group, < 2^(m-1)
-    for (uint32_t step = 0; step < m; step++) {
-        const uint32_t t = dif ? m - 1 - step : step;
-        const uint32_t half = 1u << t;
-        const uint32_t jm = q & (half - 1);
-        const uint32_t mid0 = ((q >> t) << (t + 1)) | jm;
-        const uint32_t s = s0 + t;
-        // Offset of this butterfly inside its block of 2^(s+1): (jm << s0) | lo.
-        const uint64_t j = ((uint64_t)jm << s0) | (lo0 + l);
-        const uint32_t i0 = (mid0 << log_l) | l, i1 = ((mid0 + half) << log_l) | l;
-        fr::elem x = sh.get(i0), y = sh.get(i1);
-        butterfly(x, y, tw, s, j, dif);
-        sh.set(i0, x);
-        sh.set(i1, y);
-        __syncthreads();
-    }
+    shared_stages(sh, m, log_l, l, threadIdx.x >> log_l, blockDim.x >> log_l, s0, lo0 + l, tw, dif);
     for (uint32_t e = threadIdx.x; e < rows * L; e += blockDim.x) {
         uint32_t mid = e >> log_l, l2 = e & (L - 1);
         data[hi_base | ((uint64_t)mid << s0) | (lo0 + l2)] = sh.get(e);
@@ -141,13 +180,13 @@ extern "C" __global__ void __launch_bounds__(512, 2) ntt_strided(fr::elem *data,
 
 // The stage-major twiddle table (see the top of this file): out[e] for e < 2^log_n - 1,
 // from a two-level table of powers of w over exponents < 2^(log_n - 1).
-extern "C" __global__ void fill_stage_twiddles(fr::elem *out, const fr::elem *__restrict__ lo, const fr::elem *__restrict__ hi,
+extern "C" __global__ void fill_stage_twiddles(fr::twiddle *out, const fr::elem *__restrict__ lo, const fr::elem *__restrict__ hi,
                                               uint32_t lo_bits, uint32_t log_n) {
     const uint64_t len = (1ull << log_n) - 1;
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < len; e += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t s = 63 - __clzll(e + 1);
         const uint64_t j = e + 1 - (1ull << s);
         const uint64_t x = j << (log_n - 1 - s);
-        out[e] = fr::mul(lo[x & ((1u << lo_bits) - 1)], hi[x >> lo_bits]);
+        out[e] = fr::to_twiddle(fr::mul(lo[x & ((1u << lo_bits) - 1)], hi[x >> lo_bits]));
     }
 }

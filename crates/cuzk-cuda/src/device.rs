@@ -57,6 +57,7 @@ pub fn device_count() -> Result<usize, GpuError> {
 /// The kernels of the fatbin, looked up once.
 pub(crate) struct Kernels {
     pub bit_reverse: CudaFunction,
+    pub bit_reverse_tiled: CudaFunction,
     pub ntt_block: CudaFunction,
     pub ntt_strided: CudaFunction,
     pub scale_by_powers: CudaFunction,
@@ -69,6 +70,7 @@ impl Kernels {
     fn load(m: &Arc<CudaModule>) -> Result<Self, DriverError> {
         Ok(Kernels {
             bit_reverse: m.load_function("ntt_bit_reverse")?,
+            bit_reverse_tiled: m.load_function("ntt_bit_reverse_tiled")?,
             ntt_block: m.load_function("ntt_block")?,
             ntt_strided: m.load_function("ntt_strided")?,
             scale_by_powers: m.load_function("scale_by_powers")?,

@@ -27,6 +27,9 @@ const PASS_LOG: u32 = 9;
 /// the FP64 path and one 32-byte element otherwise; fr.cuh asserts at most 40 bytes.
 const TWIDDLE_WORDS: usize = 5;
 
+/// BR_TILE_LOG in ntt.cuh: the tiled bit reversal takes log n ≥ 2 × this.
+const BIT_REVERSE_TILE_LOG: u32 = 4;
+
 /// Low bits of the two-level power tables.
 const TABLE_LO_BITS: u32 = 12;
 
@@ -224,10 +227,23 @@ impl GpuNtt {
     }
 
     fn bit_reverse(&self, v: &mut CudaViewMut<'_, DeviceFr>, log_n: u32) -> Result<(), GpuError> {
-        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse);
-        b.arg(&mut *v).arg(&log_n);
-        // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
-        unsafe { b.launch(grid_1d(1u64 << log_n))? };
+        if log_n >= 2 * BIT_REVERSE_TILE_LOG {
+            let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse_tiled);
+            b.arg(&mut *v).arg(&log_n);
+            let cfg = LaunchConfig {
+                grid_dim: (1u32 << (log_n - 2 * BIT_REVERSE_TILE_LOG), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: matches `ntt_bit_reverse_tiled(fr*, u32)`; one block per middle
+            // index, every index formed stays below n = 2^log_n = v.len().
+            unsafe { b.launch(cfg)? };
+        } else {
+            let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse);
+            b.arg(&mut *v).arg(&log_n);
+            // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
+            unsafe { b.launch(grid_1d(1u64 << log_n))? };
+        }
         Ok(())
     }
 

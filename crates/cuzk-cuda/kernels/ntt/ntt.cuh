@@ -82,6 +82,44 @@ extern "C" __global__ void ntt_bit_reverse(fr::elem *data, uint32_t log_n) {
     }
 }
 
+// The same permutation for log_n ≥ 2·BR_TILE_LOG, moving whole tiles: with the index
+// split as (a, mid, c), a and c of BR_TILE_LOG bits, the element (a, mid, c) goes to
+// (rev(c), rev(mid), rev(a)). Block `mid` loads the 16×16 tiles of mid and rev(mid)
+// (rows a, contiguous runs of c), then writes each into the other's place transposed
+// (rows rev(c), runs of rev(a)), so device memory is read and written in 512-byte
+// runs; blocks with mid > rev(mid) have nothing to do. Shared rows are padded by one
+// 16-byte slot, so reading a column hits eight distinct bank groups.
+#define BR_TILE_LOG 4
+extern "C" __global__ void __launch_bounds__(256) ntt_bit_reverse_tiled(fr::elem *data, uint32_t log_n) {
+    constexpr uint32_t T = 1u << BR_TILE_LOG, ROW = T + 1, PLANE = T * ROW;
+    __shared__ uint4 tiles[2][2][PLANE];  // [tile][low/high half][slot]
+    const uint32_t mid_bits = log_n - 2 * BR_TILE_LOG;
+    const uint64_t mid = blockIdx.x, rmid = bitrev32((uint32_t)mid, mid_bits);
+    if (mid > rmid) return;
+    const uint32_t ntiles = mid == rmid ? 1 : 2;
+    const uint32_t a_shift = log_n - BR_TILE_LOG;
+    const uint64_t mids[2] = {mid, rmid};
+    for (uint32_t e = threadIdx.x; e < T * T; e += blockDim.x) {
+        const uint32_t a = e >> BR_TILE_LOG, c = e & (T - 1);
+        for (uint32_t t = 0; t < ntiles; t++) {
+            const fr::elem v = data[((uint64_t)a << a_shift) | (mids[t] << BR_TILE_LOG) | c];
+            tiles[t][0][a * ROW + c] = make_uint4(v.l[0], v.l[1], v.l[2], v.l[3]);
+            tiles[t][1][a * ROW + c] = make_uint4(v.l[4], v.l[5], v.l[6], v.l[7]);
+        }
+    }
+    __syncthreads();
+    for (uint32_t e = threadIdx.x; e < T * T; e += blockDim.x) {
+        const uint32_t a2 = e >> BR_TILE_LOG, c2 = e & (T - 1);
+        // Destination (a2, ·, c2) of tile t's mirror receives source (rev(c2), ·, rev(a2)).
+        const uint32_t src = bitrev32(c2, BR_TILE_LOG) * ROW + bitrev32(a2, BR_TILE_LOG);
+        for (uint32_t t = 0; t < ntiles; t++) {
+            const uint4 lo = tiles[t][0][src], hi = tiles[t][1][src];
+            data[((uint64_t)a2 << a_shift) | (mids[ntiles - 1 - t] << BR_TILE_LOG) | c2] =
+                fr::elem{{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
+        }
+    }
+}
+
 // Stages s_base..s_base+M-1 of the transform on 2^M elements in shared memory,
 // for each of the L = 2^log_l columns of the tile: logical element u of column l
 // sits at (u << log_l) | l, and stage s_base + t pairs u with u + 2^t. The butterfly

@@ -1,0 +1,9 @@
+#define W29_P0 0x00000001u
+#define W29_P1 0x1ffffff8u
+#define W29_P2 0x1f96ffbfu
+#define W29_P3 0x1b4805ffu
+#define W29_P4 0x1d80553bu
+#define W29_P5 0x0c0404d0u
+#define W29_P6 0x1520cce7u
+#define W29_P7 0x0a6533afu
+#define W29_P8 0x0073eda7u

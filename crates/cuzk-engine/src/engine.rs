@@ -1,0 +1,747 @@
+//! The engine: jobs → partitions → synthesis pool → bounded queue → prover workers
+//! (N per backend, each backend's lock held only around `prove`) → verification →
+//! assembly in partition order.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::verifier::verify_proof;
+use cuzk_groth16::{ProofRandomness, ProvingBackend, SynthesizedCircuit};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use crate::budget::{BudgetGuard, MemoryBudget};
+use crate::error::EngineError;
+use crate::job::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority};
+use crate::kind::{KindHandler, PartitionWork, ProofKind};
+use crate::params::{LoadedParams, ParamCache, ParamStatus};
+use crate::scheduler::{BoundedQueue, PartitionQueue, PartitionTask};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Partitions synthesized at once (each synthesis is itself multi-threaded).
+    pub synthesis_threads: usize,
+    /// Synthesized partitions allowed to wait for a prover.
+    pub synthesis_lookahead: usize,
+    /// Prover workers per backend: one prepares while another holds the device.
+    pub workers_per_backend: usize,
+    /// Host memory for synthesized partitions, in bytes.
+    pub memory_budget_bytes: u64,
+    /// Idle parameter sets are evicted after this long when memory is short.
+    pub eviction_min_idle: Duration,
+    /// How long a finished job stays answerable (AwaitProof, idempotent resubmits).
+    pub job_retention: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            synthesis_threads: 1,
+            synthesis_lookahead: 1,
+            workers_per_backend: 2,
+            memory_budget_bytes: MemoryBudget::auto_total(5 << 30).unwrap_or(16 << 30),
+            eviction_min_idle: Duration::from_secs(300),
+            job_retention: Duration::from_secs(3600),
+        }
+    }
+}
+
+pub(crate) struct Job {
+    pub id: JobId,
+    pub seq: u64,
+    pub request_id: String,
+    pub kind: ProofKind,
+    pub priority: Priority,
+    pub circuit_id: String,
+    pub partitions: Vec<Arc<dyn PartitionWork>>,
+    pub partition_bytes: u64,
+    submitted: Instant,
+    state: Mutex<JobState>,
+    changed: Condvar,
+}
+
+struct JobState {
+    status: JobStatus,
+    proofs: Vec<Option<Vec<u8>>>,
+    /// Partitions whose first attempt has started.
+    started: usize,
+    /// Partitions being synthesized or proved now.
+    in_flight: usize,
+    done: usize,
+    error: String,
+    timings: JobTimings,
+    first_start: Option<Instant>,
+    finished_at: Option<Instant>,
+    proof: Vec<u8>,
+}
+
+impl Job {
+    fn state(&self) -> MutexGuard<'_, JobState> {
+        lock(&self.state)
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.state().status.is_finished()
+    }
+
+    /// Marks a partition as started; false when the job has finished meanwhile.
+    fn begin_partition(&self, attempt: u8, srs_load: Duration) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return false;
+        }
+        s.status = JobStatus::Running;
+        s.first_start.get_or_insert_with(Instant::now);
+        s.timings.srs_load_ms += ms(srs_load);
+        if attempt == 0 {
+            s.started += 1;
+        }
+        s.in_flight += 1;
+        true
+    }
+
+    fn end_partition(&self) {
+        let mut s = self.state();
+        s.in_flight = s.in_flight.saturating_sub(1);
+    }
+
+    fn add_synthesis(&self, d: Duration) {
+        self.state().timings.synthesis_ms += ms(d);
+    }
+
+    fn add_gpu(&self, d: Duration) {
+        self.state().timings.gpu_compute_ms += ms(d);
+    }
+
+    fn finish(&self, s: &mut JobState, status: JobStatus, error: String) {
+        s.status = status;
+        s.error = error;
+        let now = Instant::now();
+        s.finished_at = Some(now);
+        s.timings.total_ms = ms(now - self.submitted);
+        s.timings.queue_wait_ms = ms(s.first_start.unwrap_or(now) - self.submitted);
+        self.changed.notify_all();
+    }
+
+    /// Records a verified partition proof; true when it completed the job.
+    fn partition_done(&self, index: usize, proof: Vec<u8>) -> bool {
+        let mut s = self.state();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if s.status.is_finished() || s.proofs[index].is_some() {
+            return false;
+        }
+        s.proofs[index] = Some(proof);
+        s.done += 1;
+        if s.done < s.proofs.len() {
+            return false;
+        }
+        let bytes: Vec<u8> = s.proofs.iter().flat_map(|p| p.iter().flatten().copied()).collect();
+        s.proof = bytes;
+        self.finish(&mut s, JobStatus::Completed, String::new());
+        true
+    }
+
+    /// Fails the job unless it has finished already; true if this call failed it.
+    fn fail(&self, error: String) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return false;
+        }
+        self.finish(&mut s, JobStatus::Failed, error);
+        true
+    }
+
+    /// Cancels the job unless it has finished; returns (cancelled now, was running).
+    fn cancel(&self, why: &str) -> (bool, bool) {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return (false, false);
+        }
+        let was_running = s.in_flight > 0;
+        s.proofs.iter_mut().for_each(|p| *p = None);
+        self.finish(&mut s, JobStatus::Cancelled, why.to_string());
+        (true, was_running)
+    }
+
+    fn outcome(&self, s: &JobState) -> JobOutcome {
+        let mut timings = s.timings;
+        if !s.status.is_finished() {
+            timings.total_ms = ms(self.submitted.elapsed());
+            timings.queue_wait_ms = ms(s.first_start.unwrap_or_else(Instant::now) - self.submitted);
+        }
+        JobOutcome { job_id: self.id.clone(), status: s.status, proof: s.proof.clone(), error: s.error.clone(), timings }
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> JobOutcome {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut s = self.state();
+        while !s.status.is_finished() {
+            match deadline {
+                None => s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    s = self.changed.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                }
+            }
+        }
+        self.outcome(&s)
+    }
+}
+
+/// A synthesized partition on its way to a prover; its memory stays charged until
+/// the proof is done.
+struct ReadyPartition {
+    task: PartitionTask,
+    circuit: SynthesizedCircuit,
+    params: Arc<LoadedParams>,
+    _budget: BudgetGuard,
+}
+
+struct BackendSlot {
+    backend: Arc<dyn ProvingBackend>,
+    /// Held only around `prove`: the device's compute region.
+    device: Mutex<()>,
+    current: Mutex<Option<(JobId, ProofKind)>>,
+}
+
+#[derive(Default)]
+struct Stats {
+    completed: HashMap<ProofKind, u64>,
+    failed: HashMap<ProofKind, u64>,
+    cancelled: HashMap<ProofKind, u64>,
+    /// (sum of seconds, count) per kind.
+    synthesis: HashMap<ProofKind, (f64, u64)>,
+    prove: HashMap<ProofKind, (f64, u64)>,
+    verify_failures: u64,
+}
+
+#[derive(Default)]
+struct JobTable {
+    by_id: HashMap<JobId, Arc<Job>>,
+    by_request: HashMap<String, JobId>,
+}
+
+struct Inner {
+    config: EngineConfig,
+    handlers: HashMap<ProofKind, Arc<dyn KindHandler>>,
+    params: ParamCache,
+    budget: Arc<MemoryBudget>,
+    queue: PartitionQueue,
+    ready: BoundedQueue<ReadyPartition>,
+    jobs: Mutex<JobTable>,
+    backends: Vec<Arc<BackendSlot>>,
+    stats: Mutex<Stats>,
+    started: Instant,
+    accepting: AtomicBool,
+    next_seq: AtomicU64,
+    tag: u32,
+}
+
+/// What `submit` did.
+#[derive(Clone, Debug)]
+pub struct Submitted {
+    pub job_id: JobId,
+    /// Partitions queued ahead of this job's when it was queued.
+    pub queue_position: u32,
+    /// True when the request id matched a live job, which is returned instead.
+    pub existing: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct BackendStatus {
+    pub name: String,
+    pub current_job: Option<(JobId, ProofKind)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct QueueStatus {
+    pub kind: ProofKind,
+    pub pending: u32,
+    pub in_progress: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineStatus {
+    pub backends: Vec<BackendStatus>,
+    pub params: Vec<ParamStatus>,
+    pub queues: Vec<QueueStatus>,
+    pub completed: u64,
+    pub failed: u64,
+    pub uptime: Duration,
+    pub memory_budget_bytes: u64,
+    pub memory_used_bytes: u64,
+}
+
+/// The proving engine. Cheap to share (`Arc` inside); threads stop on `shutdown`.
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Starts the synthesis and prover threads. Each backend gets
+    /// `workers_per_backend` workers sharing its device lock.
+    pub fn start(
+        config: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        handlers: Vec<Arc<dyn KindHandler>>,
+    ) -> Result<Engine, EngineError> {
+        if backends.is_empty() {
+            return Err(EngineError::InvalidArgument("the engine needs at least one proving backend".into()));
+        }
+        let budget = MemoryBudget::new(config.memory_budget_bytes);
+        let inner = Arc::new(Inner {
+            handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
+            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle),
+            budget,
+            queue: PartitionQueue::new(),
+            ready: BoundedQueue::new(config.synthesis_lookahead),
+            jobs: Mutex::new(JobTable::default()),
+            backends: backends
+                .into_iter()
+                .map(|b| Arc::new(BackendSlot { backend: b, device: Mutex::new(()), current: Mutex::new(None) }))
+                .collect(),
+            stats: Mutex::new(Stats::default()),
+            started: Instant::now(),
+            accepting: AtomicBool::new(true),
+            next_seq: AtomicU64::new(1),
+            tag: rand::random(),
+            config,
+        });
+        let mut threads = Vec::new();
+        for i in 0..inner.config.synthesis_threads.max(1) {
+            let inner = inner.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("cuzk-synth-{i}"))
+                .spawn(move || synthesis_loop(&inner))
+                .map_err(|e| EngineError::Internal(format!("starting a synthesis thread: {e}")))?;
+            threads.push(t);
+        }
+        for (b, slot) in inner.backends.iter().enumerate() {
+            for w in 0..inner.config.workers_per_backend.max(1) {
+                let (inner, slot) = (inner.clone(), slot.clone());
+                let t = std::thread::Builder::new()
+                    .name(format!("cuzk-prove-{b}.{w}"))
+                    .spawn(move || prover_loop(&inner, &slot))
+                    .map_err(|e| EngineError::Internal(format!("starting a prover thread: {e}")))?;
+                threads.push(t);
+            }
+        }
+        tracing::info!(
+            backends = inner.backends.len(),
+            workers_per_backend = inner.config.workers_per_backend,
+            synthesis_threads = inner.config.synthesis_threads,
+            memory_budget_bytes = inner.config.memory_budget_bytes,
+            "engine started"
+        );
+        Ok(Engine { inner, threads: Mutex::new(threads) })
+    }
+
+    pub fn submit(&self, req: JobRequest) -> Result<Submitted, EngineError> {
+        let inner = &self.inner;
+        if !inner.accepting.load(Ordering::SeqCst) {
+            return Err(EngineError::ShuttingDown);
+        }
+        let handler = inner
+            .handlers
+            .get(&req.kind)
+            .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind)))?
+            .clone();
+        if let Some(s) = self.existing(&req.request_id) {
+            return Ok(s);
+        }
+        let plan = handler.plan(&req)?;
+        if plan.partitions.is_empty() {
+            return Err(EngineError::InvalidArgument("the request has no partitions to prove".into()));
+        }
+        if plan.partition_bytes > inner.budget.total() {
+            return Err(EngineError::ResourceExhausted(format!(
+                "one partition needs {} bytes of host memory; the budget is {} bytes",
+                plan.partition_bytes,
+                inner.budget.total()
+            )));
+        }
+        let mut table = lock(&inner.jobs);
+        self.prune(&mut table);
+        if let Some(id) = table.by_request.get(&req.request_id) {
+            // Submitted concurrently under the same request id: keep the first.
+            return Ok(Submitted { job_id: id.clone(), queue_position: 0, existing: true });
+        }
+        let seq = inner.next_seq.fetch_add(1, Ordering::SeqCst);
+        let id = JobId(format!("job-{:08x}-{seq}", inner.tag));
+        let n = plan.partitions.len();
+        let job = Arc::new(Job {
+            id: id.clone(),
+            seq,
+            request_id: req.request_id.clone(),
+            kind: req.kind,
+            priority: req.priority,
+            circuit_id: plan.circuit_id,
+            partitions: plan.partitions,
+            partition_bytes: plan.partition_bytes,
+            submitted: Instant::now(),
+            state: Mutex::new(JobState {
+                status: JobStatus::Queued,
+                proofs: vec![None; n],
+                started: 0,
+                in_flight: 0,
+                done: 0,
+                error: String::new(),
+                timings: JobTimings::default(),
+                first_start: None,
+                finished_at: None,
+                proof: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        });
+        table.by_id.insert(id.clone(), job.clone());
+        if !req.request_id.is_empty() {
+            table.by_request.insert(req.request_id.clone(), id.clone());
+        }
+        drop(table);
+        let queue_position = inner.queue.len() as u32;
+        for index in 0..n {
+            inner.queue.push(PartitionTask { job: job.clone(), index, attempt: 0 });
+        }
+        tracing::info!(job = %id, kind = %req.kind, priority = ?req.priority, partitions = n, "job queued");
+        Ok(Submitted { job_id: id, queue_position, existing: false })
+    }
+
+    fn existing(&self, request_id: &str) -> Option<Submitted> {
+        if request_id.is_empty() {
+            return None;
+        }
+        let table = lock(&self.inner.jobs);
+        let id = table.by_request.get(request_id)?;
+        Some(Submitted { job_id: id.clone(), queue_position: 0, existing: true })
+    }
+
+    /// Forgets finished jobs older than the retention time.
+    fn prune(&self, table: &mut JobTable) {
+        let keep = self.inner.config.job_retention;
+        let old: Vec<JobId> = table
+            .by_id
+            .values()
+            .filter(|j| j.state().finished_at.is_some_and(|t| t.elapsed() > keep))
+            .map(|j| j.id.clone())
+            .collect();
+        for id in old {
+            if let Some(j) = table.by_id.remove(&id) {
+                table.by_request.remove(&j.request_id);
+            }
+        }
+    }
+
+    fn job(&self, id: &JobId) -> Result<Arc<Job>, EngineError> {
+        lock(&self.inner.jobs).by_id.get(id).cloned().ok_or_else(|| EngineError::NotFound(format!("no job {id}")))
+    }
+
+    /// Waits for a job to finish, at most `timeout` (None: forever). A job still
+    /// queued or running when the time is up comes back with that status.
+    pub fn wait(&self, id: &JobId, timeout: Option<Duration>) -> Result<JobOutcome, EngineError> {
+        Ok(self.job(id)?.wait(timeout))
+    }
+
+    /// Cancels a job: its queued partitions are dropped, running ones are discarded
+    /// when they finish (their memory is released then). Returns whether any of its
+    /// partitions was running.
+    pub fn cancel(&self, id: &JobId) -> Result<bool, EngineError> {
+        let job = self.job(id)?;
+        let (now, was_running) = job.cancel("cancelled by the client");
+        if now {
+            self.inner.queue.remove_job(job.seq);
+            *lock(&self.inner.stats).cancelled.entry(job.kind).or_default() += 1;
+            tracing::info!(job = %id, was_running, "job cancelled");
+        }
+        Ok(was_running)
+    }
+
+    /// Loads a parameter set now; (already loaded, load time).
+    pub fn preload(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
+        if !self.inner.params.knows(circuit_id) {
+            return Err(EngineError::NotFound(format!("unknown circuit id {circuit_id:?}")));
+        }
+        let already = self.inner.params.is_loaded(circuit_id);
+        let (_, took) = self.inner.params.get(circuit_id)?;
+        Ok((already, took))
+    }
+
+    /// Drops a parameter set from the cache; (was loaded, bytes freed once its last
+    /// user finishes).
+    pub fn evict(&self, circuit_id: &str) -> Result<(bool, u64), EngineError> {
+        if !self.inner.params.knows(circuit_id) {
+            return Err(EngineError::NotFound(format!("unknown circuit id {circuit_id:?}")));
+        }
+        Ok(match self.inner.params.evict(circuit_id) {
+            Some(bytes) => (true, bytes),
+            None => (false, 0),
+        })
+    }
+
+    pub fn status(&self) -> EngineStatus {
+        let inner = &self.inner;
+        let mut queues: HashMap<ProofKind, (u32, u32)> = HashMap::new();
+        for j in lock(&inner.jobs).by_id.values() {
+            let s = j.state();
+            if s.status.is_finished() {
+                continue;
+            }
+            let q = queues.entry(j.kind).or_default();
+            q.0 += (j.partitions.len() - s.started) as u32;
+            q.1 += s.in_flight as u32;
+        }
+        let stats = lock(&inner.stats);
+        EngineStatus {
+            backends: inner
+                .backends
+                .iter()
+                .map(|b| BackendStatus { name: b.backend.name(), current_job: lock(&b.current).clone() })
+                .collect(),
+            params: inner.params.status(),
+            queues: ProofKind::ALL
+                .iter()
+                .filter(|k| inner.handlers.contains_key(k))
+                .map(|&k| {
+                    let (pending, in_progress) = queues.get(&k).copied().unwrap_or_default();
+                    QueueStatus { kind: k, pending, in_progress }
+                })
+                .collect(),
+            completed: stats.completed.values().sum(),
+            failed: stats.failed.values().sum(),
+            uptime: inner.started.elapsed(),
+            memory_budget_bytes: inner.budget.total(),
+            memory_used_bytes: inner.budget.used(),
+        }
+    }
+
+    /// Prometheus text exposition of the engine's counters and gauges.
+    pub fn metrics_text(&self) -> String {
+        use std::fmt::Write;
+        let st = self.status();
+        let stats = lock(&self.inner.stats);
+        let mut o = String::new();
+        let kinds: Vec<ProofKind> = st.queues.iter().map(|q| q.kind).collect();
+        let counter = |o: &mut String, name: &str, help: &str, map: &HashMap<ProofKind, u64>| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+            for k in &kinds {
+                let _ = writeln!(o, "{name}{{kind=\"{k}\"}} {}", map.get(k).copied().unwrap_or(0));
+            }
+        };
+        counter(&mut o, "cuzk_proofs_completed_total", "Jobs completed with a verified proof.", &stats.completed);
+        counter(&mut o, "cuzk_proofs_failed_total", "Jobs that failed.", &stats.failed);
+        counter(&mut o, "cuzk_proofs_cancelled_total", "Jobs cancelled.", &stats.cancelled);
+        for (name, help, pick) in [
+            ("cuzk_queue_pending_partitions", "Partitions not yet started.", 0),
+            ("cuzk_queue_in_progress_partitions", "Partitions being synthesized or proved.", 1),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for q in &st.queues {
+                let _ = writeln!(o, "{name}{{kind=\"{}\"}} {}", q.kind, if pick == 0 { q.pending } else { q.in_progress });
+            }
+        }
+        for (name, help, map) in [
+            ("cuzk_partition_synthesis_seconds", "Synthesis time per partition.", &stats.synthesis),
+            ("cuzk_partition_prove_seconds", "Backend time per partition (device lock held).", &stats.prove),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} summary");
+            for k in &kinds {
+                let (sum, count) = map.get(k).copied().unwrap_or_default();
+                let _ = writeln!(o, "{name}_sum{{kind=\"{k}\"}} {sum}\n{name}_count{{kind=\"{k}\"}} {count}");
+            }
+        }
+        let _ = writeln!(
+            o,
+            "# HELP cuzk_verify_failures_total Partition proofs that failed self-verification.\n# TYPE cuzk_verify_failures_total counter\ncuzk_verify_failures_total {}",
+            stats.verify_failures
+        );
+        let _ = writeln!(
+            o,
+            "# HELP cuzk_memory_budget_bytes Host memory budget.\n# TYPE cuzk_memory_budget_bytes gauge\ncuzk_memory_budget_bytes {}\n# HELP cuzk_memory_used_bytes Host memory charged (partitions and parameters).\n# TYPE cuzk_memory_used_bytes gauge\ncuzk_memory_used_bytes {}",
+            st.memory_budget_bytes, st.memory_used_bytes
+        );
+        let _ = writeln!(
+            o,
+            "# HELP cuzk_uptime_seconds Seconds since the engine started.\n# TYPE cuzk_uptime_seconds gauge\ncuzk_uptime_seconds {}",
+            st.uptime.as_secs()
+        );
+        o
+    }
+
+    /// Stops taking work, lets running jobs finish for up to `grace`, cancels the
+    /// rest (their clients get CANCELLED), and joins the threads.
+    pub fn shutdown(&self, grace: Duration) {
+        let inner = &self.inner;
+        inner.accepting.store(false, Ordering::SeqCst);
+        let deadline = Instant::now() + grace;
+        loop {
+            let live: Vec<Arc<Job>> = lock(&inner.jobs).by_id.values().filter(|j| !j.is_finished()).cloned().collect();
+            if live.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                for j in live {
+                    if j.cancel("the daemon is shutting down").0 {
+                        tracing::warn!(job = %j.id, "cancelled at shutdown");
+                    }
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        inner.queue.close();
+        inner.ready.close();
+        for t in lock(&self.threads).drain(..) {
+            let _ = t.join();
+        }
+        tracing::info!("engine stopped");
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.inner.accepting.store(false, Ordering::SeqCst);
+        self.inner.queue.close();
+        self.inner.ready.close();
+    }
+}
+
+impl Inner {
+    fn fail_job(&self, job: &Job, error: String) {
+        if job.fail(error.clone()) {
+            self.queue.remove_job(job.seq);
+            *lock(&self.stats).failed.entry(job.kind).or_default() += 1;
+            tracing::error!(job = %job.id, error = error.as_str(), "job failed");
+        }
+    }
+}
+
+fn synthesis_loop(inner: &Inner) {
+    while let Some(task) = inner.queue.pop() {
+        let job = task.job.clone();
+        if job.is_finished() {
+            continue;
+        }
+        // Parameters first: loading them may wait for budget, which partitions
+        // holding budget while waiting for parameters would never free.
+        let (params, load) = match inner.params.get(&job.circuit_id) {
+            Ok(p) => p,
+            Err(e) => {
+                inner.fail_job(&job, format!("loading parameters {}: {e}", job.circuit_id));
+                continue;
+            }
+        };
+        let guard = match inner.budget.acquire(job.partition_bytes, || job.is_finished()) {
+            Ok(Some(g)) => g,
+            Ok(None) => continue,
+            Err(e) => {
+                inner.fail_job(&job, e.to_string());
+                continue;
+            }
+        };
+        if !job.begin_partition(task.attempt, load) {
+            continue;
+        }
+        let t = Instant::now();
+        let result = job.partitions[task.index].synthesize();
+        let took = t.elapsed();
+        job.add_synthesis(took);
+        {
+            let mut st = lock(&inner.stats);
+            let e = st.synthesis.entry(job.kind).or_default();
+            e.0 += took.as_secs_f64();
+            e.1 += 1;
+        }
+        match result {
+            Err(e) => {
+                job.end_partition();
+                inner.fail_job(&job, format!("partition {}: synthesis failed: {e}", task.index));
+            }
+            Ok(circuit) => {
+                tracing::debug!(job = %job.id, partition = task.index, ms = took.as_millis() as u64, "synthesized");
+                if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, params, _budget: guard }) {
+                    r.task.job.end_partition();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn prover_loop(inner: &Inner, slot: &BackendSlot) {
+    let mut rng = ChaCha20Rng::from_entropy();
+    while let Some(ready) = inner.ready.pop() {
+        let ReadyPartition { task, mut circuit, params, _budget } = ready;
+        let job = task.job.clone();
+        if job.is_finished() {
+            job.end_partition();
+            continue;
+        }
+        let inputs = circuit.input.get(1..).unwrap_or_default().to_vec();
+        let randomness = [ProofRandomness::random(&mut rng)];
+        let (result, took) = {
+            let _device = lock(&slot.device);
+            *lock(&slot.current) = Some((job.id.clone(), job.kind));
+            let t = Instant::now();
+            let r = slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness);
+            *lock(&slot.current) = None;
+            (r, t.elapsed())
+        };
+        // The witness and a/b/c are no longer needed: release their memory before
+        // verifying.
+        drop(circuit);
+        drop(_budget);
+        job.add_gpu(took);
+        {
+            let mut st = lock(&inner.stats);
+            let e = st.prove.entry(job.kind).or_default();
+            e.0 += took.as_secs_f64();
+            e.1 += 1;
+        }
+        let proof = match result {
+            Ok(out) if out.proofs.len() == 1 => out.proofs[0],
+            Ok(out) => {
+                job.end_partition();
+                inner.fail_job(&job, format!("partition {}: the backend returned {} proofs for one circuit", task.index, out.proofs.len()));
+                continue;
+            }
+            Err(e) => {
+                job.end_partition();
+                inner.fail_job(&job, format!("partition {}: proving failed on {}: {e}", task.index, slot.backend.name()));
+                continue;
+            }
+        };
+        let verified = verify_proof(&params.pvk, &proof, &inputs);
+        match verified {
+            Ok(true) => {
+                if job.partition_done(task.index, proof.to_bytes().to_vec()) {
+                    *lock(&inner.stats).completed.entry(job.kind).or_default() += 1;
+                    tracing::info!(job = %job.id, kind = %job.kind, "job completed; every partition proof verified");
+                }
+            }
+            bad => {
+                lock(&inner.stats).verify_failures += 1;
+                let why = match bad {
+                    Err(e) => format!("verification error: {e}"),
+                    _ => "the proof does not verify".to_string(),
+                };
+                job.end_partition();
+                if task.attempt == 0 {
+                    tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), why = why.as_str(), "partition proof rejected; proving it again");
+                    inner.queue.push(PartitionTask { job: job.clone(), index: task.index, attempt: 1 });
+                } else {
+                    inner.fail_job(&job, format!("partition {}: {why} (twice); no proof is returned", task.index));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Proof kinds: how a request becomes partitions, and which parameters they need.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cuzk_groth16::{ParameterSet, SynthesizedCircuit};
+
+use crate::error::EngineError;
+use crate::job::JobRequest;
+
+/// The kinds a client can ask for (the wire enum, plus cuzk's synthetic test kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProofKind {
+    PorepSealCommit,
+    SnapDealsUpdate,
+    WindowPostPartition,
+    WinningPost,
+    /// C2-shaped synthetic circuits (cuzk's own; for tests, demos and load tests).
+    Synthetic,
+}
+
+impl ProofKind {
+    pub const ALL: [ProofKind; 5] = [
+        ProofKind::PorepSealCommit,
+        ProofKind::SnapDealsUpdate,
+        ProofKind::WindowPostPartition,
+        ProofKind::WinningPost,
+        ProofKind::Synthetic,
+    ];
+
+    /// The name used in status and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProofKind::PorepSealCommit => "porep_seal_commit",
+            ProofKind::SnapDealsUpdate => "snap_deals_update",
+            ProofKind::WindowPostPartition => "window_post_partition",
+            ProofKind::WinningPost => "winning_post",
+            ProofKind::Synthetic => "synthetic",
+        }
+    }
+}
+
+impl fmt::Display for ProofKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One partition's circuit, synthesized on demand (so a queued job holds only its
+/// decoded payload, not gigabytes of witness).
+pub trait PartitionWork: Send + Sync {
+    fn synthesize(&self) -> Result<SynthesizedCircuit, EngineError>;
+}
+
+/// What a kind makes of a request.
+pub struct JobPlan {
+    /// The parameter set all partitions use ("porep-32g", "synthetic-2^10", …).
+    pub circuit_id: String,
+    /// In partition order; the proof is their proofs concatenated in this order.
+    pub partitions: Vec<Arc<dyn PartitionWork>>,
+    /// Host memory one synthesized partition holds (charged to the memory budget
+    /// from the start of its synthesis until its proof is done).
+    pub partition_bytes: u64,
+}
+
+/// A proof kind's decoding and parameters.
+pub trait KindHandler: Send + Sync {
+    fn kind(&self) -> ProofKind;
+    /// Decodes and checks a request; errors name what is wrong with it.
+    fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError>;
+    /// Whether `circuit_id` names a parameter set of this kind.
+    fn owns_circuit(&self, circuit_id: &str) -> bool;
+    /// Loads (or makes) the parameter set `circuit_id`.
+    fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError>;
+}

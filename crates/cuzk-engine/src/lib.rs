@@ -1,0 +1,27 @@
+//! cuzk's proving engine.
+//!
+//! A job (one client request) is split into partitions by its proof kind. Partitions
+//! wait in a priority queue (CRITICAL > HIGH > NORMAL > LOW, FIFO by job within a
+//! priority, lowest partition first); a synthesis pool takes them when the memory
+//! budget has room, and hands synthesized partitions through a bounded queue to the
+//! prover workers (N per backend, sharing a lock held only around the backend's
+//! `prove`). Every partition proof is verified before it is kept; a rejected one is
+//! proved again once and then fails its job. A job's proof is its partition proofs
+//! concatenated in partition order. The engine is plain threads; the gRPC server
+//! (cuzk-server) is a thin layer over it.
+
+mod budget;
+mod engine;
+mod error;
+mod job;
+mod kind;
+mod params;
+mod scheduler;
+pub mod synthetic;
+
+pub use budget::MemoryBudget;
+pub use engine::{BackendStatus, Engine, EngineConfig, EngineStatus, QueueStatus, Submitted};
+pub use error::EngineError;
+pub use job::{JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority};
+pub use kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
+pub use params::ParamStatus;

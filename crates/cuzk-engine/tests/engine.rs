@@ -1,0 +1,194 @@
+//! The engine on the CPU backend with synthetic circuits.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuzk_engine::synthetic::SyntheticKind;
+use cuzk_engine::{Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit};
+
+fn config() -> EngineConfig {
+    EngineConfig { memory_budget_bytes: 1 << 30, ..EngineConfig::default() }
+}
+
+fn engine_with(backend: Arc<dyn ProvingBackend>, cfg: EngineConfig) -> Engine {
+    Engine::start(cfg, vec![backend], vec![Arc::new(SyntheticKind::new(16))]).unwrap()
+}
+
+fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: Priority, request_id: &str) -> JobRequest {
+    JobRequest {
+        request_id: request_id.into(),
+        kind: ProofKind::Synthetic,
+        priority,
+        payload: Payload {
+            vanilla_proof: format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).into_bytes(),
+            ..Payload::default()
+        },
+    }
+}
+
+/// Checks each 192-byte partition proof against the synthetic circuit's inputs.
+fn check_proof(bytes: &[u8], log_size: u32, partitions: u32, seed: u64) {
+    assert_eq!(bytes.len(), 192 * partitions as usize);
+    let params = SyntheticKind::parameters(log_size).unwrap();
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let shape = cuzk_groth16::synthetic::SyntheticShape::for_domain(log_size);
+    for i in 0..partitions as usize {
+        let proof = Proof::from_bytes(&bytes[i * 192..(i + 1) * 192]).unwrap();
+        let inputs = synthesize(shape.circuit(seed + i as u64)).unwrap().input[1..].to_vec();
+        assert!(verify_proof(&pvk, &proof, &inputs).unwrap(), "partition {i} does not verify");
+        // And not against another partition's inputs.
+        let other = synthesize(shape.circuit(seed + i as u64 + 1000)).unwrap().input[1..].to_vec();
+        assert!(!verify_proof(&pvk, &proof, &other).unwrap());
+    }
+}
+
+#[test]
+fn a_job_of_three_partitions_completes_with_verified_proofs_in_order() {
+    let e = engine_with(Arc::new(CpuBackend::new()), config());
+    let s = e.submit(synthetic(8, 3, 40, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 3, 40);
+    assert!(out.timings.total_ms >= out.timings.gpu_compute_ms);
+    let st = e.status();
+    assert_eq!(st.completed, 1);
+    assert_eq!(st.params.len(), 1);
+    assert_eq!(st.params[0].circuit_id, "synthetic-2^8");
+    assert!(e.metrics_text().contains("cuzk_proofs_completed_total{kind=\"synthetic\"} 1"));
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn critical_job_submitted_behind_normal_ones_finishes_first() {
+    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let e = engine_with(Arc::new(CpuBackend::new()), cfg);
+    e.preload("synthetic-2^10").unwrap();
+    let normal: Vec<_> = (0..4).map(|i| e.submit(synthetic(10, 2, i * 10, Priority::Normal, "")).unwrap().job_id).collect();
+    let critical = e.submit(synthetic(10, 1, 99, Priority::Critical, "")).unwrap().job_id;
+    let c = e.wait(&critical, None).unwrap();
+    assert_eq!(c.status, JobStatus::Completed);
+    // When the critical job is done, the last normal job cannot be.
+    let last = e.wait(&normal[3], Some(Duration::ZERO)).unwrap();
+    assert!(!last.status.is_finished(), "the last NORMAL job finished before the CRITICAL one");
+    for id in &normal {
+        assert_eq!(e.wait(id, None).unwrap().status, JobStatus::Completed);
+    }
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn resubmitting_a_live_request_id_returns_the_same_job() {
+    let e = engine_with(Arc::new(CpuBackend::new()), config());
+    let a = e.submit(synthetic(8, 1, 1, Priority::Normal, "req-1")).unwrap();
+    let b = e.submit(synthetic(8, 1, 1, Priority::Normal, "req-1")).unwrap();
+    assert_eq!(a.job_id, b.job_id);
+    assert!(b.existing && !a.existing);
+    let c = e.submit(synthetic(8, 1, 1, Priority::Normal, "req-2")).unwrap();
+    assert_ne!(a.job_id, c.job_id);
+    assert_eq!(e.wait(&a.job_id, None).unwrap().status, JobStatus::Completed);
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn cancel_drops_queued_work_and_unknown_ids_are_not_found() {
+    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let e = engine_with(Arc::new(CpuBackend::new()), cfg);
+    let first = e.submit(synthetic(12, 2, 0, Priority::Normal, "")).unwrap().job_id;
+    let second = e.submit(synthetic(12, 4, 0, Priority::Normal, "")).unwrap().job_id;
+    e.cancel(&second).unwrap();
+    let out = e.wait(&second, None).unwrap();
+    assert_eq!(out.status, JobStatus::Cancelled);
+    assert!(out.proof.is_empty());
+    assert_eq!(e.wait(&first, None).unwrap().status, JobStatus::Completed);
+    let missing = cuzk_engine::JobId("job-nope".into());
+    assert!(matches!(e.wait(&missing, None), Err(EngineError::NotFound(_))));
+    assert!(matches!(e.cancel(&missing), Err(EngineError::NotFound(_))));
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn bad_requests_get_clear_errors() {
+    let e = engine_with(Arc::new(CpuBackend::new()), config());
+    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
+    r.payload.vanilla_proof = b"{not json".to_vec();
+    let err = e.submit(r).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("JSON")), "{err}");
+    let err = e.submit(synthetic(30, 1, 0, Priority::Normal, "")).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("log_size 30")), "{err}");
+    let err = e.submit(synthetic(8, 0, 0, Priority::Normal, "")).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("partitions 0")), "{err}");
+    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
+    r.kind = ProofKind::PorepSealCommit;
+    let err = e.submit(r).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("porep_seal_commit")), "{err}");
+    assert!(matches!(e.preload("porep-32g"), Err(EngineError::NotFound(_))));
+    // A partition larger than the whole budget is refused up front.
+    let small = EngineConfig { memory_budget_bytes: 1 << 20, ..config() };
+    let e2 = engine_with(Arc::new(CpuBackend::new()), small);
+    assert!(matches!(e2.submit(synthetic(16, 1, 0, Priority::Normal, "")), Err(EngineError::ResourceExhausted(_))));
+    e.shutdown(Duration::from_secs(1));
+    e2.shutdown(Duration::from_secs(1));
+}
+
+/// A backend whose first `bad` proofs are corrupted (A negated): they fail
+/// verification.
+struct Corrupting {
+    inner: CpuBackend,
+    bad: usize,
+    calls: AtomicUsize,
+}
+
+impl ProvingBackend for Corrupting {
+    fn name(&self) -> String {
+        "corrupting".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let mut out = self.inner.prove(p, c, r)?;
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.bad {
+            for proof in &mut out.proofs {
+                proof.a = -proof.a;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn a_rejected_proof_is_retried_once_then_the_job_fails_without_a_proof() {
+    // One bad proof: the retry succeeds.
+    let once = Arc::new(Corrupting { inner: CpuBackend::new(), bad: 1, calls: AtomicUsize::new(0) });
+    let e = engine_with(once, config());
+    let s = e.submit(synthetic(8, 2, 5, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 2, 5);
+    assert!(e.metrics_text().contains("cuzk_verify_failures_total 1"));
+    e.shutdown(Duration::from_secs(5));
+    // Always bad: FAILED, the reason given, no proof bytes.
+    let always = Arc::new(Corrupting { inner: CpuBackend::new(), bad: usize::MAX, calls: AtomicUsize::new(0) });
+    let e = engine_with(always, config());
+    let s = e.submit(synthetic(8, 1, 5, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Failed);
+    assert!(out.error.contains("does not verify"), "{}", out.error);
+    assert!(out.proof.is_empty());
+    assert_eq!(e.status().failed, 1);
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn shutdown_cancels_work_it_cannot_finish_in_the_grace_period() {
+    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let e = engine_with(Arc::new(CpuBackend::new()), cfg);
+    let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(14, 2, i, Priority::Normal, "")).unwrap().job_id).collect();
+    e.shutdown(Duration::from_millis(10));
+    for id in &ids {
+        let out = e.wait(id, Some(Duration::ZERO)).unwrap();
+        assert!(out.status.is_finished(), "{id}: {:?}", out.status);
+    }
+    assert!(ids.iter().any(|id| e.wait(id, Some(Duration::ZERO)).unwrap().status == JobStatus::Cancelled));
+    assert!(matches!(e.submit(synthetic(8, 1, 0, Priority::Normal, "")), Err(EngineError::ShuttingDown)));
+}

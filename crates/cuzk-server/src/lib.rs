@@ -1,0 +1,316 @@
+//! The gRPC service `cuzk.v1.ProvingEngine` (proto/cuzk/v1/proving.proto) over
+//! [`cuzk_engine::Engine`]: request checking and conversion only, no proving logic.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_engine::{Engine, EngineError, JobId, JobOutcome, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use tonic::{Request, Response, Status};
+
+pub mod pb {
+    tonic::include_proto!("cuzk.v1");
+}
+
+use pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
+
+/// Largest request or response, as the client uses (256 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// Where the daemon listens: `host:port` or `unix:///path/to.sock`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix://") {
+            if path.is_empty() {
+                return Err(format!("{s:?}: a unix:// address needs a path"));
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        s.parse::<SocketAddr>()
+            .map(ListenAddr::Tcp)
+            .map_err(|e| format!("{s:?} is neither host:port nor unix:///path ({e})"))
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::Unix(p) => write!(f, "unix://{}", p.display()),
+        }
+    }
+}
+
+pub struct ProvingService {
+    engine: Arc<Engine>,
+}
+
+impl ProvingService {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        ProvingService { engine }
+    }
+
+    /// The tonic service with the 256 MiB message limits.
+    pub fn into_server(self) -> ProvingEngineServer<ProvingService> {
+        ProvingEngineServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+fn status_of(e: EngineError) -> Status {
+    match e {
+        EngineError::InvalidArgument(m) => Status::invalid_argument(m),
+        EngineError::NotFound(m) => Status::not_found(m),
+        EngineError::ResourceExhausted(m) => Status::resource_exhausted(m),
+        EngineError::ShuttingDown => Status::unavailable("the daemon is shutting down"),
+        EngineError::Internal(m) => Status::internal(m),
+    }
+}
+
+fn kind_of(v: i32) -> Result<ProofKind, Status> {
+    match pb::ProofKind::try_from(v) {
+        Ok(pb::ProofKind::PorepSealCommit) => Ok(ProofKind::PorepSealCommit),
+        Ok(pb::ProofKind::SnapDealsUpdate) => Ok(ProofKind::SnapDealsUpdate),
+        Ok(pb::ProofKind::WindowPostPartition) => Ok(ProofKind::WindowPostPartition),
+        Ok(pb::ProofKind::WinningPost) => Ok(ProofKind::WinningPost),
+        Ok(pb::ProofKind::Synthetic) => Ok(ProofKind::Synthetic),
+        Ok(pb::ProofKind::Unspecified) => Err(Status::invalid_argument("proof_kind is unspecified")),
+        Err(_) => Err(Status::invalid_argument(format!("unknown proof_kind {v}"))),
+    }
+}
+
+fn request_of(r: pb::SubmitProofRequest) -> Result<JobRequest, Status> {
+    let kind = kind_of(r.proof_kind)?;
+    let priority =
+        Priority::from_wire(r.priority).ok_or_else(|| Status::invalid_argument(format!("unknown priority {}", r.priority)))?;
+    for (name, v) in [("randomness", &r.randomness), ("comm_r_old", &r.comm_r_old), ("comm_r_new", &r.comm_r_new), ("comm_d_new", &r.comm_d_new)] {
+        if !v.is_empty() && v.len() != 32 {
+            return Err(Status::invalid_argument(format!("{name} must be 32 bytes, got {}", v.len())));
+        }
+    }
+    Ok(JobRequest {
+        request_id: r.request_id,
+        kind,
+        priority,
+        payload: Payload {
+            sector_size: r.sector_size,
+            registered_proof: r.registered_proof,
+            vanilla_proof: r.vanilla_proof,
+            vanilla_proofs: r.vanilla_proofs,
+            sector_number: r.sector_number,
+            miner_id: r.miner_id,
+            randomness: r.randomness,
+            partition_index: r.partition_index,
+            comm_r_old: r.comm_r_old,
+            comm_r_new: r.comm_r_new,
+            comm_d_new: r.comm_d_new,
+        },
+    })
+}
+
+fn await_response(o: JobOutcome) -> pb::AwaitProofResponse {
+    use pb::await_proof_response::Status as S;
+    let status = match o.status {
+        JobStatus::Completed => S::Completed,
+        JobStatus::Failed => S::Failed,
+        JobStatus::Cancelled => S::Cancelled,
+        JobStatus::Queued | JobStatus::Running => S::Timeout,
+    };
+    pb::AwaitProofResponse {
+        job_id: o.job_id.0,
+        status: status as i32,
+        proof: o.proof,
+        error_message: o.error,
+        queue_wait_ms: o.timings.queue_wait_ms,
+        srs_load_ms: o.timings.srs_load_ms,
+        synthesis_ms: o.timings.synthesis_ms,
+        gpu_compute_ms: o.timings.gpu_compute_ms,
+        total_ms: o.timings.total_ms,
+    }
+}
+
+impl ProvingService {
+    /// Waits in slices of a second on the blocking pool, so an abandoned call (the
+    /// client went away and tonic dropped this future) stops waiting within a second.
+    async fn await_job(&self, id: JobId, timeout_ms: u64) -> Result<pb::AwaitProofResponse, Status> {
+        let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
+        loop {
+            let slice = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1)),
+                None => Duration::from_secs(1),
+            };
+            let (engine, id2) = (self.engine.clone(), id.clone());
+            let out = tokio::task::spawn_blocking(move || engine.wait(&id2, Some(slice)))
+                .await
+                .map_err(|e| Status::internal(format!("waiting for the job: {e}")))?
+                .map_err(status_of)?;
+            let expired = deadline.is_some_and(|d| Instant::now() >= d);
+            if out.status.is_finished() || expired {
+                return Ok(await_response(out));
+            }
+        }
+    }
+
+    fn submit_inner(&self, r: pb::SubmitProofRequest) -> Result<pb::SubmitProofResponse, Status> {
+        let req = request_of(r)?;
+        let s = self.engine.submit(req).map_err(status_of)?;
+        Ok(pb::SubmitProofResponse { job_id: s.job_id.0, queue_position: s.queue_position, assigned_gpu: String::new() })
+    }
+}
+
+#[tonic::async_trait]
+impl ProvingEngine for ProvingService {
+    async fn submit_proof(&self, req: Request<pb::SubmitProofRequest>) -> Result<Response<pb::SubmitProofResponse>, Status> {
+        self.submit_inner(req.into_inner()).map(Response::new)
+    }
+
+    async fn await_proof(&self, req: Request<pb::AwaitProofRequest>) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        let r = req.into_inner();
+        if r.job_id.is_empty() {
+            return Err(Status::invalid_argument("job_id is empty"));
+        }
+        self.await_job(JobId(r.job_id), r.timeout_ms).await.map(Response::new)
+    }
+
+    async fn prove(&self, req: Request<pb::ProveRequest>) -> Result<Response<pb::ProveResponse>, Status> {
+        let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
+        let s = self.submit_inner(submit)?;
+        let result = self.await_job(JobId(s.job_id), 0).await?;
+        Ok(Response::new(pb::ProveResponse { result: Some(result) }))
+    }
+
+    async fn cancel_proof(&self, req: Request<pb::CancelProofRequest>) -> Result<Response<pb::CancelProofResponse>, Status> {
+        let was_running = self.engine.cancel(&JobId(req.into_inner().job_id)).map_err(status_of)?;
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
+    }
+
+    async fn get_status(&self, _req: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let s = self.engine.status();
+        Ok(Response::new(pb::GetStatusResponse {
+            gpus: s
+                .backends
+                .iter()
+                .enumerate()
+                .map(|(i, b)| pb::GpuStatus {
+                    ordinal: i as u32,
+                    name: b.name.clone(),
+                    vram_total_bytes: 0,
+                    vram_free_bytes: 0,
+                    current_job_id: b.current_job.as_ref().map(|(j, _)| j.0.clone()).unwrap_or_default(),
+                    current_proof_kind: b.current_job.as_ref().map(|(_, k)| k.to_string()).unwrap_or_default(),
+                })
+                .collect(),
+            loaded_srs: s
+                .params
+                .iter()
+                .map(|p| pb::SrsStatus {
+                    circuit_id: p.circuit_id.clone(),
+                    tier: pb::srs_status::Tier::Hot as i32,
+                    size_bytes: p.size_bytes,
+                    ref_count: p.ref_count,
+                })
+                .collect(),
+            queues: s
+                .queues
+                .iter()
+                .map(|q| pb::QueueStatus { proof_kind: q.kind.to_string(), pending: q.pending, in_progress: q.in_progress })
+                .collect(),
+            total_proofs_completed: s.completed,
+            total_proofs_failed: s.failed,
+            uptime_seconds: s.uptime.as_secs(),
+            pinned_memory_bytes: s.memory_used_bytes,
+            pinned_memory_limit_bytes: s.memory_budget_bytes,
+        }))
+    }
+
+    async fn get_metrics(&self, _req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        Ok(Response::new(pb::GetMetricsResponse { prometheus_text: self.engine.metrics_text() }))
+    }
+
+    async fn preload_srs(&self, req: Request<pb::PreloadSrsRequest>) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        let id = req.into_inner().circuit_id;
+        let engine = self.engine.clone();
+        let (already_loaded, took) = tokio::task::spawn_blocking(move || engine.preload(&id))
+            .await
+            .map_err(|e| Status::internal(format!("loading parameters: {e}")))?
+            .map_err(status_of)?;
+        Ok(Response::new(pb::PreloadSrsResponse { already_loaded, load_time_ms: took.as_millis() as u64 }))
+    }
+
+    async fn evict_srs(&self, req: Request<pb::EvictSrsRequest>) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        let (was_loaded, freed_bytes) = self.engine.evict(&req.into_inner().circuit_id).map_err(status_of)?;
+        Ok(Response::new(pb::EvictSrsResponse { was_loaded, freed_bytes }))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("binding {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("serving: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A bound listener (bind first, so the caller learns the port before serving).
+pub enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, PathBuf),
+}
+
+impl Listener {
+    pub async fn bind(addr: &ListenAddr) -> Result<Listener, ServeError> {
+        match addr {
+            ListenAddr::Tcp(a) => tokio::net::TcpListener::bind(a)
+                .await
+                .map(Listener::Tcp)
+                .map_err(|source| ServeError::Bind { addr: addr.to_string(), source }),
+            ListenAddr::Unix(p) => {
+                // A socket file left by a previous run would make bind fail.
+                if p.exists() {
+                    let _ = std::fs::remove_file(p);
+                }
+                tokio::net::UnixListener::bind(p)
+                    .map(|l| Listener::Unix(l, p.clone()))
+                    .map_err(|source| ServeError::Bind { addr: addr.to_string(), source })
+            }
+        }
+    }
+
+    /// The TCP address actually bound (port 0 resolved), if TCP.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(..) => None,
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves; in-flight calls finish first.
+pub async fn serve(
+    listener: Listener,
+    engine: Arc<Engine>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let svc = ProvingService::new(engine).into_server();
+    let router = tonic::transport::Server::builder().add_service(svc);
+    match listener {
+        Listener::Tcp(l) => {
+            router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?
+        }
+        Listener::Unix(l, path) => {
+            let r = router.serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(l), shutdown).await;
+            let _ = std::fs::remove_file(&path);
+            r?
+        }
+    }
+    Ok(())
+}

@@ -1,6 +1,8 @@
 //! The gRPC service `cuzk.v1.ProvingEngine` (proto/cuzk/v1/proving.proto) over
 //! [`cuzk_engine::Engine`]: request checking and conversion only, no proving logic.
 
+pub mod config;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

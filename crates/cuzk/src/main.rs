@@ -1,6 +1,7 @@
 //! `cuzk`: the command-line front of the cuzk Groth16 engine.
 
 mod bench;
+mod daemon;
 mod gpu_bench;
 mod progress;
 mod shape;
@@ -83,6 +84,8 @@ enum Command {
     GpuBench(gpu_bench::GpuBenchArgs),
     /// Show the backends and devices this build can use.
     Info,
+    /// Serve the cuzk.v1 gRPC API (Curio's proving client) until SIGINT/SIGTERM.
+    Daemon(daemon::DaemonArgs),
 }
 
 /// Which proving backend to use.
@@ -101,14 +104,24 @@ pub fn backend(kind: BackendKind) -> Box<dyn ProvingBackend> {
     }
 }
 
-fn main() -> Result<()> {
+fn init_logging(default_level: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn main() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(Command::Daemon(args)) = &cli.command {
+        // The configuration names the log level (RUST_LOG still wins).
+        let (config, warnings) = daemon::load_config(args)?;
+        init_logging(&config.log_level);
+        return daemon::run(config, warnings, args.config.as_deref());
+    }
+    init_logging("info");
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
@@ -120,6 +133,7 @@ fn main() -> Result<()> {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::GpuBench(args)) => gpu_bench::run(&args),
         Some(Command::Info) => info(),
+        Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }
 

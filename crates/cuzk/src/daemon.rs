@@ -1,0 +1,120 @@
+//! `cuzk daemon`: the engine behind the cuzk.v1 gRPC API.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use cuzk_engine::synthetic::SyntheticKind;
+use cuzk_engine::{Engine, EngineConfig, MemoryBudget};
+use cuzk_groth16::{CpuBackend, ProvingBackend};
+use cuzk_server::config::DaemonConfig;
+use cuzk_server::{serve, ListenAddr, Listener};
+
+#[derive(Args, Debug)]
+pub struct DaemonArgs {
+    /// Configuration file (TOML; see cuzk.example.toml). Without one, the defaults apply.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen address, overriding daemon.listen: host:port or unix:///path.
+    #[arg(long)]
+    pub listen: Option<String>,
+}
+
+/// Reads the configuration (before logging starts, so logging.level can apply);
+/// returns it with the warnings to log.
+pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
+    let (mut config, warnings) = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            DaemonConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => (DaemonConfig::default(), Vec::new()),
+    };
+    if let Some(l) = &args.listen {
+        config.listen = l.parse::<ListenAddr>().map_err(anyhow::Error::msg).context("--listen")?;
+    }
+    Ok((config, warnings))
+}
+
+pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Path>) -> Result<()> {
+    for w in &warnings {
+        tracing::warn!("configuration: {w}");
+    }
+    if config.cpu_threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(config.cpu_threads)
+            .build_global()
+            .context("setting the CPU thread count")?;
+    }
+    let budget = match config.total_budget {
+        Some(b) => b,
+        None => MemoryBudget::auto_total(config.safety_margin)
+            .context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
+    };
+    // The CUDA prover is not part of this build yet: every partition is proved on the
+    // CPU, and the log says so rather than leaving it to be guessed.
+    let backends: Vec<Arc<dyn ProvingBackend>> = vec![Arc::new(CpuBackend::new())];
+    tracing::info!(
+        config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
+        memory_budget_bytes = budget,
+        param_cache = %config.param_cache.display(),
+        "proving on the CPU backend (this build has no GPU prover yet)"
+    );
+    if !config.gpu_devices.is_empty() {
+        tracing::warn!(devices = ?config.gpu_devices, "gpus.devices is set, but this build proves on the CPU only");
+    }
+    let engine = Arc::new(
+        Engine::start(
+            EngineConfig {
+                synthesis_threads: config.synthesis_concurrency,
+                synthesis_lookahead: config.synthesis_lookahead,
+                workers_per_backend: config.workers_per_device,
+                memory_budget_bytes: budget,
+                eviction_min_idle: config.eviction_min_idle,
+                ..EngineConfig::default()
+            },
+            backends,
+            vec![Arc::new(SyntheticKind::new(config.synthetic_max_log_size))],
+        )
+        .context("starting the engine")?,
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    rt.block_on(async {
+        let listener = Listener::bind(&config.listen).await?;
+        let shown = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|| config.listen.to_string());
+        tracing::info!(address = shown.as_str(), "cuzk daemon listening");
+        let e = engine.clone();
+        serve(listener, engine, async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest");
+            let _ = tokio::task::spawn_blocking(move || e.shutdown(Duration::from_secs(30))).await;
+        })
+        .await
+        .context("serving")
+    })?;
+    tracing::info!("cuzk daemon stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

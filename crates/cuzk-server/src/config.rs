@@ -276,6 +276,15 @@ old_key = 1
     }
 
     #[test]
+    fn the_example_file_parses_to_the_defaults() {
+        let text = include_str!("../../../cuzk.example.toml");
+        let (c, w) = DaemonConfig::from_toml(text).unwrap();
+        assert_eq!(c, DaemonConfig::default());
+        // Only the three scheduler keys, which cuzk accepts without using.
+        assert_eq!(w.len(), 3, "{w:?}");
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         let e = DaemonConfig::from_toml("[memory]\ntotal_budget = \"lots\"").unwrap_err();
         assert!(matches!(&e, ConfigError::Value { key, .. } if key == "memory.total_budget"), "{e}");

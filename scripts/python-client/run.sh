@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Starts `cuzk daemon` on a Unix socket and drives it with client.py (Python grpcio,
+# stubs generated here from the same .proto). Python packages are installed once
+# into a cache directory keyed by requirements.txt.
+#   scripts/python-client/run.sh [path/to/cuzk]   (default: builds target/release/cuzk)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cuzk=${1:-}
+if [ -z "$cuzk" ]; then
+  (cd "$root" && cargo build --release --bin cuzk --quiet)
+  cuzk=$root/target/release/cuzk
+fi
+key=$(sha256sum "$here/requirements.txt" | cut -c1-16)
+venv=${XDG_CACHE_HOME:-$HOME/.cache}/cuzk/python-client-$key
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv.tmp" && "$venv.tmp/bin/pip" install --quiet -r "$here/requirements.txt"
+  rm -rf "$venv" && mv "$venv.tmp" "$venv"
+fi
+work=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+"$venv/bin/python" -m grpc_tools.protoc -I "$root/crates/cuzk-server/proto" --python_out="$work" \
+  --grpc_python_out="$work" "$root/crates/cuzk-server/proto/cuzk/v1/proving.proto"
+touch "$work/cuzk/__init__.py" "$work/cuzk/v1/__init__.py"
+"$cuzk" daemon --listen "unix://$work/cuzk.sock" 2> "$work/daemon.log" &
+pid=$!
+for _ in $(seq 100); do [ -S "$work/cuzk.sock" ] && break; sleep 0.1; done
+[ -S "$work/cuzk.sock" ] || { cat "$work/daemon.log"; echo "the daemon did not start" >&2; exit 1; }
+PYTHONPATH=$work "$venv/bin/python" "$here/client.py" "unix://$work/cuzk.sock"
+kill -TERM $pid
+wait $pid
+grep -q "cuzk daemon stopped" "$work/daemon.log" || { cat "$work/daemon.log"; echo "no clean shutdown" >&2; exit 1; }
+echo "daemon stopped cleanly"

@@ -67,8 +67,29 @@ pub(crate) struct Job {
     changed: Condvar,
 }
 
+/// Where one partition of a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionState {
+    Queued,
+    Synthesizing,
+    WaitingForProver,
+    Proving,
+    Verified,
+}
+
+/// A job and the state of each of its partitions (for the status endpoint).
+#[derive(Clone, Debug)]
+pub struct JobSummary {
+    pub job_id: JobId,
+    pub kind: ProofKind,
+    pub priority: Priority,
+    pub status: JobStatus,
+    pub partitions: Vec<PartitionState>,
+}
+
 struct JobState {
     status: JobStatus,
+    parts: Vec<PartitionState>,
     proofs: Vec<Option<Vec<u8>>>,
     /// Partitions whose first attempt has started.
     started: usize,
@@ -91,11 +112,20 @@ impl Job {
         self.state().status.is_finished()
     }
 
+    fn set_part(&self, index: usize, p: PartitionState) {
+        if let Some(x) = self.state().parts.get_mut(index) {
+            *x = p;
+        }
+    }
+
     /// Marks a partition as started; false when the job has finished meanwhile.
-    fn begin_partition(&self, attempt: u8, srs_load: Duration) -> bool {
+    fn begin_partition(&self, index: usize, attempt: u8, srs_load: Duration) -> bool {
         let mut s = self.state();
         if s.status.is_finished() {
             return false;
+        }
+        if let Some(x) = s.parts.get_mut(index) {
+            *x = PartitionState::Synthesizing;
         }
         s.status = JobStatus::Running;
         s.first_start.get_or_insert_with(Instant::now);
@@ -138,6 +168,7 @@ impl Job {
             return false;
         }
         s.proofs[index] = Some(proof);
+        s.parts[index] = PartitionState::Verified;
         s.done += 1;
         if s.done < s.proofs.len() {
             return false;
@@ -392,6 +423,7 @@ impl Engine {
             submitted: Instant::now(),
             state: Mutex::new(JobState {
                 status: JobStatus::Queued,
+                parts: vec![PartitionState::Queued; n],
                 proofs: vec![None; n],
                 started: 0,
                 in_flight: 0,
@@ -524,6 +556,18 @@ impl Engine {
         }
     }
 
+    /// Unfinished jobs, oldest first, with each partition's state.
+    pub fn job_summaries(&self) -> Vec<JobSummary> {
+        let mut jobs: Vec<Arc<Job>> = lock(&self.inner.jobs).by_id.values().filter(|j| !j.is_finished()).cloned().collect();
+        jobs.sort_by_key(|j| j.seq);
+        jobs.iter()
+            .map(|j| {
+                let s = j.state();
+                JobSummary { job_id: j.id.clone(), kind: j.kind, priority: j.priority, status: s.status, partitions: s.parts.clone() }
+            })
+            .collect()
+    }
+
     /// Prometheus text exposition of the engine's counters and gauges.
     pub fn metrics_text(&self) -> String {
         use std::fmt::Write;
@@ -648,7 +692,7 @@ fn synthesis_loop(inner: &Inner) {
                 continue;
             }
         };
-        if !job.begin_partition(task.attempt, load) {
+        if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
         let t = Instant::now();
@@ -668,6 +712,7 @@ fn synthesis_loop(inner: &Inner) {
             }
             Ok(circuit) => {
                 tracing::debug!(job = %job.id, partition = task.index, ms = took.as_millis() as u64, "synthesized");
+                job.set_part(task.index, PartitionState::WaitingForProver);
                 if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, params, _budget: guard }) {
                     r.task.job.end_partition();
                     return;
@@ -691,6 +736,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot) {
         let (result, took) = {
             let _device = lock(&slot.device);
             *lock(&slot.current) = Some((job.id.clone(), job.kind));
+            job.set_part(task.index, PartitionState::Proving);
             let t = Instant::now();
             let r = slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness);
             *lock(&slot.current) = None;
@@ -737,6 +783,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot) {
                 job.end_partition();
                 if task.attempt == 0 {
                     tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), why = why.as_str(), "partition proof rejected; proving it again");
+                    job.set_part(task.index, PartitionState::Queued);
                     inner.queue.push(PartitionTask { job: job.clone(), index: task.index, attempt: 1 });
                 } else {
                     inner.fail_job(&job, format!("partition {}: {why} (twice); no proof is returned", task.index));

@@ -20,7 +20,7 @@ mod scheduler;
 pub mod synthetic;
 
 pub use budget::MemoryBudget;
-pub use engine::{BackendStatus, Engine, EngineConfig, EngineStatus, QueueStatus, Submitted};
+pub use engine::{BackendStatus, Engine, EngineConfig, EngineStatus, JobSummary, PartitionState, QueueStatus, Submitted};
 pub use error::EngineError;
 pub use job::{JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority};
 pub use kind::{JobPlan, KindHandler, PartitionWork, ProofKind};

@@ -11,6 +11,8 @@ use crate::ListenAddr;
 pub struct DaemonConfig {
     /// daemon.listen: "host:port" or "unix:///path".
     pub listen: ListenAddr,
+    /// daemon.status_listen: HTTP status endpoint (host:port); None = off.
+    pub status_listen: Option<std::net::SocketAddr>,
     /// srs.param_cache: the Filecoin parameter directory.
     pub param_cache: std::path::PathBuf,
     /// memory.total_budget: None = auto (MemTotal − safety margin).
@@ -40,6 +42,7 @@ impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
             listen: ListenAddr::Unix("/run/curio/cuzk.sock".into()),
+            status_listen: None,
             param_cache: "/data/zk/params".into(),
             total_budget: None,
             safety_margin: 5 << 30,
@@ -137,11 +140,12 @@ impl DaemonConfig {
                 match k {
                     "daemon.listen" => c.listen = as_str(k, v)?.parse().map_err(|e: String| bad(k, e))?,
                     "daemon.status_listen" => {
-                        if !as_str(k, v)?.is_empty() {
-                            warnings.push(format!(
-                                "{k}: the HTTP status endpoint is not available in this version; GetStatus and GetMetrics serve the same data over gRPC"
-                            ));
-                        }
+                        let s = as_str(k, v)?;
+                        c.status_listen = if s.is_empty() {
+                            None
+                        } else {
+                            Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?)
+                        };
                     }
                     "srs.param_cache" => c.param_cache = as_str(k, v)?.into(),
                     "memory.total_budget" => {
@@ -232,7 +236,7 @@ mod tests {
         let text = r#"
 [daemon]
 listen = "127.0.0.1:9820"
-status_listen = ""
+status_listen = "127.0.0.1:9821"
 [srs]
 param_cache = "/var/tmp/params"
 [memory]
@@ -261,6 +265,7 @@ old_key = 1
 "#;
         let (c, w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:9820".parse().unwrap()));
+        assert_eq!(c.status_listen, Some("127.0.0.1:9821".parse().unwrap()));
         assert_eq!(c.param_cache, std::path::PathBuf::from("/var/tmp/params"));
         assert_eq!(c.total_budget, Some(256 << 30));
         assert_eq!(c.safety_margin, 10 << 30);

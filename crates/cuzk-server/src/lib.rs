@@ -2,6 +2,7 @@
 //! [`cuzk_engine::Engine`]: request checking and conversion only, no proving logic.
 
 pub mod config;
+pub mod status_http;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

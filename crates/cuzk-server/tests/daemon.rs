@@ -282,3 +282,36 @@ async fn shutdown_with_work_in_flight_answers_every_waiting_client() {
     }
     assert!(cancelled >= 1);
 }
+
+async fn http_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn http_status_endpoint_shows_queues_jobs_and_metrics() {
+    let d = Daemon::start(EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() }).await;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = l.local_addr().unwrap();
+    tokio::spawn(cuzk_server::status_http::serve_status(l, d.engine.clone()));
+    let mut c = d.client().await;
+    let id = c.submit_proof(synthetic(12, 4, 0, pb::Priority::High, "")).await.unwrap().into_inner().job_id;
+    let r = http_get(http, "/status").await;
+    assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+    let body = &r[r.find("\r\n\r\n").unwrap() + 4..];
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert!(v["memory"]["budget_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["workers"][0]["backend"], "cpu");
+    let job = v["jobs"].as_array().unwrap().iter().find(|j| j["job_id"] == id.as_str()).expect("the job is listed");
+    assert_eq!(job["partitions"].as_array().unwrap().len(), 4);
+    assert_eq!(job["priority"], "High");
+    let m = http_get(http, "/metrics").await;
+    assert!(m.starts_with("HTTP/1.1 200 OK") && m.contains("cuzk_queue_pending_partitions"), "{m}");
+    assert!(http_get(http, "/nothing").await.starts_with("HTTP/1.1 404"));
+    c.cancel_proof(pb::CancelProofRequest { job_id: id }).await.unwrap();
+    d.stop(Duration::from_secs(5)).await;
+}

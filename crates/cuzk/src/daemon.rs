@@ -85,6 +85,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         let listener = Listener::bind(&config.listen).await?;
         let shown = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|| config.listen.to_string());
         tracing::info!(address = shown.as_str(), "cuzk daemon listening");
+        if let Some(addr) = config.status_listen {
+            let l = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding daemon.status_listen {addr}"))?;
+            tracing::info!(address = %addr, "HTTP status endpoint listening (GET /status, /metrics)");
+            tokio::spawn(cuzk_server::status_http::serve_status(l, engine.clone()));
+        }
         let e = engine.clone();
         serve(listener, engine, async move {
             shutdown_signal().await;

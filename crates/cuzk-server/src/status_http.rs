@@ -1,0 +1,87 @@
+//! The HTTP status endpoint (daemon.status_listen): `GET /status` answers JSON (queues,
+//! backends, parameter sets, memory, per-job partition state), `GET /metrics` the
+//! Prometheus text. Plain HTTP/1.1, one request per connection, GET only.
+
+use std::sync::Arc;
+
+use cuzk_engine::Engine;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The JSON document of `GET /status`.
+pub fn status_json(engine: &Engine) -> serde_json::Value {
+    let s = engine.status();
+    json!({
+        "uptime_seconds": s.uptime.as_secs(),
+        "proofs_completed": s.completed,
+        "proofs_failed": s.failed,
+        "memory": { "budget_bytes": s.memory_budget_bytes, "used_bytes": s.memory_used_bytes },
+        "workers": s.backends.iter().map(|b| json!({
+            "backend": b.name,
+            "current_job": b.current_job.as_ref().map(|(j, _)| j.0.clone()),
+            "current_kind": b.current_job.as_ref().map(|(_, k)| k.to_string()),
+        })).collect::<Vec<_>>(),
+        "queues": s.queues.iter().map(|q| json!({
+            "kind": q.kind.to_string(), "pending": q.pending, "in_progress": q.in_progress,
+        })).collect::<Vec<_>>(),
+        "parameters": s.params.iter().map(|p| json!({
+            "circuit_id": p.circuit_id, "size_bytes": p.size_bytes, "ref_count": p.ref_count,
+            "idle_seconds": p.idle.as_secs(),
+        })).collect::<Vec<_>>(),
+        "jobs": engine.job_summaries().iter().map(|j| json!({
+            "job_id": j.job_id.0, "kind": j.kind.to_string(), "priority": format!("{:?}", j.priority),
+            "status": format!("{:?}", j.status), "partitions": j.partitions.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn response(status: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Serves until the task is dropped or the listener fails.
+pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut n = 0;
+            // Read up to the end of the request head (or 4 KiB, or 5 s).
+            let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while n < buf.len() {
+                    match sock.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => {
+                            n += k;
+                            if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                                break;
+                            }
+                        }
+                    }
+                }
+            })
+            .await;
+            if read.is_err() {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let mut parts = head.split_whitespace();
+            let reply = match (parts.next(), parts.next()) {
+                (Some("GET"), Some("/status")) => {
+                    let body = serde_json::to_string_pretty(&status_json(&engine)).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+                    response("200 OK", "application/json", &body)
+                }
+                (Some("GET"), Some("/metrics")) => response("200 OK", "text/plain; version=0.0.4", &engine.metrics_text()),
+                (Some("GET"), Some(_)) => response("404 Not Found", "text/plain", "GET /status or /metrics\n"),
+                _ => response("405 Method Not Allowed", "text/plain", "GET only\n"),
+            };
+            let _ = sock.write_all(reply.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+    }
+}

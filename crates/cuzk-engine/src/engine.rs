@@ -19,6 +19,7 @@ use crate::job::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Prior
 use crate::kind::{KindHandler, PartitionWork, ProofKind};
 use crate::params::{LoadedParams, ParamCache, ParamStatus};
 use crate::scheduler::{BoundedQueue, PartitionQueue, PartitionTask};
+use crate::timeline::{EventKind, Timeline, TimelineEvent};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -65,6 +66,7 @@ pub(crate) struct Job {
     submitted: Instant,
     state: Mutex<JobState>,
     changed: Condvar,
+    timeline: Arc<Timeline>,
 }
 
 /// Where one partition of a job is.
@@ -150,7 +152,15 @@ impl Job {
         self.state().timings.gpu_compute_ms += ms(d);
     }
 
+    /// Records the final event before waking waiters, so whoever sees the job
+    /// finished also finds it in the timeline.
     fn finish(&self, s: &mut JobState, status: JobStatus, error: String) {
+        let kind = match status {
+            JobStatus::Completed => EventKind::Completed,
+            JobStatus::Cancelled => EventKind::Cancelled,
+            _ => EventKind::Failed,
+        };
+        self.timeline.record(&self.id.0, None, kind, "");
         s.status = status;
         s.error = error;
         let now = Instant::now();
@@ -272,6 +282,7 @@ struct Inner {
     jobs: Mutex<JobTable>,
     backends: Vec<Arc<BackendSlot>>,
     stats: Mutex<Stats>,
+    timeline: Arc<Timeline>,
     started: Instant,
     accepting: AtomicBool,
     next_seq: AtomicU64,
@@ -313,6 +324,9 @@ pub struct EngineStatus {
     pub memory_used_bytes: u64,
 }
 
+/// Timeline events kept (the oldest are dropped first): about 20 MB.
+const TIMELINE_EVENTS: usize = 200_000;
+
 /// The proving engine. Cheap to share (`Arc` inside); threads stop on `shutdown`.
 pub struct Engine {
     inner: Arc<Inner>,
@@ -343,6 +357,7 @@ impl Engine {
                 .map(|b| Arc::new(BackendSlot { backend: b, device: Mutex::new(()), current: Mutex::new(None) }))
                 .collect(),
             stats: Mutex::new(Stats::default()),
+            timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
             started: Instant::now(),
             accepting: AtomicBool::new(true),
             next_seq: AtomicU64::new(1),
@@ -354,7 +369,7 @@ impl Engine {
             let inner = inner.clone();
             let t = std::thread::Builder::new()
                 .name(format!("cuzk-synth-{i}"))
-                .spawn(move || synthesis_loop(&inner))
+                .spawn(move || synthesis_loop(&inner, &format!("synth-{i}")))
                 .map_err(|e| EngineError::Internal(format!("starting a synthesis thread: {e}")))?;
             threads.push(t);
         }
@@ -363,7 +378,7 @@ impl Engine {
                 let (inner, slot) = (inner.clone(), slot.clone());
                 let t = std::thread::Builder::new()
                     .name(format!("cuzk-prove-{b}.{w}"))
-                    .spawn(move || prover_loop(&inner, &slot))
+                    .spawn(move || prover_loop(&inner, &slot, &format!("prove-{b}.{w}")))
                     .map_err(|e| EngineError::Internal(format!("starting a prover thread: {e}")))?;
                 threads.push(t);
             }
@@ -435,12 +450,14 @@ impl Engine {
                 proof: Vec::new(),
             }),
             changed: Condvar::new(),
+            timeline: inner.timeline.clone(),
         });
         table.by_id.insert(id.clone(), job.clone());
         if !req.request_id.is_empty() {
             table.by_request.insert(req.request_id.clone(), id.clone());
         }
         drop(table);
+        inner.timeline.record(&id.0, None, EventKind::Queued, "");
         let queue_position = inner.queue.len() as u32;
         for index in 0..n {
             inner.queue.push(PartitionTask { job: job.clone(), index, attempt: 0 });
@@ -556,6 +573,11 @@ impl Engine {
         }
     }
 
+    /// The recorded stage events, oldest first (see [`crate::timeline`]).
+    pub fn timeline_events(&self) -> Vec<TimelineEvent> {
+        self.inner.timeline.events()
+    }
+
     /// Unfinished jobs, oldest first, with each partition's state.
     pub fn job_summaries(&self) -> Vec<JobSummary> {
         let mut jobs: Vec<Arc<Job>> = lock(&self.inner.jobs).by_id.values().filter(|j| !j.is_finished()).cloned().collect();
@@ -669,7 +691,7 @@ impl Inner {
     }
 }
 
-fn synthesis_loop(inner: &Inner) {
+fn synthesis_loop(inner: &Inner, lane: &str) {
     while let Some(task) = inner.queue.pop() {
         let job = task.job.clone();
         if job.is_finished() {
@@ -695,9 +717,11 @@ fn synthesis_loop(inner: &Inner) {
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
+        inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisStart, lane);
         let t = Instant::now();
         let result = job.partitions[task.index].synthesize();
         let took = t.elapsed();
+        inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisEnd, lane);
         job.add_synthesis(took);
         {
             let mut st = lock(&inner.stats);
@@ -722,7 +746,7 @@ fn synthesis_loop(inner: &Inner) {
     }
 }
 
-fn prover_loop(inner: &Inner, slot: &BackendSlot) {
+fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
     let mut rng = ChaCha20Rng::from_entropy();
     while let Some(ready) = inner.ready.pop() {
         let ReadyPartition { task, mut circuit, params, _budget } = ready;
@@ -737,8 +761,10 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot) {
             let _device = lock(&slot.device);
             *lock(&slot.current) = Some((job.id.clone(), job.kind));
             job.set_part(task.index, PartitionState::Proving);
+            inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveStart, lane);
             let t = Instant::now();
             let r = slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness);
+            inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveEnd, lane);
             *lock(&slot.current) = None;
             (r, t.elapsed())
         };
@@ -769,6 +795,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot) {
         let verified = verify_proof(&params.pvk, &proof, &inputs);
         match verified {
             Ok(true) => {
+                inner.timeline.record(&job.id.0, Some(task.index), EventKind::Verified, lane);
                 if job.partition_done(task.index, proof.to_bytes().to_vec()) {
                     *lock(&inner.stats).completed.entry(job.kind).or_default() += 1;
                     tracing::info!(job = %job.id, kind = %job.kind, "job completed; every partition proof verified");
@@ -776,6 +803,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot) {
             }
             bad => {
                 lock(&inner.stats).verify_failures += 1;
+                inner.timeline.record(&job.id.0, Some(task.index), EventKind::Rejected, lane);
                 let why = match bad {
                     Err(e) => format!("verification error: {e}"),
                     _ => "the proof does not verify".to_string(),

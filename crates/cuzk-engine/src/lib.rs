@@ -18,6 +18,7 @@ mod kind;
 mod params;
 mod scheduler;
 pub mod synthetic;
+pub mod timeline;
 
 pub use budget::MemoryBudget;
 pub use engine::{BackendStatus, Engine, EngineConfig, EngineStatus, JobSummary, PartitionState, QueueStatus, Submitted};
@@ -25,3 +26,4 @@ pub use error::EngineError;
 pub use job::{JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority};
 pub use kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
 pub use params::ParamStatus;
+pub use timeline::{EventKind, TimelineEvent};

@@ -192,3 +192,36 @@ fn shutdown_cancels_work_it_cannot_finish_in_the_grace_period() {
     assert!(ids.iter().any(|id| e.wait(id, Some(Duration::ZERO)).unwrap().status == JobStatus::Cancelled));
     assert!(matches!(e.submit(synthetic(8, 1, 0, Priority::Normal, "")), Err(EngineError::ShuttingDown)));
 }
+
+#[test]
+fn the_timeline_records_every_stage_of_every_partition() {
+    use cuzk_engine::timeline::{chrome_trace, gpu_busy, spans, svg_gantt};
+    use cuzk_engine::EventKind;
+    let cfg = EngineConfig { synthesis_threads: 2, workers_per_backend: 2, ..config() };
+    let e = engine_with(Arc::new(CpuBackend::new()), cfg);
+    let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(10, 2, i * 5, Priority::Normal, "")).unwrap().job_id).collect();
+    for id in &ids {
+        assert_eq!(e.wait(id, None).unwrap().status, JobStatus::Completed);
+    }
+    let ev = e.timeline_events();
+    for id in &ids {
+        let mine: Vec<_> = ev.iter().filter(|x| x.job == id.0).collect();
+        assert_eq!(mine.first().unwrap().kind, EventKind::Queued);
+        assert_eq!(mine.last().unwrap().kind, EventKind::Completed);
+        for p in 0..2u32 {
+            let order: Vec<EventKind> = mine.iter().filter(|x| x.partition == Some(p)).map(|x| x.kind).collect();
+            assert_eq!(
+                order,
+                [EventKind::SynthesisStart, EventKind::SynthesisEnd, EventKind::ProveStart, EventKind::ProveEnd, EventKind::Verified]
+            );
+        }
+    }
+    let sp = spans(&ev);
+    assert_eq!(sp.len(), 12);
+    assert!(sp.iter().all(|s| s.lane.starts_with("synth-") || s.lane.starts_with("prove-0.")));
+    let (busy, wall) = gpu_busy(&ev);
+    assert!(busy > 0 && busy <= wall, "{busy} / {wall}");
+    assert_eq!(chrome_trace(&ev)["traceEvents"].as_array().unwrap().iter().filter(|x| x["ph"] == "X").count(), 12);
+    assert!(svg_gantt(&ev).starts_with("<svg"));
+    e.shutdown(Duration::from_secs(5));
+}

@@ -1,6 +1,7 @@
 //! The HTTP status endpoint (daemon.status_listen): `GET /status` answers JSON (queues,
 //! backends, parameter sets, memory, per-job partition state), `GET /metrics` the
-//! Prometheus text. Plain HTTP/1.1, one request per connection, GET only.
+//! Prometheus text, `GET /timeline` the stage events as JSON lines (the input of
+//! `cuzk timeline`). Plain HTTP/1.1, one request per connection, GET only.
 
 use std::sync::Arc;
 
@@ -77,7 +78,16 @@ pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
                     response("200 OK", "application/json", &body)
                 }
                 (Some("GET"), Some("/metrics")) => response("200 OK", "text/plain; version=0.0.4", &engine.metrics_text()),
-                (Some("GET"), Some(_)) => response("404 Not Found", "text/plain", "GET /status or /metrics\n"),
+                (Some("GET"), Some("/timeline")) => {
+                    let body: String = engine
+                        .timeline_events()
+                        .iter()
+                        .filter_map(|e| serde_json::to_string(e).ok())
+                        .map(|l| l + "\n")
+                        .collect();
+                    response("200 OK", "application/x-ndjson", &body)
+                }
+                (Some("GET"), Some(_)) => response("404 Not Found", "text/plain", "GET /status, /metrics or /timeline\n"),
                 _ => response("405 Method Not Allowed", "text/plain", "GET only\n"),
             };
             let _ = sock.write_all(reply.as_bytes()).await;

@@ -312,6 +312,10 @@ async fn http_status_endpoint_shows_queues_jobs_and_metrics() {
     let m = http_get(http, "/metrics").await;
     assert!(m.starts_with("HTTP/1.1 200 OK") && m.contains("cuzk_queue_pending_partitions"), "{m}");
     assert!(http_get(http, "/nothing").await.starts_with("HTTP/1.1 404"));
+    let t = http_get(http, "/timeline").await;
+    let first = t[t.find("\r\n\r\n").unwrap() + 4..].lines().next().unwrap().to_string();
+    let ev: cuzk_engine::TimelineEvent = serde_json::from_str(&first).unwrap();
+    assert_eq!(ev.kind, cuzk_engine::EventKind::Queued);
     c.cancel_proof(pb::CancelProofRequest { job_id: id }).await.unwrap();
     d.stop(Duration::from_secs(5)).await;
 }

@@ -5,6 +5,7 @@ mod daemon;
 mod gpu_bench;
 mod progress;
 mod shape;
+mod timeline;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -86,6 +87,8 @@ enum Command {
     Info,
     /// Serve the cuzk.v1 gRPC API (Curio's proving client) until SIGINT/SIGTERM.
     Daemon(daemon::DaemonArgs),
+    /// Turn a daemon run's events into a Chrome trace and an SVG Gantt chart; print the GPU efficiency.
+    Timeline(timeline::TimelineArgs),
 }
 
 /// Which proving backend to use.
@@ -133,6 +136,7 @@ fn main() -> Result<()> {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::GpuBench(args)) => gpu_bench::run(&args),
         Some(Command::Info) => info(),
+        Some(Command::Timeline(args)) => timeline::run(&args),
         Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }

@@ -82,3 +82,72 @@ fn bad_arguments_are_reported() {
     assert!(!o.status.success());
     assert!(text(&o).contains("--b-density"), "{}", text(&o));
 }
+
+#[test]
+fn daemon_refuses_a_bad_configuration_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cuzk.toml");
+    std::fs::write(&cfg, "[memory]\ntotal_budget = \"plenty\"\n").unwrap();
+    let o = cuzk(&["daemon", "--config", s(&cfg)]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("memory.total_budget"), "{}", text(&o));
+    let o = cuzk(&["daemon", "--listen", "not-an-address"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--listen"), "{}", text(&o));
+}
+
+#[cfg(unix)]
+#[test]
+fn daemon_serves_on_a_unix_socket_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("cuzk.sock");
+    let cfg = dir.path().join("cuzk.toml");
+    std::fs::write(&cfg, format!("[daemon]\nlisten = \"unix://{}\"\n[memory]\ntotal_budget = \"1GiB\"\n[gpu]\nold = 1\n", s(&sock))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["daemon", "--config", s(&cfg)])
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(sock.exists(), "the daemon did not create its socket");
+    let k = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(k.success());
+    let o = child.wait_with_output().unwrap();
+    let log = text(&o);
+    assert!(o.status.success(), "{log}");
+    assert!(log.contains("gpu.old: unknown key"), "{log}");
+    assert!(log.contains("cuzk daemon stopped"), "{log}");
+    assert!(!sock.exists(), "the socket file was left behind");
+}
+
+#[test]
+fn timeline_renders_a_trace_and_a_gantt_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("run.jsonl");
+    let lines = [
+        r#"{"t_us":0,"job":"j1","kind":"queued","lane":""}"#,
+        r#"{"t_us":0,"job":"j1","partition":0,"kind":"synthesis_start","lane":"synth-0"}"#,
+        r#"{"t_us":250000,"job":"j1","partition":0,"kind":"synthesis_end","lane":"synth-0"}"#,
+        r#"{"t_us":250000,"job":"j1","partition":0,"kind":"prove_start","lane":"prove-0.0"}"#,
+        r#"{"t_us":1000000,"job":"j1","partition":0,"kind":"prove_end","lane":"prove-0.0"}"#,
+        r#"{"t_us":1000000,"job":"j1","partition":0,"kind":"verified","lane":"prove-0.0"}"#,
+        r#"{"t_us":1000000,"job":"j1","kind":"completed","lane":""}"#,
+    ];
+    std::fs::write(&events, lines.join("\n")).unwrap();
+    let (trace, svg) = (dir.path().join("t.json"), dir.path().join("g.svg"));
+    let o = cuzk(&["timeline", s(&events), "--trace", s(&trace), "--svg", s(&svg)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("GPU efficiency 75.0 %"), "{}", text(&o));
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert_eq!(t["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").count(), 2);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("prove-0.0"));
+    std::fs::write(&events, "{\"nope\": 1}\n").unwrap();
+    let o = cuzk(&["timeline", s(&events)]);
+    assert!(!o.status.success() && text(&o).contains("line 1: not a timeline event"), "{}", text(&o));
+}

@@ -1,0 +1,235 @@
+//! The timeline: every stage event of every partition, kept in a bounded ring, and
+//! its renderings: a Chrome trace (opens in Perfetto), an SVG Gantt chart with one
+//! lane per synthesis and prover worker, and the GPU efficiency (merged busy time of
+//! the prover lanes over wall time).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Queued,
+    SynthesisStart,
+    SynthesisEnd,
+    ProveStart,
+    ProveEnd,
+    Verified,
+    Rejected,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// One event; `t_us` counts from the engine's start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    pub t_us: u64,
+    pub job: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub partition: Option<u32>,
+    pub kind: EventKind,
+    /// The worker ("synth-0", "prove-0.1"); empty for job-level events.
+    #[serde(default)]
+    pub lane: String,
+}
+
+pub(crate) struct Timeline {
+    start: Instant,
+    events: Mutex<VecDeque<TimelineEvent>>,
+    capacity: usize,
+}
+
+impl Timeline {
+    pub fn new(capacity: usize) -> Self {
+        Timeline { start: Instant::now(), events: Mutex::new(VecDeque::new()), capacity }
+    }
+
+    pub fn record(&self, job: &str, partition: Option<usize>, kind: EventKind, lane: &str) {
+        let e = TimelineEvent {
+            t_us: self.start.elapsed().as_micros() as u64,
+            job: job.to_string(),
+            partition: partition.map(|p| p as u32),
+            kind,
+            lane: lane.to_string(),
+        };
+        let mut g = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if g.len() == self.capacity {
+            g.pop_front();
+        }
+        g.push_back(e);
+    }
+
+    pub fn events(&self) -> Vec<TimelineEvent> {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+}
+
+/// A span on one lane: [start, end) in µs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub lane: String,
+    pub name: String,
+    pub job: String,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// Pairs start/end events per (lane, job, partition) into spans.
+pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
+    let mut open: BTreeMap<(String, String, Option<u32>, &'static str), u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in events {
+        let (stage, is_start) = match e.kind {
+            EventKind::SynthesisStart => ("synthesis", true),
+            EventKind::SynthesisEnd => ("synthesis", false),
+            EventKind::ProveStart => ("prove", true),
+            EventKind::ProveEnd => ("prove", false),
+            _ => continue,
+        };
+        let key = (e.lane.clone(), e.job.clone(), e.partition, stage);
+        if is_start {
+            open.insert(key, e.t_us);
+        } else if let Some(start) = open.remove(&key) {
+            let name = match e.partition {
+                Some(p) => format!("{stage} {} p{p}", e.job),
+                None => format!("{stage} {}", e.job),
+            };
+            out.push(Span { lane: e.lane.clone(), name, job: e.job.clone(), start_us: start, end_us: e.t_us.max(start) });
+        }
+    }
+    out.sort_by_key(|s| (s.lane.clone(), s.start_us));
+    out
+}
+
+/// (merged busy µs of the prover lanes, wall µs from the first to the last event).
+pub fn gpu_busy(events: &[TimelineEvent]) -> (u64, u64) {
+    let mut iv: Vec<(u64, u64)> =
+        spans(events).into_iter().filter(|s| s.lane.starts_with("prove")).map(|s| (s.start_us, s.end_us)).collect();
+    iv.sort();
+    let mut busy = 0;
+    let mut cur: Option<(u64, u64)> = None;
+    for (a, b) in iv {
+        cur = match cur {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                busy += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((s, e)) = cur {
+        busy += e - s;
+    }
+    let wall = match (events.iter().map(|e| e.t_us).min(), events.iter().map(|e| e.t_us).max()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
+    (busy, wall)
+}
+
+/// Chrome trace-event JSON: complete ("X") events per span, instant events for the
+/// job-level ones, one thread per lane.
+pub fn chrome_trace(events: &[TimelineEvent]) -> serde_json::Value {
+    let sp = spans(events);
+    let mut lanes: Vec<String> = sp.iter().map(|s| s.lane.clone()).collect();
+    lanes.sort();
+    lanes.dedup();
+    let tid = |lane: &str| lanes.iter().position(|l| l == lane).map(|i| i + 1).unwrap_or(0);
+    let mut out: Vec<serde_json::Value> = lanes
+        .iter()
+        .map(|l| serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid(l), "args": {"name": l}}))
+        .collect();
+    out.extend(sp.iter().map(|s| {
+        serde_json::json!({"ph": "X", "name": s.name, "cat": s.name.split(' ').next().unwrap_or(""), "pid": 1,
+            "tid": tid(&s.lane), "ts": s.start_us, "dur": s.end_us - s.start_us, "args": {"job": s.job}})
+    }));
+    out.extend(events.iter().filter(|e| e.lane.is_empty()).map(|e| {
+        serde_json::json!({"ph": "i", "s": "g", "name": format!("{:?} {}", e.kind, e.job), "pid": 1, "tid": 0, "ts": e.t_us})
+    }));
+    serde_json::json!({ "traceEvents": out, "displayTimeUnit": "ms" })
+}
+
+/// An SVG Gantt chart: one row per lane, synthesis in blue, proving in orange.
+pub fn svg_gantt(events: &[TimelineEvent]) -> String {
+    let sp = spans(events);
+    let mut lanes: Vec<String> = sp.iter().map(|s| s.lane.clone()).collect();
+    lanes.sort();
+    lanes.dedup();
+    let t0 = events.iter().map(|e| e.t_us).min().unwrap_or(0);
+    let t1 = events.iter().map(|e| e.t_us).max().unwrap_or(0).max(t0 + 1);
+    let (left, width, row) = (110.0, 1000.0, 22.0);
+    let x = |t: u64| left + (t - t0) as f64 / (t1 - t0) as f64 * width;
+    let height = row * (lanes.len() as f64 + 2.0);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="monospace" font-size="11">"#,
+        left + width + 20.0
+    );
+    let (busy, wall) = gpu_busy(events);
+    let _ = writeln!(
+        o,
+        r#"<text x="4" y="14">wall {:.3} s, prover busy {:.3} s ({:.1} %)</text>"#,
+        wall as f64 / 1e6,
+        busy as f64 / 1e6,
+        if wall > 0 { 100.0 * busy as f64 / wall as f64 } else { 0.0 }
+    );
+    for (i, lane) in lanes.iter().enumerate() {
+        let y = row * (i as f64 + 1.0);
+        let _ = writeln!(o, r#"<text x="4" y="{}">{lane}</text>"#, y + 15.0);
+        for s in sp.iter().filter(|s| &s.lane == lane) {
+            let color = if s.name.starts_with("prove") { "#e8873a" } else { "#3a7be8" };
+            let _ = writeln!(
+                o,
+                r#"<rect x="{:.1}" y="{}" width="{:.1}" height="{}" fill="{color}"><title>{} ({:.1} ms)</title></rect>"#,
+                x(s.start_us),
+                y + 3.0,
+                (x(s.end_us) - x(s.start_us)).max(0.5),
+                row - 6.0,
+                s.name,
+                (s.end_us - s.start_us) as f64 / 1e3
+            );
+        }
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t: u64, kind: EventKind, lane: &str, p: u32) -> TimelineEvent {
+        TimelineEvent { t_us: t, job: "j".into(), partition: Some(p), kind, lane: lane.into() }
+    }
+
+    #[test]
+    fn busy_time_merges_overlapping_prover_spans() {
+        let e = vec![
+            ev(0, EventKind::SynthesisStart, "synth-0", 0),
+            ev(10, EventKind::SynthesisEnd, "synth-0", 0),
+            ev(10, EventKind::ProveStart, "prove-0.0", 0),
+            ev(30, EventKind::ProveEnd, "prove-0.0", 0),
+            ev(20, EventKind::ProveStart, "prove-0.1", 1),
+            ev(40, EventKind::ProveEnd, "prove-0.1", 1),
+            ev(60, EventKind::ProveStart, "prove-0.0", 2),
+            ev(70, EventKind::ProveEnd, "prove-0.0", 2),
+            ev(100, EventKind::Completed, "", 0),
+        ];
+        // [10, 40) and [60, 70) over [0, 100].
+        assert_eq!(gpu_busy(&e), (40, 100));
+        let sp = spans(&e);
+        assert_eq!(sp.len(), 4);
+        let trace = chrome_trace(&e);
+        let n = trace["traceEvents"].as_array().unwrap().iter().filter(|x| x["ph"] == "X").count();
+        assert_eq!(n, 4);
+        let svg = svg_gantt(&e);
+        assert!(svg.contains("prove-0.1") && svg.contains("40.0 %"), "{svg}");
+    }
+}

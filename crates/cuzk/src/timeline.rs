@@ -1,0 +1,52 @@
+//! `cuzk timeline`: a daemon run's stage events (GET /timeline on the status
+//! endpoint, JSON lines) → a Chrome trace, an SVG Gantt chart and the GPU efficiency.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuzk_engine::timeline::{chrome_trace, gpu_busy, svg_gantt};
+use cuzk_engine::TimelineEvent;
+
+#[derive(Args, Debug)]
+pub struct TimelineArgs {
+    /// Events as JSON lines (e.g. `curl http://<status_listen>/timeline > run.jsonl`).
+    pub events: PathBuf,
+    /// Write a Chrome trace-event JSON here (opens in Perfetto or chrome://tracing).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write an SVG Gantt chart here (one lane per synthesis and prover worker).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+pub fn run(args: &TimelineArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.events).with_context(|| format!("reading {}", args.events.display()))?;
+    let mut events = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let e: TimelineEvent =
+            serde_json::from_str(line).with_context(|| format!("{} line {}: not a timeline event", args.events.display(), i + 1))?;
+        events.push(e);
+    }
+    if events.is_empty() {
+        bail!("{} holds no events", args.events.display());
+    }
+    if let Some(p) = &args.trace {
+        std::fs::write(p, serde_json::to_vec(&chrome_trace(&events))?).with_context(|| format!("writing {}", p.display()))?;
+        println!("Chrome trace: {}", p.display());
+    }
+    if let Some(p) = &args.svg {
+        std::fs::write(p, svg_gantt(&events)).with_context(|| format!("writing {}", p.display()))?;
+        println!("SVG Gantt chart: {}", p.display());
+    }
+    let (busy, wall) = gpu_busy(&events);
+    let jobs = events.iter().filter(|e| e.kind == cuzk_engine::EventKind::Completed).count();
+    println!(
+        "{} events, {jobs} jobs completed; wall {:.3} s, prover busy (merged) {:.3} s: GPU efficiency {:.1} %",
+        events.len(),
+        wall as f64 / 1e6,
+        busy as f64 / 1e6,
+        if wall > 0 { 100.0 * busy as f64 / wall as f64 } else { 0.0 }
+    );
+    Ok(())
+}

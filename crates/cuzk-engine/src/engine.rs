@@ -255,14 +255,39 @@ struct BackendSlot {
     current: Mutex<Option<(JobId, ProofKind)>>,
 }
 
+/// Upper bounds (seconds) of the latency histogram buckets: 10 ms to 30 min.
+const BUCKETS: [f64; 14] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, d: Duration) {
+        let v = d.as_secs_f64();
+        for (c, b) in self.counts.iter_mut().zip(BUCKETS) {
+            if v <= b {
+                *c += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
 #[derive(Default)]
 struct Stats {
     completed: HashMap<ProofKind, u64>,
     failed: HashMap<ProofKind, u64>,
     cancelled: HashMap<ProofKind, u64>,
-    /// (sum of seconds, count) per kind.
-    synthesis: HashMap<ProofKind, (f64, u64)>,
-    prove: HashMap<ProofKind, (f64, u64)>,
+    /// Stage latencies per kind.
+    synthesis: HashMap<ProofKind, Histogram>,
+    prove: HashMap<ProofKind, Histogram>,
+    queue_wait: HashMap<ProofKind, Histogram>,
+    total: HashMap<ProofKind, Histogram>,
     verify_failures: u64,
 }
 
@@ -618,13 +643,25 @@ impl Engine {
         for (name, help, map) in [
             ("cuzk_partition_synthesis_seconds", "Synthesis time per partition.", &stats.synthesis),
             ("cuzk_partition_prove_seconds", "Backend time per partition (device lock held).", &stats.prove),
+            ("cuzk_job_queue_wait_seconds", "Submission to the first partition's synthesis.", &stats.queue_wait),
+            ("cuzk_job_total_seconds", "Submission to completion of jobs that completed.", &stats.total),
         ] {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} summary");
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
             for k in &kinds {
-                let (sum, count) = map.get(k).copied().unwrap_or_default();
-                let _ = writeln!(o, "{name}_sum{{kind=\"{k}\"}} {sum}\n{name}_count{{kind=\"{k}\"}} {count}");
+                let h = map.get(k).cloned().unwrap_or_default();
+                for (b, c) in BUCKETS.iter().zip(h.counts) {
+                    let _ = writeln!(o, "{name}_bucket{{kind=\"{k}\",le=\"{b}\"}} {c}");
+                }
+                let _ = writeln!(o, "{name}_bucket{{kind=\"{k}\",le=\"+Inf\"}} {}", h.count);
+                let _ = writeln!(o, "{name}_sum{{kind=\"{k}\"}} {}\n{name}_count{{kind=\"{k}\"}} {}", h.sum, h.count);
             }
         }
+        let (busy, wall) = crate::timeline::gpu_busy(&self.inner.timeline.events());
+        let _ = writeln!(
+            o,
+            "# HELP cuzk_gpu_busy_ratio Merged prover busy time over wall time, over the recorded timeline.\n# TYPE cuzk_gpu_busy_ratio gauge\ncuzk_gpu_busy_ratio {}",
+            if wall > 0 { busy as f64 / wall as f64 } else { 0.0 }
+        );
         let _ = writeln!(
             o,
             "# HELP cuzk_verify_failures_total Partition proofs that failed self-verification.\n# TYPE cuzk_verify_failures_total counter\ncuzk_verify_failures_total {}",
@@ -723,12 +760,7 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
         let took = t.elapsed();
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisEnd, lane);
         job.add_synthesis(took);
-        {
-            let mut st = lock(&inner.stats);
-            let e = st.synthesis.entry(job.kind).or_default();
-            e.0 += took.as_secs_f64();
-            e.1 += 1;
-        }
+        lock(&inner.stats).synthesis.entry(job.kind).or_default().observe(took);
         match result {
             Err(e) => {
                 job.end_partition();
@@ -773,12 +805,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
         drop(circuit);
         drop(_budget);
         job.add_gpu(took);
-        {
-            let mut st = lock(&inner.stats);
-            let e = st.prove.entry(job.kind).or_default();
-            e.0 += took.as_secs_f64();
-            e.1 += 1;
-        }
+        lock(&inner.stats).prove.entry(job.kind).or_default().observe(took);
         let proof = match result {
             Ok(out) if out.proofs.len() == 1 => out.proofs[0],
             Ok(out) => {
@@ -797,7 +824,12 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
             Ok(true) => {
                 inner.timeline.record(&job.id.0, Some(task.index), EventKind::Verified, lane);
                 if job.partition_done(task.index, proof.to_bytes().to_vec()) {
-                    *lock(&inner.stats).completed.entry(job.kind).or_default() += 1;
+                    let t = job.outcome(&job.state()).timings;
+                    let mut st = lock(&inner.stats);
+                    *st.completed.entry(job.kind).or_default() += 1;
+                    st.queue_wait.entry(job.kind).or_default().observe(Duration::from_millis(t.queue_wait_ms));
+                    st.total.entry(job.kind).or_default().observe(Duration::from_millis(t.total_ms));
+                    drop(st);
                     tracing::info!(job = %job.id, kind = %job.kind, "job completed; every partition proof verified");
                 }
             }

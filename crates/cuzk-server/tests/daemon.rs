@@ -136,6 +136,8 @@ async fn submit_await_status_metrics_preload_evict() {
     let m = c.get_metrics(pb::GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
     assert!(m.contains("cuzk_proofs_completed_total{kind=\"synthetic\"} 1"), "{m}");
     assert!(m.contains("cuzk_partition_prove_seconds_count{kind=\"synthetic\"} 1"), "{m}");
+    assert!(m.contains("cuzk_job_total_seconds_bucket{kind=\"synthetic\",le=\"+Inf\"} 1"), "{m}");
+    assert!(m.contains("# TYPE cuzk_gpu_busy_ratio gauge"), "{m}");
 
     let ev = c.evict_srs(pb::EvictSrsRequest { circuit_id: "synthetic-2^8".into() }).await.unwrap().into_inner();
     assert!(ev.was_loaded && ev.freed_bytes > 0);

@@ -18,6 +18,7 @@ use crate::error::EngineError;
 use crate::job::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority};
 use crate::kind::{KindHandler, PartitionWork, ProofKind};
 use crate::params::{LoadedParams, ParamCache, ParamStatus};
+use crate::pool::{vec_buffers, BufferMaker, BufferPool};
 use crate::scheduler::{BoundedQueue, PartitionQueue, PartitionTask};
 use crate::timeline::{EventKind, Timeline, TimelineEvent};
 
@@ -62,6 +63,7 @@ pub(crate) struct Job {
     pub priority: Priority,
     pub circuit_id: String,
     pub partitions: Vec<Arc<dyn PartitionWork>>,
+    pub eval_len: usize,
     pub partition_bytes: u64,
     submitted: Instant,
     state: Mutex<JobState>,
@@ -302,6 +304,7 @@ struct Inner {
     handlers: HashMap<ProofKind, Arc<dyn KindHandler>>,
     params: ParamCache,
     budget: Arc<MemoryBudget>,
+    buffers: Arc<BufferPool>,
     queue: PartitionQueue,
     ready: BoundedQueue<ReadyPartition>,
     jobs: Mutex<JobTable>,
@@ -360,17 +363,35 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the synthesis and prover threads. Each backend gets
-    /// `workers_per_backend` workers sharing its device lock.
+    /// `workers_per_backend` workers sharing its device lock. a, b, c are plain vectors
+    /// from a reused pool.
     pub fn start(
         config: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
         handlers: Vec<Arc<dyn KindHandler>>,
     ) -> Result<Engine, EngineError> {
+        Self::start_with_buffers(config, backends, handlers, vec_buffers())
+    }
+
+    /// As [`Engine::start`], with a, b, c made by `make_buffer` (e.g. pinned memory
+    /// for a GPU backend); buffers are pooled and reused either way.
+    pub fn start_with_buffers(
+        config: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        handlers: Vec<Arc<dyn KindHandler>>,
+        make_buffer: Box<BufferMaker>,
+    ) -> Result<Engine, EngineError> {
         if backends.is_empty() {
             return Err(EngineError::InvalidArgument("the engine needs at least one proving backend".into()));
         }
         let budget = MemoryBudget::new(config.memory_budget_bytes);
+        // Enough idle buffers for every partition that can be in flight at once.
+        let in_flight = config.synthesis_threads.max(1)
+            + config.synthesis_lookahead.max(1)
+            + backends.len() * config.workers_per_backend.max(1);
+        let buffers = BufferPool::new(make_buffer, budget.clone(), 3 * in_flight);
         let inner = Arc::new(Inner {
+            buffers,
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
             params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle),
             budget,
@@ -435,10 +456,10 @@ impl Engine {
         if plan.partitions.is_empty() {
             return Err(EngineError::InvalidArgument("the request has no partitions to prove".into()));
         }
-        if plan.partition_bytes > inner.budget.total() {
+        let need = plan.partition_bytes + 3 * 32 * plan.eval_len as u64;
+        if need > inner.budget.total() {
             return Err(EngineError::ResourceExhausted(format!(
-                "one partition needs {} bytes of host memory; the budget is {} bytes",
-                plan.partition_bytes,
+                "one partition needs {need} bytes of host memory; the budget is {} bytes",
                 inner.budget.total()
             )));
         }
@@ -459,6 +480,7 @@ impl Engine {
             priority: req.priority,
             circuit_id: plan.circuit_id,
             partitions: plan.partitions,
+            eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
@@ -751,12 +773,20 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
                 continue;
             }
         };
+        let abc = match inner.buffers.take_abc(job.eval_len, &|| job.is_finished()) {
+            Ok(Some(b)) => b,
+            Ok(None) => continue,
+            Err(e) => {
+                inner.fail_job(&job, e.to_string());
+                continue;
+            }
+        };
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisStart, lane);
         let t = Instant::now();
-        let result = job.partitions[task.index].synthesize();
+        let result = job.partitions[task.index].synthesize(abc);
         let took = t.elapsed();
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisEnd, lane);
         job.add_synthesis(took);

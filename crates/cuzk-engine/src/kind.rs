@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{ParameterSet, SynthesizedCircuit};
 
 use crate::error::EngineError;
@@ -49,7 +50,9 @@ impl fmt::Display for ProofKind {
 /// One partition's circuit, synthesized on demand (so a queued job holds only its
 /// decoded payload, not gigabytes of witness).
 pub trait PartitionWork: Send + Sync {
-    fn synthesize(&self) -> Result<SynthesizedCircuit, EngineError>;
+    /// Synthesizes into `buffers` (a, b, c from the engine's pool, each at least
+    /// `JobPlan::eval_len` long).
+    fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError>;
 }
 
 /// What a kind makes of a request.
@@ -58,8 +61,11 @@ pub struct JobPlan {
     pub circuit_id: String,
     /// In partition order; the proof is their proofs concatenated in this order.
     pub partitions: Vec<Arc<dyn PartitionWork>>,
-    /// Host memory one synthesized partition holds (charged to the memory budget
-    /// from the start of its synthesis until its proof is done).
+    /// Length of each of a, b, c (constraints plus inputs, or the domain size).
+    pub eval_len: usize,
+    /// Host memory one synthesized partition holds besides a, b, c (the witness,
+    /// densities), charged to the memory budget from the start of its synthesis until
+    /// its proof is done; a, b, c come from the buffer pool, charged separately.
     pub partition_bytes: u64,
 }
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use cuzk_groth16::generator::generate_parameters;
 use cuzk_groth16::synthetic::SyntheticShape;
-use cuzk_groth16::{synthesize, NoProgress, ParameterSet, SynthesizedCircuit};
+use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
@@ -69,8 +70,9 @@ struct SyntheticPartition {
 }
 
 impl PartitionWork for SyntheticPartition {
-    fn synthesize(&self) -> Result<SynthesizedCircuit, EngineError> {
-        synthesize(self.shape.circuit(self.witness_seed)).map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
+    fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
+        synthesize_into(self.shape.circuit(self.witness_seed), buffers)
+            .map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
     }
 }
 
@@ -103,9 +105,10 @@ impl KindHandler for SyntheticKind {
                 Arc::new(SyntheticPartition { shape, witness_seed: p.seed.wrapping_add(i) }) as Arc<dyn PartitionWork>
             })
             .collect();
-        // a, b, c and the aux assignment, 32 bytes per entry, about one domain each.
-        let partition_bytes = 4 * 32 * (1u64 << p.log_size);
-        Ok(JobPlan { circuit_id: Self::circuit_id(p.log_size), partitions, partition_bytes })
+        // The aux assignment: 32 bytes per variable, about one per constraint.
+        let eval_len = 1usize << p.log_size;
+        let partition_bytes = 32 * eval_len as u64;
+        Ok(JobPlan { circuit_id: Self::circuit_id(p.log_size), partitions, eval_len, partition_bytes })
     }
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {

@@ -750,6 +750,23 @@ impl Inner {
     }
 }
 
+/// Runs `f`, turning a panic into an error, so a bug in a circuit or a backend fails
+/// that job instead of killing a worker thread (and leaving the daemon without it).
+fn catch_panic<T, E: std::fmt::Display>(what: &str, f: impl FnOnce() -> Result<T, E>) -> Result<T, EngineError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(|e| EngineError::Internal(e.to_string())),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            tracing::error!(what, panic = msg.as_str(), "panic caught");
+            Err(EngineError::Internal(format!("internal error: {what} panicked: {msg}")))
+        }
+    }
+}
+
 fn synthesis_loop(inner: &Inner, lane: &str) {
     while let Some(task) = inner.queue.pop() {
         let job = task.job.clone();
@@ -786,7 +803,8 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
         }
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisStart, lane);
         let t = Instant::now();
-        let result = job.partitions[task.index].synthesize(abc);
+        let work = job.partitions[task.index].clone();
+        let result = catch_panic("synthesis", move || work.synthesize(abc));
         let took = t.elapsed();
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisEnd, lane);
         job.add_synthesis(took);
@@ -825,7 +843,9 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
             job.set_part(task.index, PartitionState::Proving);
             inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveStart, lane);
             let t = Instant::now();
-            let r = slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness);
+            let r = catch_panic("the backend", || {
+                slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness).map_err(|e| e.to_string())
+            });
             inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveEnd, lane);
             *lock(&slot.current) = None;
             (r, t.elapsed())

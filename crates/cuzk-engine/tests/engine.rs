@@ -225,3 +225,36 @@ fn the_timeline_records_every_stage_of_every_partition() {
     assert!(svg_gantt(&ev).starts_with("<svg"));
     e.shutdown(Duration::from_secs(5));
 }
+
+/// Panics on its first call, then proves normally.
+struct PanicsOnce {
+    inner: CpuBackend,
+    calls: AtomicUsize,
+}
+
+impl ProvingBackend for PanicsOnce {
+    fn name(&self) -> String {
+        "panics-once".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("simulated backend bug");
+        }
+        self.inner.prove(p, c, r)
+    }
+}
+
+#[test]
+fn a_panicking_backend_fails_the_job_and_the_worker_keeps_serving() {
+    let cfg = EngineConfig { workers_per_backend: 1, ..config() };
+    let e = engine_with(Arc::new(PanicsOnce { inner: CpuBackend::new(), calls: AtomicUsize::new(0) }), cfg);
+    let s = e.submit(synthetic(8, 1, 1, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Failed);
+    assert!(out.error.contains("panicked: simulated backend bug"), "{}", out.error);
+    let s = e.submit(synthetic(8, 1, 2, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(60))).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 1, 2);
+    e.shutdown(Duration::from_secs(5));
+}

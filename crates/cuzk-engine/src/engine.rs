@@ -69,6 +69,7 @@ pub(crate) struct Job {
     state: Mutex<JobState>,
     changed: Condvar,
     timeline: Arc<Timeline>,
+    stats: Arc<Mutex<Stats>>,
 }
 
 /// Where one partition of a job is.
@@ -169,6 +170,19 @@ impl Job {
         s.finished_at = Some(now);
         s.timings.total_ms = ms(now - self.submitted);
         s.timings.queue_wait_ms = ms(s.first_start.unwrap_or(now) - self.submitted);
+        // Counted before waiters wake, like the timeline event.
+        {
+            let mut st = lock(&self.stats);
+            match status {
+                JobStatus::Completed => {
+                    *st.completed.entry(self.kind).or_default() += 1;
+                    st.queue_wait.entry(self.kind).or_default().observe(Duration::from_millis(s.timings.queue_wait_ms));
+                    st.total.entry(self.kind).or_default().observe(Duration::from_millis(s.timings.total_ms));
+                }
+                JobStatus::Cancelled => *st.cancelled.entry(self.kind).or_default() += 1,
+                _ => *st.failed.entry(self.kind).or_default() += 1,
+            }
+        }
         self.changed.notify_all();
     }
 
@@ -309,7 +323,7 @@ struct Inner {
     ready: BoundedQueue<ReadyPartition>,
     jobs: Mutex<JobTable>,
     backends: Vec<Arc<BackendSlot>>,
-    stats: Mutex<Stats>,
+    stats: Arc<Mutex<Stats>>,
     timeline: Arc<Timeline>,
     started: Instant,
     accepting: AtomicBool,
@@ -402,7 +416,7 @@ impl Engine {
                 .into_iter()
                 .map(|b| Arc::new(BackendSlot { backend: b, device: Mutex::new(()), current: Mutex::new(None) }))
                 .collect(),
-            stats: Mutex::new(Stats::default()),
+            stats: Arc::new(Mutex::new(Stats::default())),
             timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
             started: Instant::now(),
             accepting: AtomicBool::new(true),
@@ -424,7 +438,7 @@ impl Engine {
                 let (inner, slot) = (inner.clone(), slot.clone());
                 let t = std::thread::Builder::new()
                     .name(format!("cuzk-prove-{b}.{w}"))
-                    .spawn(move || prover_loop(&inner, &slot, &format!("prove-{b}.{w}")))
+                    .spawn(move || prover_loop(&inner, &slot, b, &format!("prove-{b}.{w}")))
                     .map_err(|e| EngineError::Internal(format!("starting a prover thread: {e}")))?;
                 threads.push(t);
             }
@@ -498,6 +512,7 @@ impl Engine {
             }),
             changed: Condvar::new(),
             timeline: inner.timeline.clone(),
+            stats: inner.stats.clone(),
         });
         table.by_id.insert(id.clone(), job.clone());
         if !req.request_id.is_empty() {
@@ -507,7 +522,7 @@ impl Engine {
         inner.timeline.record(&id.0, None, EventKind::Queued, "");
         let queue_position = inner.queue.len() as u32;
         for index in 0..n {
-            inner.queue.push(PartitionTask { job: job.clone(), index, attempt: 0 });
+            inner.queue.push(PartitionTask { job: job.clone(), index, attempt: 0, avoid_backend: None });
         }
         tracing::info!(job = %id, kind = %req.kind, priority = ?req.priority, partitions = n, "job queued");
         Ok(Submitted { job_id: id, queue_position, existing: false })
@@ -556,7 +571,6 @@ impl Engine {
         let (now, was_running) = job.cancel("cancelled by the client");
         if now {
             self.inner.queue.remove_job(job.seq);
-            *lock(&self.inner.stats).cancelled.entry(job.kind).or_default() += 1;
             tracing::info!(job = %id, was_running, "job cancelled");
         }
         Ok(was_running)
@@ -744,7 +758,6 @@ impl Inner {
     fn fail_job(&self, job: &Job, error: String) {
         if job.fail(error.clone()) {
             self.queue.remove_job(job.seq);
-            *lock(&self.stats).failed.entry(job.kind).or_default() += 1;
             tracing::error!(job = %job.id, error = error.as_str(), "job failed");
         }
     }
@@ -826,9 +839,18 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
     }
 }
 
-fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
+fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &str) {
     let mut rng = ChaCha20Rng::from_entropy();
     while let Some(ready) = inner.ready.pop() {
+        if ready.task.avoid_backend == Some(backend_index) && inner.backends.len() > 1 {
+            // A retry of a proof this backend got wrong: leave it to another backend
+            // (after a pause, so that this worker does not spin on it).
+            if inner.ready.push(ready).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         let ReadyPartition { task, mut circuit, params, _budget } = ready;
         let job = task.job.clone();
         if job.is_finished() {
@@ -874,12 +896,6 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
             Ok(true) => {
                 inner.timeline.record(&job.id.0, Some(task.index), EventKind::Verified, lane);
                 if job.partition_done(task.index, proof.to_bytes().to_vec()) {
-                    let t = job.outcome(&job.state()).timings;
-                    let mut st = lock(&inner.stats);
-                    *st.completed.entry(job.kind).or_default() += 1;
-                    st.queue_wait.entry(job.kind).or_default().observe(Duration::from_millis(t.queue_wait_ms));
-                    st.total.entry(job.kind).or_default().observe(Duration::from_millis(t.total_ms));
-                    drop(st);
                     tracing::info!(job = %job.id, kind = %job.kind, "job completed; every partition proof verified");
                 }
             }
@@ -894,7 +910,8 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, lane: &str) {
                 if task.attempt == 0 {
                     tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), why = why.as_str(), "partition proof rejected; proving it again");
                     job.set_part(task.index, PartitionState::Queued);
-                    inner.queue.push(PartitionTask { job: job.clone(), index: task.index, attempt: 1 });
+                    let avoid_backend = Some(backend_index);
+                    inner.queue.push(PartitionTask { job: job.clone(), index: task.index, attempt: 1, avoid_backend });
                 } else {
                     inner.fail_job(&job, format!("partition {}: {why} (twice); no proof is returned", task.index));
                 }

@@ -13,6 +13,9 @@ pub(crate) struct PartitionTask {
     pub index: usize,
     /// 0 the first time; 1 when re-run after a proof failed verification.
     pub attempt: u8,
+    /// The backend whose proof of this partition was rejected: the retry goes to
+    /// another one when there is another.
+    pub avoid_backend: Option<usize>,
 }
 
 impl PartitionTask {

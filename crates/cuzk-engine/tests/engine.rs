@@ -258,3 +258,55 @@ fn a_panicking_backend_fails_the_job_and_the_worker_keeps_serving() {
     check_proof(&out.proof, 8, 1, 2);
     e.shutdown(Duration::from_secs(5));
 }
+
+/// Proves correctly, but only once `go` is set (so another backend is called first).
+struct WaitsFor {
+    inner: CpuBackend,
+    go: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ProvingBackend for WaitsFor {
+    fn name(&self) -> String {
+        "waits".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let t = std::time::Instant::now();
+        while !self.go.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.inner.prove(p, c, r)
+    }
+}
+
+/// Always wrong (A negated); sets `called` on its first call.
+struct AlwaysBad {
+    inner: CpuBackend,
+    called: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ProvingBackend for AlwaysBad {
+    fn name(&self) -> String {
+        "always-bad".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let mut out = self.inner.prove(p, c, r)?;
+        out.proofs.iter_mut().for_each(|x| x.a = -x.a);
+        self.called.store(true, Ordering::SeqCst);
+        Ok(out)
+    }
+}
+
+#[test]
+fn a_rejected_proof_is_retried_on_another_backend() {
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let bad: Arc<dyn ProvingBackend> = Arc::new(AlwaysBad { inner: CpuBackend::new(), called: flag.clone() });
+    let good: Arc<dyn ProvingBackend> = Arc::new(WaitsFor { inner: CpuBackend::new(), go: flag });
+    let cfg = EngineConfig { workers_per_backend: 1, synthesis_lookahead: 2, ..config() };
+    let e = Engine::start(cfg, vec![bad, good], vec![Arc::new(SyntheticKind::new(16))]).unwrap();
+    let s = e.submit(synthetic(8, 4, 20, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 4, 20);
+    assert!(!e.metrics_text().contains("cuzk_verify_failures_total 0"), "the bad backend was never used");
+    e.shutdown(Duration::from_secs(5));
+}

@@ -1,3 +1,4 @@
 // The one translation unit of cuzk's kernels; build.rs compiles it into a fatbin.
 #include "ntt/ntt.cuh"
 #include "groth16/pointwise.cuh"
+#include "ff/test_ops.cuh"

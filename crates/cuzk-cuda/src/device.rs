@@ -64,6 +64,7 @@ pub(crate) struct Kernels {
     pub fill_stage_twiddles: CudaFunction,
     pub abc_combine: CudaFunction,
     pub fr_binary_op: CudaFunction,
+    pub fp_binary_op: CudaFunction,
 }
 
 impl Kernels {
@@ -77,6 +78,7 @@ impl Kernels {
             fill_stage_twiddles: m.load_function("fill_stage_twiddles")?,
             abc_combine: m.load_function("abc_combine")?,
             fr_binary_op: m.load_function("fr_binary_op")?,
+            fp_binary_op: m.load_function("fp_binary_op")?,
         })
     }
 }

@@ -82,3 +82,61 @@ pub fn binary_op(gpu: &crate::Gpu, op: FrOp, x: &[Scalar], y: &[Scalar]) -> Resu
     s.synchronize()?;
     Ok(result)
 }
+
+/// An Fp element in device memory: twelve 32-bit limbs, Montgomery form (R = 2^384),
+/// exactly the bytes of blst's `blst_fp` (six 64-bit limbs) on a little-endian host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(8))]
+pub struct DeviceFp(pub [u32; 12]);
+
+// SAFETY: plain old data of 48 bytes; the kernels' `fp::elem` has the same layout.
+unsafe impl DeviceRepr for DeviceFp {}
+// SAFETY: all-zero bits are the element 0.
+unsafe impl ValidAsZeroBits for DeviceFp {}
+
+impl DeviceFp {
+    /// From six little-endian 64-bit limbs (blst_fp's `l`).
+    pub fn from_u64_limbs(l: &[u64; 6]) -> Self {
+        let mut w = [0u32; 12];
+        for (i, x) in l.iter().enumerate() {
+            w[2 * i] = *x as u32;
+            w[2 * i + 1] = (*x >> 32) as u32;
+        }
+        DeviceFp(w)
+    }
+
+    pub fn to_u64_limbs(&self) -> [u64; 6] {
+        std::array::from_fn(|i| self.0[2 * i] as u64 | (self.0[2 * i + 1] as u64) << 32)
+    }
+}
+
+/// Elementwise Fp operations on the device (for testing the arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FpOp {
+    Add = 0,
+    Sub = 1,
+    /// The Montgomery product (a·b·2^-384).
+    Mul = 2,
+}
+
+/// out[i] = x[i] op y[i] in Fp on the GPU; inputs must be fully reduced.
+pub fn fp_binary_op(gpu: &crate::Gpu, op: FpOp, x: &[DeviceFp], y: &[DeviceFp]) -> Result<Vec<DeviceFp>, crate::GpuError> {
+    use cudarc::driver::PushKernelArg;
+    if x.len() != y.len() {
+        return Err(crate::GpuError::Invalid("operands differ in length".into()));
+    }
+    let s = gpu.stream();
+    let n = x.len() as u64;
+    let dx = s.clone_htod(x)?;
+    let dy = s.clone_htod(y)?;
+    let mut out = s.alloc_zeros::<DeviceFp>(x.len())?;
+    let opcode = op as u32;
+    let mut b = s.launch_builder(&gpu.k.fp_binary_op);
+    b.arg(&mut out).arg(&dx).arg(&dy).arg(&opcode).arg(&n);
+    let cfg = cudarc::driver::LaunchConfig::for_num_elems(x.len().max(1) as u32);
+    // SAFETY: matches `fp_binary_op(fp*, const fp*, const fp*, u32, u64)`; all n long.
+    unsafe { b.launch(cfg)? };
+    let result = s.clone_dtoh(&out)?;
+    s.synchronize()?;
+    Ok(result)
+}

@@ -72,6 +72,57 @@ fn gpu_field_arithmetic_matches_cpu() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn gpu_fp_arithmetic_matches_blst() {
+    use cuzk_cuda::field::{fp_binary_op, DeviceFp, FpOp};
+    let Some(g) = gpu() else { return };
+    const P: [u64; 6] = [
+        0xb9fe_ffff_ffff_aaab,
+        0x1eab_fffe_b153_ffff,
+        0x6730_d2a0_f6b0_f624,
+        0x6477_4b84_f385_12bf,
+        0x4b1b_a7b6_434b_acd7,
+        0x1a01_11ea_397f_e69a,
+    ];
+    let mut rng = ChaCha20Rng::seed_from_u64(3810);
+    let mut random = || {
+        use rand::RngCore;
+        let mut l = [0u64; 6];
+        l.iter_mut().for_each(|x| *x = rng.next_u64());
+        l[5] %= P[5];
+        l
+    };
+    let mut pm1 = P;
+    pm1[0] -= 1;
+    let edges = [[0u64; 6], [1, 0, 0, 0, 0, 0], pm1];
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for a in &edges {
+        for b in &edges {
+            x.push(*a);
+            y.push(*b);
+        }
+    }
+    for _ in 0..(1 << 20) {
+        x.push(random());
+        y.push(random());
+    }
+    let dx: Vec<DeviceFp> = x.iter().map(DeviceFp::from_u64_limbs).collect();
+    let dy: Vec<DeviceFp> = y.iter().map(DeviceFp::from_u64_limbs).collect();
+    type BlstOp = unsafe extern "C" fn(*mut blst::blst_fp, *const blst::blst_fp, *const blst::blst_fp);
+    for (op, f) in [(FpOp::Add, blst::blst_fp_add as BlstOp), (FpOp::Sub, blst::blst_fp_sub), (FpOp::Mul, blst::blst_fp_mul)] {
+        let got = fp_binary_op(&g, op, &dx, &dy).unwrap();
+        let mut bad = 0;
+        for ((a, b), r) in x.iter().zip(&y).zip(&got) {
+            let mut want = blst::blst_fp::default();
+            // SAFETY: blst's field operation on fully reduced elements.
+            unsafe { f(&mut want, &blst::blst_fp { l: *a }, &blst::blst_fp { l: *b }) };
+            bad += (want.l != r.to_u64_limbs()) as usize;
+        }
+        assert_eq!(bad, 0, "{op:?}: {bad} of {} wrong", x.len());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
     let Some(g) = gpu() else { return };
     let ntt = GpuNtt::new(g);

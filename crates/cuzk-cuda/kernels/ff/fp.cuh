@@ -1,0 +1,113 @@
+// The BLS12-381 base field Fp in Montgomery form (R = 2^384), twelve 32-bit limbs,
+// least significant first: the bytes of blst's blst_fp (six 64-bit limbs) on a
+// little-endian host. Values are kept fully reduced (< p).
+//
+// The product runs on the FP64 units (limbs52.cuh): 8 limbs of 52 bits, R' = 2^416.
+// mont(a, b·2^32) = a·b·2^32/2^416 = a·b·2^-384, the host's Montgomery product; the
+// shift by 32 bits is free while splitting (b·2^32 < 2^413 fits eight limbs).
+// Bound before the last subtraction: (a·b·2^32 + m·p) / 2^416 < p·(p·2^32/2^416 + 1)
+// < 1.125p. Columns hold at most 32 halves below 2^52 plus a carry (< 2^58).
+#pragma once
+#include <stdint.h>
+
+#include "limbs52.cuh"
+
+namespace fp {
+
+struct __align__(16) elem {
+    uint32_t l[12];
+};
+
+// p = 0x1a0111ea 397fe69a 4b1ba7b6 434bacd7 64774b84 f38512bf 6730d2a0 f6b0f624
+//       1eabfffe b153ffff b9feffff ffffaaab
+__device__ __constant__ const uint32_t P[12] = {0xffffaaabu, 0xb9feffffu, 0xb153ffffu, 0x1eabfffeu,
+                                                0xf6b0f624u, 0x6730d2a0u, 0xf38512bfu, 0x64774b84u,
+                                                0x434bacd7u, 0x4b1ba7b6u, 0x397fe69au, 0x1a0111eau};
+
+// d = x - y over twelve limbs; returns the borrow (1 if x < y).
+__device__ __forceinline__ uint32_t sub_limbs(uint32_t d[12], const uint32_t x[12], const uint32_t y[12]) {
+    uint32_t borrow = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) {
+        const uint64_t t = (uint64_t)x[i] - y[i] - borrow;
+        d[i] = (uint32_t)t;
+        borrow = (uint32_t)(t >> 63);
+    }
+    return borrow;
+}
+
+// x + y over twelve limbs (no carry out: callers keep the sum below 2^384).
+__device__ __forceinline__ void add_limbs(uint32_t s[12], const uint32_t x[12], const uint32_t y[12]) {
+    uint32_t carry = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) {
+        const uint64_t t = (uint64_t)x[i] + y[i] + carry;
+        s[i] = (uint32_t)t;
+        carry = (uint32_t)(t >> 32);
+    }
+}
+
+// x - p if x >= p, for x < 2p.
+__device__ __forceinline__ elem reduce_once(const uint32_t x[12]) {
+    uint32_t d[12];
+    const uint32_t borrow = sub_limbs(d, x, P);
+    elem out;
+#pragma unroll
+    for (int i = 0; i < 12; i++) out.l[i] = borrow ? x[i] : d[i];
+    return out;
+}
+
+__device__ __forceinline__ elem add(const elem &a, const elem &b) {
+    uint32_t s[12];
+    add_limbs(s, a.l, b.l);  // < 2p < 2^382
+    return reduce_once(s);
+}
+
+__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
+    uint32_t d[12];
+    elem out;
+    if (sub_limbs(d, a.l, b.l))
+        add_limbs(out.l, d, P);  // a - b + 2^384 + p, truncated: a - b + p
+    else
+        for (int i = 0; i < 12; i++) out.l[i] = d[i];
+    return out;
+}
+
+// a·b·2^-416 mod p, fully reduced, for a < p and b < p·2^32 as 52-bit limbs.
+__device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
+    // p in 52-bit limbs.
+    const double pl[8] = {4222124650637995.0, 4480601151241119.0, 1883421074697215.0, 329812468902415.0,
+                          2080788367864709.0, 486514101631693.0,  539007656565323.0,  106513.0};
+    // -p^-1 mod 2^52.
+    const uint64_t PINV = 0x3fffcfffcfffdull;
+    uint64_t col[17];
+#pragma unroll
+    for (int i = 0; i < 17; i++) col[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) limbs52::mul_acc(col[i + j], col[i + j + 1], a[i], b[j]);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const uint64_t m = (col[k] * PINV) & LIMBS52_MASK;
+        const double dm = limbs52::to_double((uint32_t)m, (uint32_t)(m >> 32));
+#pragma unroll
+        for (int j = 0; j < 8; j++) limbs52::mul_acc(col[k + j], col[k + j + 1], dm, pl[j]);
+        col[k + 1] += col[k] >> 52;  // col[k] is now a multiple of 2^52
+    }
+    // The result is columns 8..15 (< 1.125p < 2^384).
+    uint32_t o[12];
+    limbs52::join<8, 12>(o, col + 8);
+    return reduce_once(o);
+}
+
+__device__ __forceinline__ elem mul(const elem &a, const elem &b) {
+    double da[8], db[8];
+    limbs52::split<12, 8, 0>(a.l, da);
+    limbs52::split<12, 8, 32>(b.l, db);
+    return mont(da, db);
+}
+
+__device__ __forceinline__ elem sqr(const elem &a) { return mul(a, a); }
+
+}  // namespace fp

@@ -1,4 +1,4 @@
-//! The kernels' field arithmetic compiled for the host (tests/host/cuda_shim.h stands in
+//! The kernels' field and curve arithmetic compiled for the host (tests/host/cuda_shim.h stands in
 //! for the CUDA intrinsics, exactly) and checked against blst, so every CI run checks
 //! it without a GPU. Needs a C++ compiler (`$CXX`, else `c++`).
 
@@ -29,6 +29,8 @@ fn compile(source: &str, dir: &Path) -> std::path::PathBuf {
         .args(["-O2", "-std=c++17", "-frounding-math", "-Wno-unknown-pragmas"])
         .arg("-I")
         .arg(root.join("kernels/ff"))
+        .arg("-I")
+        .arg(root.join("kernels"))
         .arg("-I")
         .arg(root.join("tests/host"))
         .arg(root.join("tests/host").join(source))
@@ -76,13 +78,7 @@ fn fp_add_sub_and_montgomery_product_match_blst() {
         pairs.push((random(), random()));
     }
     let input: String = pairs.iter().map(|(a, b)| format!("{} {}\n", hex(a), hex(b))).collect();
-    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run(&exe, input);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), pairs.len());
     let mut bad = 0;
@@ -103,4 +99,117 @@ fn fp_add_sub_and_montgomery_product_match_blst() {
         }
     }
     assert_eq!(bad, 0, "{bad} of {} wrong", pairs.len());
+}
+
+fn run(exe: &Path, input: String) -> String {
+    let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+mod g1 {
+    use blst::*;
+
+    pub fn mul_gen(k: u64) -> blst_p1 {
+        let mut out = blst_p1::default();
+        let bytes = k.to_le_bytes();
+        // SAFETY: blst point arithmetic on valid points; the scalar is 64 bits long.
+        unsafe { blst_p1_mult(&mut out, blst_p1_generator(), bytes.as_ptr(), 64) };
+        out
+    }
+
+    pub fn affine(p: &blst_p1) -> blst_p1_affine {
+        let mut a = blst_p1_affine::default();
+        // SAFETY: as above.
+        unsafe { blst_p1_to_affine(&mut a, p) };
+        a
+    }
+
+    pub fn add(p: &blst_p1, q: &blst_p1) -> blst_p1 {
+        let mut out = blst_p1::default();
+        // SAFETY: as above; add_or_double handles equal points and infinity.
+        unsafe { blst_p1_add_or_double(&mut out, p, q) };
+        out
+    }
+
+    pub fn from_affine(a: &blst_p1_affine) -> blst_p1 {
+        let mut p = blst_p1::default();
+        // SAFETY: as above.
+        unsafe { blst_p1_from_affine(&mut p, a) };
+        p
+    }
+
+    /// (X/ZZ, Y/ZZZ), or (0, 0) for ZZ = 0.
+    pub fn xyzz_to_affine(x: &blst_fp, y: &blst_fp, zz: &blst_fp, zzz: &blst_fp) -> blst_p1_affine {
+        if zz.l == [0; 6] {
+            return blst_p1_affine::default();
+        }
+        let (mut izz, mut izzz, mut ax, mut ay) =
+            (blst_fp::default(), blst_fp::default(), blst_fp::default(), blst_fp::default());
+        // SAFETY: field operations on reduced elements; zz and zzz are non-zero.
+        unsafe {
+            blst_fp_inverse(&mut izz, zz);
+            blst_fp_inverse(&mut izzz, zzz);
+            blst_fp_mul(&mut ax, x, &izz);
+            blst_fp_mul(&mut ay, y, &izzz);
+        }
+        blst_p1_affine { x: ax, y: ay }
+    }
+}
+
+#[test]
+fn g1_xyzz_formulas_match_blst_including_doubling_inverse_and_infinity() {
+    use blst::{blst_p1, blst_p1_affine};
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("g1_ops.cpp", dir.path());
+    let mut rng = ChaCha20Rng::seed_from_u64(1381);
+    let mut pairs: Vec<(blst_p1_affine, blst_p1_affine)> = Vec::new();
+    for i in 0..300 {
+        let a = g1::affine(&g1::mul_gen(rng.next_u64() | 1));
+        let b = match i % 4 {
+            0 => a,                                                    // B = A
+            1 => {
+                // B = −A
+                let mut neg = g1::from_affine(&a);
+                // SAFETY: negation of a valid point.
+                unsafe { blst::blst_p1_cneg(&mut neg, true) };
+                g1::affine(&neg)
+            }
+            2 => blst_p1_affine::default(), // infinity
+            _ => g1::affine(&g1::mul_gen(rng.next_u64() | 1)),
+        };
+        pairs.push((a, b));
+    }
+    // A = infinity too.
+    pairs.push((blst_p1_affine::default(), g1::affine(&g1::mul_gen(5))));
+    let fp_hex = |x: &blst::blst_fp| hex(x);
+    let input: String =
+        pairs.iter().map(|(a, b)| format!("{} {} {} {}\n", fp_hex(&a.x), fp_hex(&a.y), fp_hex(&b.x), fp_hex(&b.y))).collect();
+    let text = run(&exe, input);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), pairs.len());
+    let mut bad = 0;
+    for ((a, b), line) in pairs.iter().zip(&lines) {
+        let f: Vec<blst::blst_fp> = line.split_whitespace().map(parse).collect();
+        assert_eq!(f.len(), 28);
+        let got: Vec<blst_p1_affine> = f.chunks(4).map(|c| g1::xyzz_to_affine(&c[0], &c[1], &c[2], &c[3])).collect();
+        let (pa, pb) = (g1::from_affine(a), g1::from_affine(b));
+        let sum = g1::add(&pa, &pb);
+        let two = g1::add(&pa, &pa);
+        let three_plus = g1::add(&sum, &two);
+        let want: [blst_p1; 7] = [sum, two, three_plus, two, g1::add(&two, &two), blst_p1::default(), three_plus];
+        for (k, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+            if *g != g1::affine(w) {
+                bad += 1;
+                if bad < 4 {
+                    eprintln!("case {k}: A = {} {}, B = {} {}", hex(&a.x), hex(&a.y), hex(&b.x), hex(&b.y));
+                }
+            }
+        }
+    }
+    assert_eq!(bad, 0, "{bad} wrong results");
 }

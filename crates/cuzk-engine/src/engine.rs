@@ -404,10 +404,14 @@ impl Engine {
             + config.synthesis_lookahead.max(1)
             + backends.len() * config.workers_per_backend.max(1);
         let buffers = BufferPool::new(make_buffer, budget.clone(), 3 * in_flight);
+        let relieve = {
+            let b = buffers.clone();
+            Box::new(move || b.release_idle()) as Box<dyn Fn() + Send + Sync>
+        };
         let inner = Arc::new(Inner {
             buffers,
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
-            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle),
+            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle, relieve),
             budget,
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),
@@ -755,6 +759,25 @@ impl Drop for Engine {
 }
 
 impl Inner {
+    /// `bytes` of the budget; when they do not fit, idle buffers and idle parameter
+    /// sets are freed (once a second while waiting). None if `abandoned()` says so.
+    fn charge(&self, bytes: u64, abandoned: &dyn Fn() -> bool) -> Result<Option<BudgetGuard>, EngineError> {
+        if let Some(g) = self.budget.acquire(bytes, || true)? {
+            return Ok(Some(g));
+        }
+        loop {
+            self.buffers.release_idle();
+            self.params.evict_idle(self.config.eviction_min_idle);
+            let retry_at = Instant::now() + Duration::from_secs(1);
+            if let Some(g) = self.budget.acquire(bytes, || abandoned() || Instant::now() >= retry_at)? {
+                return Ok(Some(g));
+            }
+            if abandoned() {
+                return Ok(None);
+            }
+        }
+    }
+
     fn fail_job(&self, job: &Job, error: String) {
         if job.fail(error.clone()) {
             self.queue.remove_job(job.seq);
@@ -795,7 +818,7 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
                 continue;
             }
         };
-        let guard = match inner.budget.acquire(job.partition_bytes, || job.is_finished()) {
+        let guard = match inner.charge(job.partition_bytes, &|| job.is_finished()) {
             Ok(Some(g)) => g,
             Ok(None) => continue,
             Err(e) => {

@@ -41,6 +41,8 @@ pub(crate) struct ParamCache {
     handlers: Vec<Arc<dyn KindHandler>>,
     budget: Arc<MemoryBudget>,
     min_idle: Duration,
+    /// Frees other idle memory (pooled buffers) when a set does not fit.
+    on_pressure: Box<dyn Fn() + Send + Sync>,
     entries: Mutex<HashMap<String, Entry>>,
     /// Serializes loading, so two partitions needing the same set load it once.
     loading: Mutex<()>,
@@ -48,9 +50,14 @@ pub(crate) struct ParamCache {
 
 impl ParamCache {
     /// Cached sets are charged to `budget`; to make room for a new one, sets idle for
-    /// `min_idle` are evicted first.
-    pub fn new(handlers: Vec<Arc<dyn KindHandler>>, budget: Arc<MemoryBudget>, min_idle: Duration) -> Self {
-        ParamCache { handlers, budget, min_idle, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
+    /// `min_idle` are evicted and `on_pressure` is called first.
+    pub fn new(
+        handlers: Vec<Arc<dyn KindHandler>>,
+        budget: Arc<MemoryBudget>,
+        min_idle: Duration,
+        on_pressure: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        ParamCache { handlers, budget, min_idle, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }
 
     fn cached(&self, id: &str) -> Option<Arc<LoadedParams>> {
@@ -86,7 +93,11 @@ impl ParamCache {
         // Charge the set: room is made by evicting idle sets, else it waits for
         // partitions in flight to finish.
         let charge = loop {
+            if let Some(g) = self.budget.acquire(size_bytes, || true)? {
+                break g;
+            }
             self.evict_idle(self.min_idle);
+            (self.on_pressure)();
             let retry_at = Instant::now() + Duration::from_secs(1);
             if let Some(g) = self.budget.acquire(size_bytes, || Instant::now() >= retry_at)? {
                 break g;

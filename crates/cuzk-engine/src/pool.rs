@@ -107,6 +107,11 @@ impl BufferPool {
         Ok(Some(EvalBuffers { a: Box::new(a), b: Box::new(b), c: Box::new(c) }))
     }
 
+    /// Frees every idle buffer (when memory is needed for something else).
+    pub fn release_idle(&self) {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     #[cfg(test)]
     fn idle_count(&self) -> usize {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -146,7 +151,9 @@ mod tests {
         assert_eq!(made.load(Ordering::SeqCst), 6);
         assert_eq!(budget.used(), 3 * 2000 * 32);
         drop(abc);
-        drop(pool);
+        assert_eq!(budget.used(), 3 * 2000 * 32);
+        pool.release_idle();
         assert_eq!(budget.used(), 0);
+        assert_eq!(pool.idle_count(), 0);
     }
 }

@@ -58,28 +58,42 @@ pub enum FrOp {
     MulFp64 = 4,
 }
 
-/// out[i] = x[i] op y[i] on the GPU.
-pub fn binary_op(gpu: &crate::Gpu, op: FrOp, x: &[Scalar], y: &[Scalar]) -> Result<Vec<Scalar>, crate::GpuError> {
+/// Runs one of the elementwise test kernels, `kernel(out*, const x*, const y*, u32 op,
+/// u64 n)`, on equal-length operands; returns out.
+fn elementwise<T: DeviceRepr + ValidAsZeroBits + Default + Clone>(
+    gpu: &crate::Gpu,
+    kernel: &cudarc::driver::CudaFunction,
+    op: u32,
+    x: &[T],
+    y: &[T],
+) -> Result<Vec<T>, crate::GpuError> {
     use cudarc::driver::PushKernelArg;
     if x.len() != y.len() {
         return Err(crate::GpuError::Invalid("operands differ in length".into()));
     }
     let s = gpu.stream();
     let n = x.len() as u64;
-    let dx = s.clone_htod(as_device(x))?;
-    let dy = s.clone_htod(as_device(y))?;
-    let mut out = s.alloc_zeros::<DeviceFr>(x.len())?;
-    let opcode = op as u32;
-    let mut b = s.launch_builder(&gpu.k.fr_binary_op);
-    b.arg(&mut out).arg(&dx).arg(&dy).arg(&opcode).arg(&n);
+    let dx = s.clone_htod(x)?;
+    let dy = s.clone_htod(y)?;
+    let mut out = s.alloc_zeros::<T>(x.len())?;
+    let mut b = s.launch_builder(kernel);
+    b.arg(&mut out).arg(&dx).arg(&dy).arg(&op).arg(&n);
     let cfg = cudarc::driver::LaunchConfig::for_num_elems(x.len().max(1) as u32);
-    // SAFETY: matches `fr_binary_op(fr*, const fr*, const fr*, u32, u64)`; all n long.
+    // SAFETY: every caller passes a kernel of the signature above over elements of
+    // type T; all three buffers are n long and the grid-stride loop stays below n.
     unsafe { b.launch(cfg)? };
-    let mut result = vec![Scalar::ZERO; x.len()];
-    // SAFETY: fr_binary_op writes reduced field elements. The copy into the pageable
-    // vector completes before memcpy_dtoh returns.
-    s.memcpy_dtoh(&out, unsafe { as_device_mut(&mut result) })?;
+    let result = s.clone_dtoh(&out)?;
     s.synchronize()?;
+    Ok(result)
+}
+
+/// out[i] = x[i] op y[i] on the GPU.
+pub fn binary_op(gpu: &crate::Gpu, op: FrOp, x: &[Scalar], y: &[Scalar]) -> Result<Vec<Scalar>, crate::GpuError> {
+    let out = elementwise(gpu, &gpu.k.fr_binary_op, op as u32, as_device(x), as_device(y))?;
+    let mut result = vec![Scalar::ZERO; out.len()];
+    // SAFETY: fr_binary_op writes reduced field elements, so the copied values are
+    // canonical scalars.
+    unsafe { as_device_mut(&mut result) }.copy_from_slice(&out);
     Ok(result)
 }
 
@@ -121,22 +135,5 @@ pub enum FpOp {
 
 /// out[i] = x[i] op y[i] in Fp on the GPU; inputs must be fully reduced.
 pub fn fp_binary_op(gpu: &crate::Gpu, op: FpOp, x: &[DeviceFp], y: &[DeviceFp]) -> Result<Vec<DeviceFp>, crate::GpuError> {
-    use cudarc::driver::PushKernelArg;
-    if x.len() != y.len() {
-        return Err(crate::GpuError::Invalid("operands differ in length".into()));
-    }
-    let s = gpu.stream();
-    let n = x.len() as u64;
-    let dx = s.clone_htod(x)?;
-    let dy = s.clone_htod(y)?;
-    let mut out = s.alloc_zeros::<DeviceFp>(x.len())?;
-    let opcode = op as u32;
-    let mut b = s.launch_builder(&gpu.k.fp_binary_op);
-    b.arg(&mut out).arg(&dx).arg(&dy).arg(&opcode).arg(&n);
-    let cfg = cudarc::driver::LaunchConfig::for_num_elems(x.len().max(1) as u32);
-    // SAFETY: matches `fp_binary_op(fp*, const fp*, const fp*, u32, u64)`; all n long.
-    unsafe { b.launch(cfg)? };
-    let result = s.clone_dtoh(&out)?;
-    s.synchronize()?;
-    Ok(result)
+    elementwise(gpu, &gpu.k.fp_binary_op, op as u32, x, y)
 }

@@ -12,6 +12,8 @@ use ff::Field;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+mod common;
+
 fn gpu() -> Option<Arc<Gpu>> {
     match Gpu::open(0) {
         Ok(g) => Some(g),
@@ -75,25 +77,8 @@ fn gpu_field_arithmetic_matches_cpu() {
 fn gpu_fp_arithmetic_matches_blst() {
     use cuzk_cuda::field::{fp_binary_op, DeviceFp, FpOp};
     let Some(g) = gpu() else { return };
-    const P: [u64; 6] = [
-        0xb9fe_ffff_ffff_aaab,
-        0x1eab_fffe_b153_ffff,
-        0x6730_d2a0_f6b0_f624,
-        0x6477_4b84_f385_12bf,
-        0x4b1b_a7b6_434b_acd7,
-        0x1a01_11ea_397f_e69a,
-    ];
     let mut rng = ChaCha20Rng::seed_from_u64(3810);
-    let mut random = || {
-        use rand::RngCore;
-        let mut l = [0u64; 6];
-        l.iter_mut().for_each(|x| *x = rng.next_u64());
-        l[5] %= P[5];
-        l
-    };
-    let mut pm1 = P;
-    pm1[0] -= 1;
-    let edges = [[0u64; 6], [1, 0, 0, 0, 0, 0], pm1];
+    let edges = common::edge_fp_limbs();
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for a in &edges {
         for b in &edges {
@@ -102,8 +87,8 @@ fn gpu_fp_arithmetic_matches_blst() {
         }
     }
     for _ in 0..(1 << 20) {
-        x.push(random());
-        y.push(random());
+        x.push(common::random_fp_limbs(&mut rng));
+        y.push(common::random_fp_limbs(&mut rng));
     }
     let dx: Vec<DeviceFp> = x.iter().map(DeviceFp::from_u64_limbs).collect();
     let dy: Vec<DeviceFp> = y.iter().map(DeviceFp::from_u64_limbs).collect();

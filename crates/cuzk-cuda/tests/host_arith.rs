@@ -10,16 +10,8 @@ use blst::blst_fp;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-/// p's most significant 64-bit limb.
-const P_TOP: u64 = 0x1a01_11ea_397f_e69a;
-const P: [u64; 6] = [
-    0xb9fe_ffff_ffff_aaab,
-    0x1eab_fffe_b153_ffff,
-    0x6730_d2a0_f6b0_f624,
-    0x6477_4b84_f385_12bf,
-    0x4b1b_a7b6_434b_acd7,
-    P_TOP,
-];
+mod common;
+
 
 fn compile(source: &str, dir: &Path) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -59,15 +51,7 @@ fn fp_add_sub_and_montgomery_product_match_blst() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile("fp_ops.cpp", dir.path());
     let mut rng = ChaCha20Rng::seed_from_u64(381);
-    let mut random = || {
-        let mut l = [0u64; 6];
-        l.iter_mut().for_each(|x| *x = rng.next_u64());
-        l[5] %= P_TOP; // below p
-        blst_fp { l }
-    };
-    let mut p_minus_1 = P;
-    p_minus_1[0] -= 1;
-    let edges = [blst_fp { l: [0; 6] }, blst_fp { l: [1, 0, 0, 0, 0, 0] }, blst_fp { l: p_minus_1 }];
+    let edges = common::edge_fp_limbs().map(|l| blst_fp { l });
     let mut pairs: Vec<(blst_fp, blst_fp)> = Vec::new();
     for a in &edges {
         for b in &edges {
@@ -75,7 +59,7 @@ fn fp_add_sub_and_montgomery_product_match_blst() {
         }
     }
     for _ in 0..20_000 {
-        pairs.push((random(), random()));
+        pairs.push((blst_fp { l: common::random_fp_limbs(&mut rng) }, blst_fp { l: common::random_fp_limbs(&mut rng) }));
     }
     let input: String = pairs.iter().map(|(a, b)| format!("{} {}\n", hex(a), hex(b))).collect();
     let text = run(&exe, input);

@@ -58,36 +58,35 @@ __device__ __forceinline__ xyzz from_affine(const affine &p) {
     return xyzz{p.x, p.y, one(), one()};
 }
 
-// 2·(x, y) for an affine point (mdbl-2008-s-1).
+// The doubling shared by both forms: from (X, Y) gives X3, Y3 and the factors V, W
+// by which ZZ and ZZZ are multiplied (dbl-2008-s-1; for an affine point, mdbl-2008-s-1
+// with ZZ = ZZZ = 1). Y = 0 does not occur on G1 (no point of order 2), but gives
+// V = 0, i.e. infinity, all the same.
+__device__ __forceinline__ void dbl_core(const fp::elem &x, const fp::elem &y, xyzz &r, fp::elem &v, fp::elem &w) {
+    const fp::elem u = fp::add(y, y);
+    v = fp::sqr(u);
+    w = fp::mul(u, v);
+    const fp::elem s = fp::mul(x, v);
+    const fp::elem xx = fp::sqr(x);
+    const fp::elem m = fp::add(fp::add(xx, xx), xx);
+    r.x = fp::sub(fp::sub(fp::sqr(m), s), s);
+    r.y = fp::sub(fp::mul(m, fp::sub(s, r.x)), fp::mul(w, y));
+}
+
+// 2·(x, y) for an affine point.
 __device__ __forceinline__ xyzz dbl_affine(const affine &p) {
     if (is_infinity(p)) return infinity();
-    const fp::elem u = fp::add(p.y, p.y);
-    const fp::elem v = fp::sqr(u);
-    const fp::elem w = fp::mul(u, v);
-    const fp::elem s = fp::mul(p.x, v);
-    const fp::elem xx = fp::sqr(p.x);
-    const fp::elem m = fp::add(fp::add(xx, xx), xx);
     xyzz r;
-    r.x = fp::sub(fp::sub(fp::sqr(m), s), s);
-    r.y = fp::sub(fp::mul(m, fp::sub(s, r.x)), fp::mul(w, p.y));
-    r.zz = v;
-    r.zzz = w;
+    dbl_core(p.x, p.y, r, r.zz, r.zzz);
     return r;
 }
 
-// 2·p (dbl-2008-s-1). Y = 0 does not occur on G1 (no point of order 2), but gives
-// infinity here all the same (V = 0).
+// 2·p.
 __device__ __forceinline__ xyzz dbl(const xyzz &p) {
     if (is_infinity(p)) return p;
-    const fp::elem u = fp::add(p.y, p.y);
-    const fp::elem v = fp::sqr(u);
-    const fp::elem w = fp::mul(u, v);
-    const fp::elem s = fp::mul(p.x, v);
-    const fp::elem xx = fp::sqr(p.x);
-    const fp::elem m = fp::add(fp::add(xx, xx), xx);
     xyzz r;
-    r.x = fp::sub(fp::sub(fp::sqr(m), s), s);
-    r.y = fp::sub(fp::mul(m, fp::sub(s, r.x)), fp::mul(w, p.y));
+    fp::elem v, w;
+    dbl_core(p.x, p.y, r, v, w);
     r.zz = fp::mul(v, p.zz);
     r.zzz = fp::mul(w, p.zzz);
     return r;

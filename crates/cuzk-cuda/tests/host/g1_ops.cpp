@@ -2,19 +2,9 @@
 // first; (0, 0) is infinity) and writes, as XYZZ points, A + B, 2A, 3A + B, A + A (by
 // mixed addition), 2A + 2A (by general addition), A + (−A) and ∞ + (3A + B), as
 // computed by kernels/ec/g1.cuh.
-#include <cstdio>
-
-#include "cuda_shim.h"
+#include "host_io.h"
 #include "ec/g1.cuh"
 
-static bool read(fp::elem &e) {
-    for (int i = 11; i >= 0; i--)
-        if (std::scanf("%8x", &e.l[i]) != 1) return false;
-    return true;
-}
-static void write(const fp::elem &e) {
-    for (int i = 11; i >= 0; i--) std::printf("%08x", e.l[i]);
-}
 static void write(const g1::xyzz &p) {
     write(p.x);
     std::printf(" ");

@@ -62,7 +62,7 @@ pub(crate) struct Kernels {
     pub ntt_strided: CudaFunction,
     pub scale_by_powers: CudaFunction,
     pub fill_stage_twiddles: CudaFunction,
-    pub abc_combine: CudaFunction,
+    pub to_twiddles: CudaFunction,
     pub fr_binary_op: CudaFunction,
     pub fp_binary_op: CudaFunction,
 }
@@ -76,7 +76,7 @@ impl Kernels {
             ntt_strided: m.load_function("ntt_strided")?,
             scale_by_powers: m.load_function("scale_by_powers")?,
             fill_stage_twiddles: m.load_function("fill_stage_twiddles")?,
-            abc_combine: m.load_function("abc_combine")?,
+            to_twiddles: m.load_function("to_twiddles")?,
             fr_binary_op: m.load_function("fr_binary_op")?,
             fp_binary_op: m.load_function("fp_binary_op")?,
         })

@@ -2,7 +2,7 @@
 //!
 //! Per domain size the device keeps the stage-major twiddle tables of ω and ω^{-1}
 //! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
-//! and scaling passes; per device a workspace of three vectors is allocated once and
+//! and scaling steps; per device a workspace of three vectors is allocated once and
 //! reused by every call of that size or smaller. A call enqueues its kernels on the compute stream and its host
 //! transfers on the copy stream (ordered by events), and synchronizes the host once,
 //! at its end (or, on an error, before returning it).
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use cuzk_groth16::domain::{coset_shift, powers, Domain};
 use ff::{Field, PrimeField};
 
@@ -30,6 +30,11 @@ const TWIDDLE_WORDS: usize = 5;
 /// BR_TILE_LOG in ntt.cuh: the tiled bit reversal takes log n ≥ 2 × this.
 const BIT_REVERSE_TILE_LOG: u32 = 4;
 
+/// NTT_FUSE_* in ntt.cuh.
+const FUSE_PRE_MUL: u32 = 1;
+const FUSE_SCALE: u32 = 2;
+const FUSE_SUB: u32 = 4;
+
 /// Low bits of the two-level power tables.
 const TABLE_LO_BITS: u32 = 12;
 
@@ -38,6 +43,16 @@ struct PowerTable {
     lo: CudaSlice<DeviceFr>,
     hi: CudaSlice<DeviceFr>,
     lo_bits: u32,
+}
+
+/// c · x^bitrev(p) at bit-reversed position p = block · 2^k + local (k = the blocked
+/// stages), split as col[local] · row[block] for ntt_block's fused scaling (ntt.cuh,
+/// NTT_FUSE_SCALE): bitrev(p) = bitrev_k(local) · 2^(log n − k) + bitrev(block).
+struct BitReversedPowers {
+    /// x^(bitrev_k(local) · 2^(log n − k)), 2^k `fr::twiddle` entries.
+    col: CudaSlice<f64>,
+    /// c · x^bitrev(block), 2^(log n − k) entries.
+    row: CudaSlice<DeviceFr>,
 }
 
 /// Device tables for one domain size.
@@ -50,12 +65,34 @@ struct DeviceDomain {
     inv_n: PowerTable,
     /// g^i (onto the coset).
     coset: PowerTable,
-    /// g^i / n (inverse NTT then onto the coset, fused).
-    inv_n_coset: PowerTable,
     /// g^{-i} / n (inverse NTT off the coset).
     inv_n_uncoset: PowerTable,
-    /// 1 / Z(g) = 1 / (g^n − 1).
-    z_inv: DeviceFr,
+    /// g^i / n at bit-reversed positions: DIF inverse transform → coset coefficients.
+    to_coset: BitReversedPowers,
+    /// g^{-i} / (n · Z(g)) at bit-reversed positions: the H polynomial's last scaling.
+    from_coset: BitReversedPowers,
+    /// 1 / (n · Z(g)), Z(g) = g^n − 1.
+    z_inv_n: DeviceFr,
+}
+
+/// Pointwise steps fused into one transform's passes (ntt.cuh, NTT_FUSE_*).
+#[derive(Default)]
+struct Fusion<'a> {
+    /// Multiply the input elementwise by this vector first.
+    pre_mul: Option<&'a CudaView<'a, DeviceFr>>,
+    /// Multiply the (bit-reversed) output by these powers (DIF only).
+    scale: Option<&'a BitReversedPowers>,
+    /// Then subtract this vector times this constant (DIF only).
+    sub: Option<(&'a CudaView<'a, DeviceFr>, DeviceFr)>,
+}
+
+/// The low `bits` bits of i in reverse order.
+fn bit_reverse_index(i: usize, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        i.reverse_bits() >> (usize::BITS - bits)
+    }
 }
 
 /// Which transform [`GpuNtt::transform_host`] runs.
@@ -108,6 +145,25 @@ impl GpuNtt {
         Ok(PowerTable { lo: s.clone_htod(as_device(&lo))?, hi: s.clone_htod(as_device(&hi))?, lo_bits })
     }
 
+    fn bit_reversed_powers(&self, c: Scalar, x: Scalar, log_n: u32) -> Result<BitReversedPowers, GpuError> {
+        let k = log_n.min(BLOCK_LOG);
+        let row_bits = log_n - k;
+        let row_powers = powers(x, c, 1 << row_bits);
+        let row: Vec<Scalar> = (0..1usize << row_bits).map(|b| row_powers[bit_reverse_index(b, row_bits)]).collect();
+        let col_powers = powers(x.pow_vartime([1u64 << row_bits]), Scalar::ONE, 1 << k);
+        let col: Vec<Scalar> = (0..1usize << k).map(|l| col_powers[bit_reverse_index(l, k)]).collect();
+        let s = &self.gpu.stream;
+        let col_elems = s.clone_htod(as_device(&col))?;
+        // SAFETY: fully written by to_twiddles below before any read.
+        let mut col_tw = unsafe { s.alloc::<f64>(col.len() * TWIDDLE_WORDS)? };
+        let len = col.len() as u64;
+        let mut b = s.launch_builder(&self.gpu.k.to_twiddles);
+        b.arg(&mut col_tw).arg(&col_elems).arg(&len);
+        // SAFETY: matches `to_twiddles(twiddle*, const fr*, u64)`; both buffers hold len entries.
+        unsafe { b.launch(grid_1d(len))? };
+        Ok(BitReversedPowers { col: col_tw, row: s.clone_htod(as_device(&row))? })
+    }
+
     /// The stage-major twiddle table of w (ntt.cuh): 2^log_n − 1 entries (one
     /// unused entry for log_n = 0), filled on the device from a two-level table.
     fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<f64>, GpuError> {
@@ -140,15 +196,17 @@ impl GpuNtt {
         let n_inv = Scalar::from(1u64 << log_n).invert().unwrap();
         let g = coset_shift();
         let g_inv = g.invert().unwrap();
+        let z_inv_n = host.vanishing_at(g).invert().unwrap() * n_inv;
         let d = Arc::new(DeviceDomain {
             log_n,
             tw_fwd: self.twiddles(omega, log_n)?,
             tw_inv: self.twiddles(omega_inv, log_n)?,
             inv_n: self.power_table(n_inv, Scalar::ONE, log_n)?,
             coset: self.power_table(Scalar::ONE, g, log_n)?,
-            inv_n_coset: self.power_table(n_inv, g, log_n)?,
             inv_n_uncoset: self.power_table(n_inv, g_inv, log_n)?,
-            z_inv: to_device(&host.vanishing_at(g).invert().unwrap()),
+            to_coset: self.bit_reversed_powers(n_inv, g, log_n)?,
+            from_coset: self.bit_reversed_powers(z_inv_n, g_inv, log_n)?,
+            z_inv_n: to_device(&z_inv_n),
         });
         cache.insert(log_n, d.clone());
         Ok(d)
@@ -171,31 +229,56 @@ impl GpuNtt {
     }
 
     /// All stages of a transform: DIT (stages ascending: bit-reversed in, natural
-    /// out) or DIF (descending: natural in, bit-reversed out). No bit reversal here.
-    fn stages(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool, dif: bool) -> Result<(), GpuError> {
+    /// out) or DIF (descending: natural in, bit-reversed out), with `fusion`'s
+    /// pointwise steps. No bit reversal here.
+    fn stages(
+        &self,
+        d: &DeviceDomain,
+        v: &mut CudaViewMut<'_, DeviceFr>,
+        inverse: bool,
+        dif: bool,
+        fusion: Fusion<'_>,
+    ) -> Result<(), GpuError> {
+        if (fusion.scale.is_some() || fusion.sub.is_some()) && !dif {
+            return Err(GpuError::Invalid("output scaling is fused into DIF transforms only".into()));
+        }
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
         let log_n = d.log_n;
         let n = 1u64 << log_n;
         let tw = if inverse { &d.tw_inv } else { &d.tw_fwd };
         let dif_flag = dif as u32;
         let block_log = log_n.min(BLOCK_LOG);
+        let passes = Self::strided_passes(log_n);
+        // The input multiplication goes into whichever pass runs first.
+        let pre_mul_in_block = !dif || passes.is_empty();
+        // Unused pointer arguments get a valid table the kernel never reads.
+        let unused = d.to_coset.row.as_view();
+        let pre_mul = fusion.pre_mul.unwrap_or(&unused);
+        let flag = |on: bool, bit: u32| if on { bit } else { 0 };
+        let block_fuse = flag(fusion.pre_mul.is_some() && pre_mul_in_block, FUSE_PRE_MUL)
+            | flag(fusion.scale.is_some(), FUSE_SCALE)
+            | flag(fusion.sub.is_some(), FUSE_SUB);
+        let strided_pre_mul = flag(fusion.pre_mul.is_some(), FUSE_PRE_MUL);
+        let scale = fusion.scale.unwrap_or(&d.to_coset);
+        let (sub, sub_factor) = fusion.sub.unwrap_or((&unused, d.z_inv_n));
         let block = |v: &mut CudaViewMut<'_, DeviceFr>| -> Result<(), GpuError> {
-            if block_log == 0 {
-                return Ok(());
-            }
+            // Runs for log n = 0 too (no stages), so fused steps still happen.
             let cfg = LaunchConfig {
                 grid_dim: ((n >> block_log) as u32, 1, 1),
                 block_dim: (1 << block_log.saturating_sub(2), 1, 1),
                 shared_mem_bytes: 32u32 << block_log,
             };
             let mut b = s.launch_builder(&k.ntt_block);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log).arg(&dif_flag);
-            // SAFETY: matches `ntt_block(fr*, const fr*, u32, u32, u32)`; one block per
-            // 2^k elements, shared memory for 2^k elements; twiddle indices < n − 1.
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log).arg(&dif_flag).arg(&block_fuse);
+            b.arg(pre_mul).arg(&scale.col).arg(&scale.row).arg(sub).arg(&sub_factor);
+            // SAFETY: matches `ntt_block(fr*, const twiddle*, u32, u32, u32, u32, const fr*,
+            // const twiddle*, const fr*, const fr*, fr)`; one block per 2^k elements, shared
+            // memory for 2^k elements; twiddle indices < n − 1; pre_mul and sub hold n
+            // elements when their flags are set, the scale tables 2^k and n/2^k.
             unsafe { b.launch(cfg)? };
             Ok(())
         };
-        let strided = |v: &mut CudaViewMut<'_, DeviceFr>, s0: u32, m: u32| -> Result<(), GpuError> {
+        let strided = |v: &mut CudaViewMut<'_, DeviceFr>, s0: u32, m: u32, fuse: u32| -> Result<(), GpuError> {
             // 2^m rows × L columns, 2^(m-2)·L threads (one per four elements) = 256;
             // a lone stage (m = 1) takes two elements per thread, with 512 elements.
             let cols = BLOCK_LOG - m.max(2);
@@ -205,22 +288,22 @@ impl GpuNtt {
                 shared_mem_bytes: 32u32 << (m + cols),
             };
             let mut b = s.launch_builder(&k.ntt_strided);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols).arg(&dif_flag);
-            // SAFETY: matches `ntt_strided(fr*, const fr*, u32, u32, u32, u32, u32)`;
-            // s0 ≥ BLOCK_LOG ≥ cols, so column groups tile 2^s0; blocks cover n exactly.
+            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols).arg(&dif_flag).arg(&fuse).arg(pre_mul);
+            // SAFETY: matches `ntt_strided(fr*, const twiddle*, u32, u32, u32, u32, u32, u32,
+            // const fr*)`; s0 ≥ BLOCK_LOG ≥ cols, so column groups tile 2^s0; blocks cover
+            // n exactly; pre_mul holds n elements when its flag is set.
             unsafe { b.launch(cfg)? };
             Ok(())
         };
-        let passes = Self::strided_passes(log_n);
         if dif {
-            for &(s0, m) in passes.iter().rev() {
-                strided(v, s0, m)?;
+            for (i, &(s0, m)) in passes.iter().rev().enumerate() {
+                strided(v, s0, m, if i == 0 { strided_pre_mul } else { 0 })?;
             }
             block(v)?;
         } else {
             block(v)?;
             for &(s0, m) in &passes {
-                strided(v, s0, m)?;
+                strided(v, s0, m, 0)?;
             }
         }
         Ok(())
@@ -250,23 +333,18 @@ impl GpuNtt {
     /// Natural order in and out: bit reversal, then the DIT stages.
     fn passes(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool) -> Result<(), GpuError> {
         self.bit_reverse(v, d.log_n)?;
-        self.stages(d, v, inverse, false)
+        self.stages(d, v, inverse, false, Fusion::default())
     }
 
-    /// v[p] *= t(i) with i = p, or bitrev(p) when `bit_reversed`.
-    fn scale_ordered(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable, bit_reversed: bool) -> Result<(), GpuError> {
+    /// v[i] *= t(i).
+    fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
         let n = v.len() as u64;
-        let rev_bits = if bit_reversed { n.trailing_zeros() } else { 0 };
         let mut b = self.gpu.stream.launch_builder(&self.gpu.k.scale_by_powers);
-        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n).arg(&rev_bits);
-        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64, u32)`;
-        // the tables cover indices < n.
+        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n);
+        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64)`; the
+        // tables cover indices < n.
         unsafe { b.launch(grid_1d(n))? };
         Ok(())
-    }
-
-    fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
-        self.scale_ordered(v, t, false)
     }
 
     fn log_len(v: &CudaViewMut<'_, DeviceFr>) -> Result<u32, GpuError> {
@@ -305,7 +383,17 @@ impl GpuNtt {
     }
 
     /// h = (a·b − c)/Z on device vectors of equal power-of-two length; the result
-    /// replaces `a`, `b` and `c` are scratch. Seven NTTs.
+    /// replaces `a`, `b` and `c` are scratch.
+    ///
+    /// Six NTTs where the textbook takes seven: c's coset evaluations are not needed.
+    /// With A, B, C the interpolants of a, b, c on D and Q the interpolant of A·B on
+    /// the coset gD, h = (Q − C)/Z(g) (Z is the constant Z(g) on gD, and interpolation
+    /// on gD is linear and returns C itself, whose degree is below n). So a and b go
+    /// to gD (inverse transform, scale by g^i/n, forward transform); c only to
+    /// coefficients (inverse transform, kept at n·C in bit-reversed order); Q·n comes
+    /// from the inverse transform of a·b, and the last pass forms
+    /// (n·Q_i·g^{-i} − n·C_i) / (n·Z(g)) at bit-reversed positions. Every pointwise
+    /// step is fused into a transform's first or last pass.
     pub fn h_polynomial_device<'v>(
         &self,
         a: &mut CudaViewMut<'v, DeviceFr>,
@@ -317,22 +405,24 @@ impl GpuNtt {
             return Err(GpuError::Invalid("a, b and c must have the same length".into()));
         }
         let d = self.domain(log_n)?;
-        for v in [&mut *a, &mut *b, &mut *c] {
-            self.coset_evaluations(&d, v)?;
+        for (v, is_c) in [(&mut *a, false), (&mut *b, false), (&mut *c, true)] {
+            self.h_input(&d, v, is_c)?;
         }
         self.h_from_coset_evaluations(&d, a, b, c)
     }
 
-    /// Evaluations on D → evaluations on the coset g·D: inverse DIF (→ bit-reversed
-    /// coefficients), scale by g^i/n at bit-reversed positions, forward DIT (→ natural
-    /// order). No bit reversal needed.
-    fn coset_evaluations(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>) -> Result<(), GpuError> {
-        self.stages(d, v, true, true)?;
-        self.scale_ordered(v, &d.inv_n_coset, true)?;
-        self.stages(d, v, false, false)
+    /// One input vector of the H polynomial, given as evaluations on D: a and b
+    /// (`c == false`) to evaluations on gD in natural order (inverse DIF with the
+    /// scaling by g^i/n fused, then forward DIT); c to n·C in bit-reversed order.
+    fn h_input(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, is_c: bool) -> Result<(), GpuError> {
+        if is_c {
+            return self.stages(d, v, true, true, Fusion::default());
+        }
+        self.stages(d, v, true, true, Fusion { scale: Some(&d.to_coset), ..Fusion::default() })?;
+        self.stages(d, v, false, false, Fusion::default())
     }
 
-    /// (a·b − c)/Z on the coset, back to coefficients in natural order, into `a`.
+    /// h into `a` in natural order, from a and b on gD and c as n·C (bit-reversed).
     fn h_from_coset_evaluations<'v>(
         &self,
         d: &DeviceDomain,
@@ -340,14 +430,9 @@ impl GpuNtt {
         b: &mut CudaViewMut<'v, DeviceFr>,
         c: &mut CudaViewMut<'v, DeviceFr>,
     ) -> Result<(), GpuError> {
-        let n = 1u64 << d.log_n;
-        let mut l = self.gpu.stream.launch_builder(&self.gpu.k.abc_combine);
-        l.arg(&mut *a).arg(&mut *b).arg(&mut *c).arg(&d.z_inv).arg(&n);
-        // SAFETY: matches `abc_combine(fr*, const fr*, const fr*, fr, u64)`; all three
-        // vectors have n elements.
-        unsafe { l.launch(grid_1d(n))? };
-        self.stages(d, a, true, true)?;
-        self.scale_ordered(a, &d.inv_n_uncoset, true)?;
+        let (b, c) = (b.as_view(), c.as_view());
+        let fusion = Fusion { pre_mul: Some(&b), scale: Some(&d.from_coset), sub: Some((&c, d.z_inv_n)) };
+        self.stages(d, a, true, true, fusion)?;
         self.bit_reverse(a, d.log_n)
     }
 
@@ -429,9 +514,9 @@ impl GpuNtt {
         }
         s.wait(&uploaded[0])?;
         let t2 = s.record_event(timing)?;
-        for (v, ready) in views.iter_mut().zip(&uploaded) {
+        for ((v, ready), is_c) in views.iter_mut().zip(&uploaded).zip([false, false, true]) {
             s.wait(ready)?;
-            self.coset_evaluations(&d, v)?;
+            self.h_input(&d, v, is_c)?;
         }
         let [va, vb, vc] = &mut views;
         self.h_from_coset_evaluations(&d, va, vb, vc)?;

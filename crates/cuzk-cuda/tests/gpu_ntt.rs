@@ -161,7 +161,7 @@ fn check_h_polynomial(ntt: &GpuNtt, log_n: u32, len: usize) {
 fn gpu_h_polynomial_matches_cpu() {
     let Some(g) = gpu() else { return };
     let ntt = GpuNtt::new(g);
-    for (log_n, len) in [(1u32, 2usize), (5, 20), (10, 1000), (16, 65536), (20, (1 << 20) - 328)] {
+    for (log_n, len) in [(0u32, 1usize), (1, 2), (5, 20), (10, 1000), (11, 2000), (13, 8000), (16, 65536), (20, (1 << 20) - 328)] {
         check_h_polynomial(&ntt, log_n, len);
     }
 }

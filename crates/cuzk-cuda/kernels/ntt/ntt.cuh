@@ -173,27 +173,57 @@ __device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M
     }
 }
 
+// Pointwise steps of the H polynomial fused into a transform's passes, so they cost
+// no pass over device memory of their own (bits of `fuse`; a pointer whose bit is
+// clear is never read):
+//   NTT_FUSE_PRE_MUL  the first pass multiplies each element as it loads it by
+//                     pre_mul at the same index (the product of two evaluation vectors);
+//   NTT_FUSE_SCALE    ntt_block (the last pass of a DIF transform) multiplies each
+//                     output by col[local] · row[block]: a factor c·g^bitrev(p) at
+//                     bit-reversed position p = block·2^k + local factors into a
+//                     2^k-entry table over local and a 2^(log n − k)-entry one over block;
+//   NTT_FUSE_SUB      then ntt_block subtracts sub[p] · sub_factor.
+#define NTT_FUSE_PRE_MUL 1u
+#define NTT_FUSE_SCALE 2u
+#define NTT_FUSE_SUB 4u
+
 // Stages 0..k-1 on each block of 2^k contiguous elements; blockDim.x = max(1, 2^(k-2)).
 // 256 threads of at most 80 registers, three blocks per SM: measured faster than two
 // blocks of 128 registers despite a few spilled words (H200, 2^27: 53.5 against 56.7 ms).
-extern "C" __global__ void __launch_bounds__(256, 3) ntt_block(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t k,
-                                     uint32_t dif) {
+extern "C" __global__ void __launch_bounds__(256, 3)
+    ntt_block(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t k, uint32_t dif, uint32_t fuse,
+              const fr::elem *__restrict__ pre_mul, const fr::twiddle *__restrict__ col, const fr::elem *__restrict__ row,
+              const fr::elem *__restrict__ sub, fr::elem sub_factor) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t size = 1u << k;
+    const uint64_t first = (uint64_t)blockIdx.x * size;
     const shared_elems sh{sh_planes, size};
-    fr::elem *base = data + (uint64_t)blockIdx.x * size;
-    for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) sh.set(i, base[i]);
+    for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) {
+        fr::elem v = data[first + i];
+        if (fuse & NTT_FUSE_PRE_MUL) v = fr::mul(v, pre_mul[first + i]);
+        sh.set(i, v);
+    }
     __syncthreads();
     shared_stages(sh, k, 0, 0, threadIdx.x, blockDim.x, 0, 0, tw, dif);
-    for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) base[i] = sh.get(i);
+    fr::twiddle row_w, sub_w;
+    if (fuse & NTT_FUSE_SCALE) row_w = fr::to_twiddle(row[blockIdx.x]);
+    if (fuse & NTT_FUSE_SUB) sub_w = fr::to_twiddle(sub_factor);
+    for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) {
+        fr::elem v = sh.get(i);
+        if (fuse & NTT_FUSE_SCALE) v = fr::mul_twiddle(fr::mul_twiddle(v, col[i]), row_w);
+        if (fuse & NTT_FUSE_SUB) v = fr::sub(v, fr::mul_twiddle(sub[first + i], sub_w));
+        data[first + i] = v;
+    }
 }
 
 // Stages s0..s0+m-1. The elements (hi, mid, lo) = index bits split at s0+m and s0;
 // the butterflies of these stages mix only elements of equal (hi, lo). A block
 // takes 2^m values of mid for L consecutive lo (L a power of two dividing 2^s0):
 // blockDim.x = max(1, 2^(m-2)) * L, shared memory 2^m * L elements.
-extern "C" __global__ void __launch_bounds__(256, 3) ntt_strided(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t s0,
-                                       uint32_t m, uint32_t log_l, uint32_t dif) {
+// `fuse` takes NTT_FUSE_PRE_MUL only.
+extern "C" __global__ void __launch_bounds__(256, 3)
+    ntt_strided(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t s0, uint32_t m,
+                uint32_t log_l, uint32_t dif, uint32_t fuse, const fr::elem *__restrict__ pre_mul) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t L = 1u << log_l;
     const uint32_t groups_per_hi = 1u << (s0 - log_l);
@@ -204,14 +234,17 @@ extern "C" __global__ void __launch_bounds__(256, 3) ntt_strided(fr::elem *data,
     const shared_elems sh{sh_planes, rows * L};
     // Load: consecutive threads take consecutive lo, so global reads come in runs of L.
     for (uint32_t e = threadIdx.x; e < rows * L; e += blockDim.x) {
-        uint32_t mid = e >> log_l, l = e & (L - 1);
-        sh.set(e, data[hi_base | ((uint64_t)mid << s0) | (lo0 + l)]);
+        const uint32_t mid = e >> log_l, l = e & (L - 1);
+        const uint64_t idx = hi_base | ((uint64_t)mid << s0) | (lo0 + l);
+        fr::elem v = data[idx];
+        if (fuse & NTT_FUSE_PRE_MUL) v = fr::mul(v, pre_mul[idx]);
+        sh.set(e, v);
     }
     __syncthreads();
     const uint32_t l = threadIdx.x & (L - 1);
     shared_stages(sh, m, log_l, l, threadIdx.x >> log_l, blockDim.x >> log_l, s0, lo0 + l, tw, dif);
     for (uint32_t e = threadIdx.x; e < rows * L; e += blockDim.x) {
-        uint32_t mid = e >> log_l, l2 = e & (L - 1);
+        const uint32_t mid = e >> log_l, l2 = e & (L - 1);
         data[hi_base | ((uint64_t)mid << s0) | (lo0 + l2)] = sh.get(e);
     }
 }
@@ -227,4 +260,10 @@ extern "C" __global__ void fill_stage_twiddles(fr::twiddle *out, const fr::elem 
         const uint64_t x = j << (log_n - 1 - s);
         out[e] = fr::to_twiddle(fr::mul(lo[x & ((1u << lo_bits) - 1)], hi[x >> lo_bits]));
     }
+}
+
+// out[i] = the twiddle form of in[i] (tables the fused scaling reads).
+extern "C" __global__ void to_twiddles(fr::twiddle *out, const fr::elem *__restrict__ in, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        out[i] = fr::to_twiddle(in[i]);
 }

@@ -65,6 +65,15 @@ pub(crate) struct Kernels {
     pub to_twiddles: CudaFunction,
     pub fr_binary_op: CudaFunction,
     pub fp_binary_op: CudaFunction,
+    pub msm_count: CudaFunction,
+    pub msm_scan: CudaFunction,
+    pub msm_scatter: CudaFunction,
+    pub msm_accumulate: CudaFunction,
+    pub msm_partials_scan: CudaFunction,
+    pub msm_fixup: CudaFunction,
+    pub msm_bucket_segments: CudaFunction,
+    pub msm_window_sums: CudaFunction,
+    pub msm_combine_windows: CudaFunction,
 }
 
 impl Kernels {
@@ -79,6 +88,15 @@ impl Kernels {
             to_twiddles: m.load_function("to_twiddles")?,
             fr_binary_op: m.load_function("fr_binary_op")?,
             fp_binary_op: m.load_function("fp_binary_op")?,
+            msm_count: m.load_function("msm_count")?,
+            msm_scan: m.load_function("msm_scan")?,
+            msm_scatter: m.load_function("msm_scatter")?,
+            msm_accumulate: m.load_function("msm_accumulate")?,
+            msm_partials_scan: m.load_function("msm_partials_scan")?,
+            msm_fixup: m.load_function("msm_fixup")?,
+            msm_bucket_segments: m.load_function("msm_bucket_segments")?,
+            msm_window_sums: m.load_function("msm_window_sums")?,
+            msm_combine_windows: m.load_function("msm_combine_windows")?,
         })
     }
 }

@@ -1,16 +1,19 @@
 //! The CUDA backend of cuzk.
 //!
-//! Kernels live in `kernels/` (ff/ field arithmetic, ntt/, groth16/ pointwise passes),
-//! are compiled by build.rs into one fatbin embedded here, and are loaded through the
-//! CUDA driver API at run time. A binary built with the kernels still starts on a
-//! machine without a driver or GPU: [`device_count`] says why no device is usable.
+//! Kernels live in `kernels/` (ff/ field arithmetic, ec/ curve points, msm/, ntt/,
+//! groth16/ pointwise passes), are compiled by build.rs into one fatbin embedded
+//! here, and are loaded through the CUDA driver API at run time. A binary built with
+//! the kernels still starts on a machine without a driver or GPU: [`device_count`]
+//! says why no device is usable.
 //! (There is no GPU prover yet, so nothing falls back: proving runs on the CPU.)
 
 mod device;
 pub mod field;
+pub mod msm;
 pub mod ntt;
 mod pinned;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError};
+pub use msm::{DeviceBases, GpuMsm, MsmTimings};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

@@ -1,23 +1,42 @@
 //! `cuzk gpu-bench`: NTT and H-polynomial timings on a GPU, against the device's own
-//! copy bandwidth measured in the same run, with correctness checked on fresh random
-//! inputs against the CPU.
+//! copy bandwidth measured in the same run, and G1 MSM timings per phase, with
+//! correctness checked on fresh random inputs against the CPU.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use blstrs::{G1Affine, G1Projective};
+use clap::{Args, ValueEnum};
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
-use cuzk_cuda::{Gpu, GpuNtt, PinnedScalars};
+use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmTimings, PinnedScalars};
 use cuzk_groth16::domain::Domain;
 use cuzk_groth16::Scalar;
+use group::prime::PrimeCurveAffine;
+use group::{Curve, Group};
 use ff::Field;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Part {
+    /// NTTs and the H polynomial.
+    Ntt,
+    /// G1 multi-scalar multiplication.
+    Msm,
+}
+
 #[derive(Args)]
 pub struct GpuBenchArgs {
+    /// Which parts to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values = ["ntt", "msm"])]
+    parts: Vec<Part>,
+    /// G1 MSM sizes as powers of two, comma-separated (bases resident on the device,
+    /// scalars from pinned host memory).
+    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
+    msm_log_sizes: Vec<u32>,
     /// NTT sizes as powers of two, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
     log_sizes: Vec<u32>,
@@ -69,7 +88,9 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    if let Some(bad) = args.log_sizes.iter().chain([&args.h_log_size]).find(|&&l| !(1..=28).contains(&l)) {
+    if let Some(bad) =
+        args.log_sizes.iter().chain([&args.h_log_size]).chain(&args.msm_log_sizes).find(|&&l| !(1..=28).contains(&l))
+    {
         bail!("size 2^{bad} is outside what this benchmark runs (2^1..2^28)");
     }
     let gpu = Gpu::open(args.device).context("no usable GPU")?;
@@ -83,6 +104,17 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
         cuzk_cuda::built_architectures(),
         args.reps
     );
+    if args.parts.contains(&Part::Ntt) {
+        run_ntt(&gpu, args)?;
+    }
+    if args.parts.contains(&Part::Msm) {
+        run_msm(&gpu, args)?;
+    }
+    Ok(())
+}
+
+fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
+    let gpu = gpu.clone();
     let s = gpu.stream().clone();
     let max_log = args.log_sizes.iter().copied().max().unwrap_or(20);
     let max_n = 1usize << max_log;
@@ -188,5 +220,91 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
         println!("RESULT ntt log_size={log} forward_ms={fwd:.3} inverse_ms={inv:.3} copy_gbps={:.0}", copy_bw / 1e9);
     }
     println!("RESULT hpoly log_size={log} compute_ms={comp:.2}");
+    Ok(())
+}
+
+/// n distinct pseudo-random points: per chunk a random start, then repeated additions
+/// of a random step (a scalar multiplication per point would take minutes at 2^27).
+fn random_points(n: usize, seed: u64) -> Vec<G1Affine> {
+    let mut out = vec![G1Affine::identity(); n];
+    let chunk = n.div_ceil(rayon::current_num_threads()).max(1);
+    out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| {
+        let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
+        let mut p = G1Projective::generator() * Scalar::random(&mut r);
+        let step = G1Projective::generator() * Scalar::random(&mut r);
+        let proj: Vec<G1Projective> = (0..c.len())
+            .map(|_| {
+                p += step;
+                p
+            })
+            .collect();
+        G1Projective::batch_normalize(&proj, c);
+    });
+    out
+}
+
+/// The CPU's answer: blstrs' multi_exp on one chunk per thread, summed.
+fn cpu_msm(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+    let chunk = scalars.len().div_ceil(rayon::current_num_threads()).max(1);
+    points[..scalars.len()]
+        .par_chunks(chunk)
+        .zip(scalars.par_chunks(chunk))
+        .map(|(p, s)| {
+            let proj: Vec<G1Projective> = p.iter().map(G1Projective::from).collect();
+            G1Projective::multi_exp(&proj, s)
+        })
+        .reduce(G1Projective::identity, |a, b| a + b)
+}
+
+fn run_msm(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
+    let msm = GpuMsm::new(gpu.clone());
+    println!("G1 MSM: bases resident on the device (uploaded once), scalars uploaded from pinned memory per call;");
+    println!("medians of {} after 2 warm-ups; device times from CUDA events", args.reps);
+    println!(
+        "{:>6} {:>4} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>8} {:>9}",
+        "size", "c", "total(ms)", "upload", "sort", "accumulate", "reduce", "bases (s)", "CPU (s)", "vs CPU"
+    );
+    let mut results = Vec::new();
+    for &log in &args.msm_log_sizes {
+        let n = 1usize << log;
+        let points = random_points(n, 0x9e11 ^ log as u64);
+        let t = Instant::now();
+        let bases = msm.upload_bases(&points)?;
+        let bases_s = t.elapsed().as_secs_f64();
+        let mut pinned = PinnedScalars::new(gpu, n)?;
+        let v = random(n, 0x5ca1 ^ log as u64);
+        pinned.as_scalars_mut()?.par_chunks_mut(1 << 16).zip(v.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
+        drop(v);
+        let scalars = pinned.as_scalars()?;
+        let (first, _) = msm.msm_g1(&bases, scalars)?;
+        msm.msm_g1(&bases, scalars)?;
+        let mut runs: Vec<MsmTimings> = Vec::with_capacity(args.reps);
+        for _ in 0..args.reps {
+            runs.push(msm.msm_g1(&bases, scalars)?.1);
+        }
+        let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
+        let t = Instant::now();
+        let want = cpu_msm(&points, scalars);
+        let cpu_s = t.elapsed().as_secs_f64();
+        let ok = first == want;
+        let total = med(|t| t.total_ms);
+        println!(
+            "{:>6} {:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
+            format!("2^{log}"),
+            cuzk_cuda::msm::window_bits(n),
+            med(|t| t.upload_ms),
+            med(|t| t.sort_ms),
+            med(|t| t.accumulate_ms),
+            med(|t| t.reduce_ms),
+            if ok { "match" } else { "MISMATCH" }
+        );
+        if !ok {
+            bail!("GPU G1 MSM at 2^{log} differs from the CPU");
+        }
+        results.push((log, total));
+    }
+    for (log, total) in results {
+        println!("RESULT msm_g1 log_size={log} total_ms={total:.1}");
+    }
     Ok(())
 }

@@ -81,7 +81,7 @@ enum Command {
     },
     /// Time synthesis and each proving stage on synthetic circuits.
     Bench(bench::BenchArgs),
-    /// Time NTTs and the H polynomial on a GPU against its copy bandwidth (checked against the CPU).
+    /// Time NTTs and the H polynomial (against the copy bandwidth) and G1 MSMs on a GPU, checked against the CPU.
     GpuBench(gpu_bench::GpuBenchArgs),
     /// Show the backends and devices this build can use.
     Info,

@@ -101,7 +101,9 @@ __device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
     return reduce_once(o);
 }
 
-__device__ __forceinline__ elem mul(const elem &a, const elem &b) {
+// Out of line: a curve addition makes ~12 products, and inlining them all made one
+// MSM kernel take ~30 s per architecture to compile (255 registers) against ~3 s.
+__device__ __noinline__ elem mul(const elem &a, const elem &b) {
     double da[8], db[8];
     limbs52::split<12, 8, 0>(a.l, da);
     limbs52::split<12, 8, 32>(b.l, db);

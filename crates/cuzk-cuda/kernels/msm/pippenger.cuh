@@ -1,0 +1,242 @@
+// Pippenger multi-scalar multiplication in G1: Σ s_i·P_i for affine P_i and scalars s_i
+// in Fr (Montgomery form, as the prover holds them).
+//
+// Each scalar is cut into `windows` signed digits of c bits, d ∈ [−2^(c−1), 2^(c−1)]
+// (a digit above 2^(c−1) becomes d − 2^c with a carry into the next window), so a
+// window needs 2^(c−1) buckets: bucket |d| − 1 collects ±P_i. With windows =
+// ⌊255/c⌋ + 1 the top window never carries out, since scalars are below r < 2^255.
+//
+// Phases, all on the device (the host only launches; one synchronisation at the end):
+//   1. msm_count: digits of every scalar, counted per (window, bucket);
+//   2. msm_scan: exclusive prefix sums of the counts = each bucket's first slot in one
+//      array sorted by (window, bucket);
+//   3. msm_scatter: the digits again, each entry (point index, sign) written to its
+//      bucket's next free slot;
+//   4. msm_accumulate: the sorted entries cut into equal segments of K, one thread per
+//      segment, so a heavy bucket is spread over many threads; a bucket inside one
+//      segment is stored directly, a bucket crossing a segment edge leaves partial sums;
+//   5. msm_partials_scan (log2(segments) rounds) sums the left partials of each run of
+//      segments a bucket crosses in a segmented tree, so a bucket holding every entry
+//      costs log rounds rather than a serial chain; msm_fixup then adds that sum to the
+//      right partial of the segment where the bucket starts;
+//   6. msm_bucket_segments + msm_window_sums: Σ_b (b+1)·B_b per window, in segments of
+//      M buckets (running sums), then across segments;
+//   7. msm_combine_windows: Σ_w 2^(c·w)·W_w.
+#pragma once
+#include "../ec/g1.cuh"
+#include "../ff/fr.cuh"
+
+// A sorted entry: point index << 1 | (1 if the digit is negative).
+#define MSM_NO_BUCKET 0xffffffffu
+
+// The c-bit field of a canonical scalar starting at bit `pos` (bits past 255 are 0).
+__device__ __forceinline__ uint32_t msm_bits(const uint32_t s[8], uint32_t pos, uint32_t c) {
+    const uint32_t w = pos >> 5, off = pos & 31;
+    if (w >= 8) return 0;
+    uint64_t v = s[w];
+    if (w + 1 < 8) v |= (uint64_t)s[w + 1] << 32;
+    return (uint32_t)(v >> off) & ((1u << c) - 1);
+}
+
+// The scalar out of Montgomery form: s·R · 1 · R^-1.
+__device__ __forceinline__ fr::elem msm_canonical(const fr::elem &s) {
+    const fr::elem one_plain{{1, 0, 0, 0, 0, 0, 0, 0}};
+    return fr::mul(s, one_plain);
+}
+
+// Calls f(window, bucket, negative) for every non-zero signed digit of s.
+template <typename F>
+__device__ __forceinline__ void msm_digits(const fr::elem &s_mont, uint32_t c, uint32_t windows, F f) {
+    const fr::elem s = msm_canonical(s_mont);
+    const uint32_t half = 1u << (c - 1);
+    uint32_t carry = 0;
+    for (uint32_t w = 0; w < windows; w++) {
+        const uint32_t raw = msm_bits(s.l, w * c, c) + carry;
+        if (raw == (1u << c)) {
+            carry = 1;  // digit 0, carry 1
+        } else if (raw > half) {
+            f(w, (1u << c) - raw - 1, true);  // digit raw − 2^c < 0, |d| − 1 = 2^c − raw − 1
+            carry = 1;
+        } else {
+            if (raw != 0) f(w, raw - 1, false);
+            carry = 0;
+        }
+    }
+}
+
+extern "C" __global__ void msm_count(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,
+                                     uint32_t *counts) {
+    const uint32_t buckets = 1u << (c - 1);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        msm_digits(scalars[i], c, windows,
+                   [&](uint32_t w, uint32_t b, bool) { atomicAdd(&counts[w * buckets + b], 1u); });
+}
+
+// Exclusive prefix sums of counts[0..len) into offsets[0..len], offsets[len] = total.
+// One block of 1024 threads, each summing a contiguous chunk.
+extern "C" __global__ void __launch_bounds__(1024) msm_scan(const uint32_t *__restrict__ counts, uint32_t len,
+                                                            uint32_t *offsets) {
+    __shared__ uint32_t sums[1024];
+    const uint32_t t = threadIdx.x, chunk = (len + 1023) / 1024;
+    const uint32_t begin = min(t * chunk, len), end = min(begin + chunk, len);
+    uint32_t s = 0;
+    for (uint32_t i = begin; i < end; i++) s += counts[i];
+    sums[t] = s;
+    __syncthreads();
+    // Inclusive scan of the 1024 chunk sums (Hillis–Steele).
+    for (uint32_t d = 1; d < 1024; d <<= 1) {
+        const uint32_t v = t >= d ? sums[t - d] : 0;
+        __syncthreads();
+        sums[t] += v;
+        __syncthreads();
+    }
+    uint32_t run = t ? sums[t - 1] : 0;
+    for (uint32_t i = begin; i < end; i++) {
+        offsets[i] = run;
+        run += counts[i];
+    }
+    if (t == 1023) offsets[len] = sums[1023];
+}
+
+extern "C" __global__ void msm_scatter(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,
+                                       uint32_t *cursor, uint32_t *sorted) {
+    const uint32_t buckets = 1u << (c - 1);
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        msm_digits(scalars[i], c, windows, [&](uint32_t w, uint32_t b, bool neg) {
+            const uint32_t slot = atomicAdd(&cursor[w * buckets + b], 1u);
+            sorted[slot] = (i << 1) | (neg ? 1u : 0u);
+        });
+}
+
+// The bucket holding sorted slot `pos`: the largest g with offsets[g] ≤ pos
+// (offsets is non-decreasing over g < len; empty buckets repeat an offset).
+__device__ __forceinline__ uint32_t msm_bucket_of(const uint32_t *offsets, uint32_t len, uint32_t pos) {
+    uint32_t lo = 0, hi = len;  // offsets[lo] ≤ pos < offsets[hi] (offsets[len] = total > pos)
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (offsets[mid] <= pos)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// Segment t = sorted slots [t·K, t·K + K). Buckets wholly inside are written to
+// buckets[]; the bucket running in from the left goes to left[t] and the one running
+// out to the right (it starts here) to right[t], with their bucket ids in left_bucket
+// and right_bucket (MSM_NO_BUCKET where unused). A bucket covering the whole segment
+// is a left one.
+extern "C" __global__ void msm_accumulate(const g1::affine *__restrict__ bases, const uint32_t *__restrict__ sorted,
+                                          const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
+                                          uint32_t segments, g1::xyzz *buckets, g1::xyzz *left, uint32_t *left_bucket,
+                                          g1::xyzz *right, uint32_t *right_bucket) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= segments) return;
+    const uint32_t total = offsets[len];
+    const uint32_t begin = t * k, end = min(begin + k, total);
+    left_bucket[t] = MSM_NO_BUCKET;
+    right_bucket[t] = MSM_NO_BUCKET;
+    // The host launches segments for the largest possible total (no zero digits).
+    if (begin >= total) return;
+    uint32_t g = msm_bucket_of(offsets, len, begin);
+    uint32_t g_end = offsets[g + 1];
+    g1::xyzz acc = g1::infinity();
+    auto flush = [&]() {
+        const bool from_left = offsets[g] < begin, to_right = g_end > end;
+        if (from_left) {
+            left[t] = acc;
+            left_bucket[t] = g;
+        } else if (to_right) {
+            right[t] = acc;
+            right_bucket[t] = g;
+        } else {
+            buckets[g] = acc;
+        }
+    };
+    for (uint32_t pos = begin; pos < end; pos++) {
+        if (pos == g_end) {
+            flush();
+            g = msm_bucket_of(offsets, len, pos);
+            g_end = offsets[g + 1];
+            acc = g1::infinity();
+        }
+        const uint32_t e = sorted[pos];
+        g1::affine p = bases[e >> 1];
+        if (e & 1) p = g1::neg(p);
+        acc = g1::add_affine(acc, p);
+    }
+    flush();
+}
+
+// One round of a segmented suffix sum over the left partials, stride d = 1, 2, 4, …:
+// afterwards dst[t] = Σ left[t .. min(t + 2d, end of t's run)), where a run is a
+// stretch of consecutive segments whose left partials belong to one bucket.
+extern "C" __global__ void msm_partials_scan(const g1::xyzz *__restrict__ src, g1::xyzz *dst,
+                                             const uint32_t *__restrict__ left_bucket, uint32_t segments, uint32_t d) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= segments) return;
+    const uint32_t g = left_bucket[t];
+    if (g == MSM_NO_BUCKET) return;
+    g1::xyzz v = src[t];
+    if (t + d < segments && left_bucket[t + d] == g) v = g1::add(v, src[t + d]);
+    dst[t] = v;
+}
+
+// A bucket starting in segment t and crossing into t + 1: its right partial plus the
+// summed left partials of the run starting at t + 1.
+extern "C" __global__ void msm_fixup(uint32_t segments, g1::xyzz *buckets, const g1::xyzz *__restrict__ right,
+                                     const uint32_t *__restrict__ right_bucket, const g1::xyzz *__restrict__ left_sums,
+                                     const uint32_t *__restrict__ left_bucket) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= segments) return;
+    const uint32_t g = right_bucket[t];
+    if (g == MSM_NO_BUCKET) return;
+    g1::xyzz acc = right[t];
+    if (t + 1 < segments && left_bucket[t + 1] == g) acc = g1::add(acc, left_sums[t + 1]);
+    buckets[g] = acc;
+}
+
+// Window w, segment s of M buckets: total = Σ_j (j+1)·B_{s·M+j}, sum = Σ_j B_{s·M+j}.
+extern "C" __global__ void msm_bucket_segments(const g1::xyzz *__restrict__ buckets, uint32_t buckets_per_window,
+                                               uint32_t m, uint32_t count, g1::xyzz *seg_total, g1::xyzz *seg_sum) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    const uint32_t per_window = buckets_per_window / m;
+    const g1::xyzz *b = buckets + (t / per_window) * buckets_per_window + (t % per_window) * m;
+    g1::xyzz run = g1::infinity(), total = g1::infinity();
+    for (uint32_t j = m; j-- > 0;) {
+        run = g1::add(run, b[j]);
+        total = g1::add(total, run);
+    }
+    seg_total[t] = total;
+    seg_sum[t] = run;
+}
+
+// W_w = Σ_s seg_total[s] + M · Σ_s s·seg_sum[s] (bucket s·M + j has weight s·M + j + 1).
+extern "C" __global__ void msm_window_sums(const g1::xyzz *__restrict__ seg_total, const g1::xyzz *__restrict__ seg_sum,
+                                           uint32_t per_window, uint32_t log_m, uint32_t windows, g1::xyzz *window_sum) {
+    const uint32_t w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= windows) return;
+    const g1::xyzz *tot = seg_total + w * per_window, *sum = seg_sum + w * per_window;
+    g1::xyzz run = g1::infinity(), acc = g1::infinity();
+    for (uint32_t s = per_window; s-- > 1;) {
+        run = g1::add(run, sum[s]);
+        acc = g1::add(acc, run);
+    }
+    for (uint32_t i = 0; i < log_m; i++) acc = g1::dbl(acc);
+    for (uint32_t s = 0; s < per_window; s++) acc = g1::add(acc, tot[s]);
+    window_sum[w] = acc;
+}
+
+// out = Σ_w 2^(c·w)·W_w (Horner, one thread).
+extern "C" __global__ void msm_combine_windows(const g1::xyzz *__restrict__ window_sum, uint32_t windows, uint32_t c,
+                                               g1::xyzz *out) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    g1::xyzz acc = window_sum[windows - 1];
+    for (uint32_t w = windows - 1; w-- > 0;) {
+        for (uint32_t i = 0; i < c; i++) acc = g1::dbl(acc);
+        acc = g1::add(acc, window_sum[w]);
+    }
+    *out = acc;
+}

@@ -1,0 +1,174 @@
+//! GPU tests of the G1 multi-scalar multiplication against blstrs. They need a CUDA
+//! device: marked ignored, run with `--include-ignored` on a GPU machine, and they
+//! print why and return where no device is usable.
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, Scalar};
+use cuzk_cuda::{Gpu, GpuMsm};
+use ff::Field;
+use group::prime::PrimeCurveAffine;
+use group::{Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+fn gpu() -> Option<Arc<Gpu>> {
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+/// n distinct pseudo-random points: per chunk a random start, then repeated additions
+/// of a random step (much faster than a scalar multiplication per point).
+fn random_points(n: usize, seed: u64) -> Vec<G1Affine> {
+    let mut out = vec![G1Affine::identity(); n];
+    let chunk = n.div_ceil(16).max(1);
+    std::thread::scope(|s| {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
+                let mut p = G1Projective::generator() * Scalar::random(&mut r);
+                let step = G1Projective::generator() * Scalar::random(&mut r);
+                let proj: Vec<G1Projective> = (0..c.len())
+                    .map(|_| {
+                        p += step;
+                        p
+                    })
+                    .collect();
+                G1Projective::batch_normalize(&proj, c);
+            });
+        }
+    });
+    out
+}
+
+fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    let chunk = n.div_ceil(16).max(1);
+    std::thread::scope(|s| {
+        for (i, c) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
+                c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+            });
+        }
+    });
+    v
+}
+
+fn reference(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+    let proj: Vec<G1Projective> = points[..scalars.len()].iter().map(G1Projective::from).collect();
+    G1Projective::multi_exp(&proj, scalars)
+}
+
+fn check(msm: &GpuMsm, bases: &cuzk_cuda::DeviceBases, points: &[G1Affine], scalars: &[Scalar], what: &str) {
+    let (got, t) = msm.msm_g1(bases, scalars).unwrap();
+    let want = reference(points, scalars);
+    assert_eq!(got.to_affine(), want.to_affine(), "G1 MSM {what} differs from blstrs");
+    eprintln!("G1 MSM {what}: matches blstrs; {t:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_msm_g1_matches_blstrs() {
+    let Some(g) = gpu() else { return };
+    let msm = GpuMsm::new(g);
+    let max = 1 << 20;
+    let mut points = random_points(max, 1);
+    // One base is the point at infinity.
+    points[7] = G1Affine::identity();
+    let bases = msm.upload_bases(&points).unwrap();
+    for n in [1usize, 2, 3, 100, 1 << 10, 1 << 16, 1 << 20] {
+        check(
+            &msm,
+            &bases,
+            &points,
+            &random_scalars(n, n as u64),
+            &format!("n = {n}, random"),
+        );
+    }
+
+    let n = 5000;
+    let mut rng = ChaCha20Rng::seed_from_u64(99);
+    check(&msm, &bases, &points, &vec![Scalar::ZERO; n], "all scalars zero");
+    check(&msm, &bases, &points, &vec![-Scalar::ONE; n], "all scalars r − 1");
+    let zero_one: Vec<Scalar> = (0..n)
+        .map(|_| {
+            if rng.next_u32() & 1 == 1 {
+                Scalar::ONE
+            } else {
+                Scalar::ZERO
+            }
+        })
+        .collect();
+    check(&msm, &bases, &points, &zero_one, "scalars 0 or 1");
+    // Every scalar 1: a single bucket holds every point (the heavy-bucket path).
+    let big = 1 << 16;
+    check(
+        &msm,
+        &bases,
+        &points,
+        &vec![Scalar::ONE; big],
+        "n = 2^16, every scalar 1",
+    );
+    // Repeated points: P + P inside a bucket must double, P + (−P) must cancel.
+    let same = vec![points[3]; n];
+    let same_bases = msm.upload_bases(&same).unwrap();
+    check(
+        &msm,
+        &same_bases,
+        &same,
+        &random_scalars(n, 5),
+        "one point repeated, random scalars",
+    );
+    check(
+        &msm,
+        &same_bases,
+        &same,
+        &vec![Scalar::from(3u64); n],
+        "one point repeated, scalar 3",
+    );
+    let mut cancel = vec![Scalar::from(5u64); n];
+    cancel
+        .iter_mut()
+        .skip(1)
+        .step_by(2)
+        .for_each(|s| *s = -Scalar::from(5u64));
+    check(
+        &msm,
+        &same_bases,
+        &same,
+        &cancel,
+        "one point repeated, scalars ±5 (cancelling)",
+    );
+    let infinities = vec![G1Affine::identity(); 100];
+    let inf_bases = msm.upload_bases(&infinities).unwrap();
+    check(
+        &msm,
+        &inf_bases,
+        &infinities,
+        &random_scalars(100, 6),
+        "all points at infinity",
+    );
+    // Mixed: small scalars with many digits zero.
+    let small: Vec<Scalar> = (0..n).map(|_| Scalar::from(rng.next_u64() & 0xffff)).collect();
+    check(&msm, &bases, &points, &small, "16-bit scalars");
+
+    // More scalars than bases is an error, not a crash.
+    assert!(msm.msm_g1(&inf_bases, &random_scalars(101, 7)).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and ~10 GB of host memory"]
+fn gpu_msm_g1_2_24() {
+    let Some(g) = gpu() else { return };
+    let msm = GpuMsm::new(g);
+    let n = 1 << 24;
+    let points = random_points(n, 24);
+    let bases = msm.upload_bases(&points).unwrap();
+    check(&msm, &bases, &points, &random_scalars(n, 24), "n = 2^24, random");
+}

@@ -10,6 +10,7 @@
 
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __constant__
 #define __align__(n) alignas(n)
 

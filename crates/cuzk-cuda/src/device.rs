@@ -54,6 +54,30 @@ pub fn device_count() -> Result<usize, GpuError> {
     Ok(n)
 }
 
+/// The MSM kernels of one group (kernels/msm/pippenger.cuh, msm_<phase>_<group>).
+pub struct CurveKernels {
+    pub(crate) accumulate: CudaFunction,
+    pub(crate) partials_scan: CudaFunction,
+    pub(crate) fixup: CudaFunction,
+    pub(crate) bucket_segments: CudaFunction,
+    pub(crate) window_sums: CudaFunction,
+    pub(crate) combine_windows: CudaFunction,
+}
+
+impl CurveKernels {
+    fn load(m: &Arc<CudaModule>, group: &str) -> Result<Self, DriverError> {
+        let f = |phase: &str| m.load_function(&format!("msm_{phase}_{group}"));
+        Ok(CurveKernels {
+            accumulate: f("accumulate")?,
+            partials_scan: f("partials_scan")?,
+            fixup: f("fixup")?,
+            bucket_segments: f("bucket_segments")?,
+            window_sums: f("window_sums")?,
+            combine_windows: f("combine_windows")?,
+        })
+    }
+}
+
 /// The kernels of the fatbin, looked up once.
 pub(crate) struct Kernels {
     pub bit_reverse: CudaFunction,
@@ -68,12 +92,8 @@ pub(crate) struct Kernels {
     pub msm_count: CudaFunction,
     pub msm_scan: CudaFunction,
     pub msm_scatter: CudaFunction,
-    pub msm_accumulate: CudaFunction,
-    pub msm_partials_scan: CudaFunction,
-    pub msm_fixup: CudaFunction,
-    pub msm_bucket_segments: CudaFunction,
-    pub msm_window_sums: CudaFunction,
-    pub msm_combine_windows: CudaFunction,
+    pub msm_g1: CurveKernels,
+    pub msm_g2: CurveKernels,
 }
 
 impl Kernels {
@@ -91,12 +111,8 @@ impl Kernels {
             msm_count: m.load_function("msm_count")?,
             msm_scan: m.load_function("msm_scan")?,
             msm_scatter: m.load_function("msm_scatter")?,
-            msm_accumulate: m.load_function("msm_accumulate")?,
-            msm_partials_scan: m.load_function("msm_partials_scan")?,
-            msm_fixup: m.load_function("msm_fixup")?,
-            msm_bucket_segments: m.load_function("msm_bucket_segments")?,
-            msm_window_sums: m.load_function("msm_window_sums")?,
-            msm_combine_windows: m.load_function("msm_combine_windows")?,
+            msm_g1: CurveKernels::load(m, "g1")?,
+            msm_g2: CurveKernels::load(m, "g2")?,
         })
     }
 }

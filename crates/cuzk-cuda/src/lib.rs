@@ -14,6 +14,6 @@ pub mod ntt;
 mod pinned;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError};
-pub use msm::{DeviceBases, GpuMsm, MsmTimings};
+pub use msm::{DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

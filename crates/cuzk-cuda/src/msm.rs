@@ -1,108 +1,172 @@
-//! Multi-scalar multiplication in G1 on the GPU: Pippenger with signed digits, bucket
-//! sorting and segment-balanced accumulation, all on the device (kernels/msm/
+//! Multi-scalar multiplication in G1 and G2 on the GPU: Pippenger with signed digits,
+//! bucket sorting and segment-balanced accumulation, all on the device (kernels/msm/
 //! pippenger.cuh has the phases). Bases are uploaded once into [`DeviceBases`] and
 //! stay resident; a call uploads the scalars, enqueues every phase on the compute
 //! stream and synchronises the host once, at its end.
 
 use std::sync::Arc;
 
-use blst::{blst_fp, blst_fp_inverse, blst_fp_mul, blst_p1_affine, blst_p1_affine_serialize};
-use blstrs::{G1Affine, G1Projective, Scalar};
+use blst::{
+    blst_fp, blst_fp2, blst_fp2_inverse, blst_fp2_mul, blst_fp_inverse, blst_fp_mul, blst_p1_affine,
+    blst_p1_affine_serialize, blst_p2_affine, blst_p2_affine_serialize,
+};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
-use crate::device::{Gpu, GpuError};
+use crate::device::{CurveKernels, Gpu, GpuError};
 use crate::field::as_device;
 
-/// An affine G1 point in device memory: x then y, twelve 32-bit limbs each, Montgomery
-/// form; exactly the bytes of blstrs' `G1Affine` (blst_p1_affine: two [u64; 6]) on a
-/// little-endian host. (0, 0) is the point at infinity, as in blst.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C, align(8))]
-pub struct DeviceG1Affine(pub [u32; 24]);
-
-// SAFETY: plain old data of 96 bytes; the kernels' `g1::affine` has the same layout.
-unsafe impl DeviceRepr for DeviceG1Affine {}
-// SAFETY: all-zero bits are the point at infinity.
-unsafe impl ValidAsZeroBits for DeviceG1Affine {}
-
-const _: () = assert!(std::mem::size_of::<G1Affine>() == 96 && std::mem::size_of::<DeviceG1Affine>() == 96);
-const _: () = assert!(std::mem::align_of::<G1Affine>() == 8);
-
-/// A G1 point in XYZZ coordinates on the device (x, y, zz, zzz; kernels/ec/g1.cuh).
+/// N 32-bit words of device memory: affine and XYZZ points of either group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, align(8))]
-struct DeviceXyzz([u32; 48]);
+pub struct Words<const N: usize>(pub [u32; N]);
 
-impl Default for DeviceXyzz {
+impl<const N: usize> Default for Words<N> {
     fn default() -> Self {
-        DeviceXyzz([0; 48])
+        Words([0; N])
     }
 }
 
-// SAFETY: plain old data of 192 bytes, the layout of `g1::xyzz`.
-unsafe impl DeviceRepr for DeviceXyzz {}
-// SAFETY: all-zero bits are the point at infinity (zz = 0).
-unsafe impl ValidAsZeroBits for DeviceXyzz {}
+// SAFETY: plain old data; the kernels' ec::affine / ec::xyzz have these layouts.
+unsafe impl<const N: usize> DeviceRepr for Words<N> {}
+// SAFETY: all-zero bits are the point at infinity in both forms.
+unsafe impl<const N: usize> ValidAsZeroBits for Words<N> {}
 
-impl DeviceXyzz {
-    fn coordinate(&self, i: usize) -> blst_fp {
+impl<const N: usize> Words<N> {
+    /// Six 64-bit limbs (one Fp element, Montgomery form) starting at word 12·i.
+    fn fp(&self, i: usize) -> blst_fp {
         let mut l = [0u64; 6];
         for (j, limb) in l.iter_mut().enumerate() {
             *limb = self.0[12 * i + 2 * j] as u64 | (self.0[12 * i + 2 * j + 1] as u64) << 32;
         }
         blst_fp { l }
     }
+}
 
-    /// The affine point (X/ZZ, Y/ZZZ), checked to be in G1: a device result that is
-    /// not is an error rather than a wrong proof later.
-    fn to_affine(self) -> Result<G1Affine, GpuError> {
-        let (x, y, zz, zzz) = (
-            self.coordinate(0),
-            self.coordinate(1),
-            self.coordinate(2),
-            self.coordinate(3),
-        );
+const _: () = assert!(std::mem::size_of::<G1Affine>() == 96 && std::mem::align_of::<G1Affine>() == 8);
+const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_of::<G2Affine>() == 8);
+
+/// A group the GPU MSM runs in: its host and device point types.
+pub trait MsmGroup {
+    type Affine: Copy;
+    type Projective: Copy + std::fmt::Debug + From<Self::Affine>;
+    /// The affine point's bytes as the device reads them (x then y, coordinates as
+    /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
+    type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin;
+    /// An XYZZ point (x, y, zz, zzz).
+    type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
+    const NAME: &'static str;
+    fn as_device(points: &[Self::Affine]) -> &[Self::DeviceAffine];
+    fn kernels(gpu: &Gpu) -> &CurveKernels;
+    /// The affine point of an XYZZ result, checked to be in the group: a device result
+    /// that is not is an error rather than a wrong proof later.
+    fn to_affine(p: &Self::DeviceXyzz) -> Result<Self::Affine, GpuError>;
+    fn identity() -> Self::Projective;
+}
+
+/// G1 over Fp.
+pub struct G1;
+/// G2 over Fp2.
+pub struct G2;
+
+fn not_in_group(name: &str) -> GpuError {
+    GpuError::Invalid(format!("the device's {name} MSM result is not a point of {name}"))
+}
+
+impl MsmGroup for G1 {
+    type Affine = G1Affine;
+    type Projective = G1Projective;
+    type DeviceAffine = Words<24>;
+    type DeviceXyzz = Words<48>;
+    const NAME: &'static str = "G1";
+
+    fn as_device(points: &[G1Affine]) -> &[Words<24>] {
+        // SAFETY: same size and alignment (checked above); G1Affine is
+        // #[repr(transparent)] over blst_p1_affine, #[repr(C)] of two [u64; 6], whose
+        // bytes on a little-endian host are the 24 u32 limbs in order.
+        unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<24>, points.len()) }
+    }
+
+    fn kernels(gpu: &Gpu) -> &CurveKernels {
+        &gpu.k.msm_g1
+    }
+
+    fn to_affine(p: &Words<48>) -> Result<G1Affine, GpuError> {
+        let (x, y, zz, zzz) = (p.fp(0), p.fp(1), p.fp(2), p.fp(3));
         if zz.l == [0; 6] {
             return Ok(G1Affine::identity());
         }
-        let (mut zz_inv, mut zzz_inv) = (blst_fp::default(), blst_fp::default());
-        let p = {
-            let mut p = blst_p1_affine::default();
-            // SAFETY: blst field operations on initialised values; outputs are distinct
-            // from inputs.
-            unsafe {
-                blst_fp_inverse(&mut zz_inv, &zz);
-                blst_fp_inverse(&mut zzz_inv, &zzz);
-                blst_fp_mul(&mut p.x, &x, &zz_inv);
-                blst_fp_mul(&mut p.y, &y, &zzz_inv);
-            }
-            p
-        };
+        let (mut zz_inv, mut zzz_inv, mut a) = (blst_fp::default(), blst_fp::default(), blst_p1_affine::default());
         let mut bytes = [0u8; 96];
-        // SAFETY: 96 writable bytes, the size of an uncompressed G1 point.
-        unsafe { blst_p1_affine_serialize(bytes.as_mut_ptr(), &p) };
-        Option::from(G1Affine::from_uncompressed(&bytes))
-            .ok_or_else(|| GpuError::Invalid("the device's MSM result is not a point of G1".into()))
+        // SAFETY: blst field operations on initialised values, outputs distinct from
+        // inputs; 96 writable bytes for an uncompressed G1 point.
+        unsafe {
+            blst_fp_inverse(&mut zz_inv, &zz);
+            blst_fp_inverse(&mut zzz_inv, &zzz);
+            blst_fp_mul(&mut a.x, &x, &zz_inv);
+            blst_fp_mul(&mut a.y, &y, &zzz_inv);
+            blst_p1_affine_serialize(bytes.as_mut_ptr(), &a);
+        }
+        Option::from(G1Affine::from_uncompressed(&bytes)).ok_or_else(|| not_in_group(Self::NAME))
+    }
+
+    fn identity() -> G1Projective {
+        G1Projective::identity()
     }
 }
 
-/// Views affine points as device points (no copy).
-pub fn as_device_points(p: &[G1Affine]) -> &[DeviceG1Affine] {
-    // SAFETY: same size (checked above) and alignment; G1Affine is #[repr(transparent)]
-    // over blst_p1_affine, #[repr(C)] of two [u64; 6], whose bytes on a little-endian
-    // host are the 24 u32 limbs in order.
-    unsafe { std::slice::from_raw_parts(p.as_ptr() as *const DeviceG1Affine, p.len()) }
+impl MsmGroup for G2 {
+    type Affine = G2Affine;
+    type Projective = G2Projective;
+    type DeviceAffine = Words<48>;
+    type DeviceXyzz = Words<96>;
+    const NAME: &'static str = "G2";
+
+    fn as_device(points: &[G2Affine]) -> &[Words<48>] {
+        // SAFETY: same size and alignment (checked above); G2Affine is
+        // #[repr(transparent)] over blst_p2_affine, #[repr(C)] of two blst_fp2 (each two
+        // [u64; 6]), whose bytes on a little-endian host are the 48 u32 limbs in order.
+        unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<48>, points.len()) }
+    }
+
+    fn kernels(gpu: &Gpu) -> &CurveKernels {
+        &gpu.k.msm_g2
+    }
+
+    fn to_affine(p: &Words<96>) -> Result<G2Affine, GpuError> {
+        let fp2 = |i: usize| blst_fp2 { fp: [p.fp(2 * i), p.fp(2 * i + 1)] };
+        let (x, y, zz, zzz) = (fp2(0), fp2(1), fp2(2), fp2(3));
+        if zz.fp[0].l == [0; 6] && zz.fp[1].l == [0; 6] {
+            return Ok(G2Affine::identity());
+        }
+        let (mut zz_inv, mut zzz_inv, mut a) = (blst_fp2::default(), blst_fp2::default(), blst_p2_affine::default());
+        let mut bytes = [0u8; 192];
+        // SAFETY: blst field operations on initialised values, outputs distinct from
+        // inputs; 192 writable bytes for an uncompressed G2 point.
+        unsafe {
+            blst_fp2_inverse(&mut zz_inv, &zz);
+            blst_fp2_inverse(&mut zzz_inv, &zzz);
+            blst_fp2_mul(&mut a.x, &x, &zz_inv);
+            blst_fp2_mul(&mut a.y, &y, &zzz_inv);
+            blst_p2_affine_serialize(bytes.as_mut_ptr(), &a);
+        }
+        Option::from(G2Affine::from_uncompressed(&bytes)).ok_or_else(|| not_in_group(Self::NAME))
+    }
+
+    fn identity() -> G2Projective {
+        G2Projective::identity()
+    }
 }
 
 /// Bases uploaded once, resident on the device.
-pub struct DeviceBases {
-    points: CudaSlice<DeviceG1Affine>,
+pub struct DeviceBases<G: MsmGroup> {
+    points: CudaSlice<G::DeviceAffine>,
 }
 
-impl DeviceBases {
+impl<G: MsmGroup> DeviceBases<G> {
     pub fn len(&self) -> usize {
         self.points.len()
     }
@@ -165,7 +229,7 @@ impl GpuMsm {
     }
 
     /// Uploads bases once; they stay on the device for every later MSM.
-    pub fn upload_bases(&self, bases: &[G1Affine]) -> Result<DeviceBases, GpuError> {
+    pub fn upload_bases<G: MsmGroup>(&self, bases: &[G::Affine]) -> Result<DeviceBases<G>, GpuError> {
         if bases.len() >= 1 << 31 {
             return Err(GpuError::Invalid(format!(
                 "{} bases: at most 2^31 − 1 are supported",
@@ -173,14 +237,18 @@ impl GpuMsm {
             )));
         }
         let s = &self.gpu.stream;
-        let points = s.clone_htod(as_device_points(bases))?;
+        let points = s.clone_htod(G::as_device(bases))?;
         s.synchronize()?;
         Ok(DeviceBases { points })
     }
 
     /// Σ scalars[i]·bases[i] over the first scalars.len() bases.
-    pub fn msm_g1(&self, bases: &DeviceBases, scalars: &[Scalar]) -> Result<(G1Projective, MsmTimings), GpuError> {
-        let r = self.msm_g1_inner(bases, scalars);
+    pub fn msm<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        scalars: &[Scalar],
+    ) -> Result<(G::Projective, MsmTimings), GpuError> {
+        let r = self.msm_inner(bases, scalars);
         if r.is_err() {
             // Nothing may still read the caller's scalars when the borrow ends.
             if let Err(e) = self.gpu.stream.synchronize() {
@@ -190,15 +258,19 @@ impl GpuMsm {
         r
     }
 
-    fn msm_g1_inner(&self, bases: &DeviceBases, scalars: &[Scalar]) -> Result<(G1Projective, MsmTimings), GpuError> {
+    fn msm_inner<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        scalars: &[Scalar],
+    ) -> Result<(G::Projective, MsmTimings), GpuError> {
         let n = scalars.len();
         if n > bases.len() {
             return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())));
         }
         if n == 0 {
-            return Ok((G1Projective::identity(), MsmTimings::default()));
+            return Ok((G::identity(), MsmTimings::default()));
         }
-        let (s, k) = (&self.gpu.stream, &self.gpu.k);
+        let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let c = window_bits(n);
         let w = windows(c);
@@ -220,16 +292,16 @@ impl GpuMsm {
         // SAFETY: every slot below the (device-side) total is written by msm_scatter
         // before msm_accumulate reads it; slots past the total are never read.
         let mut sorted = unsafe { s.alloc::<u32>(max_entries as usize)? };
-        let mut bucket_sums = s.alloc_zeros::<DeviceXyzz>(len as usize)?;
-        let mut left = s.alloc_zeros::<DeviceXyzz>(segments as usize)?;
-        let mut left_scan = s.alloc_zeros::<DeviceXyzz>(segments as usize)?;
+        let mut bucket_sums = s.alloc_zeros::<G::DeviceXyzz>(len as usize)?;
+        let mut left = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
+        let mut left_scan = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
         let mut left_bucket = s.alloc_zeros::<u32>(segments as usize)?;
-        let mut right = s.alloc_zeros::<DeviceXyzz>(segments as usize)?;
+        let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
         let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
-        let mut seg_total = s.alloc_zeros::<DeviceXyzz>(reduce_threads as usize)?;
-        let mut seg_sum = s.alloc_zeros::<DeviceXyzz>(reduce_threads as usize)?;
-        let mut window_sum = s.alloc_zeros::<DeviceXyzz>(w as usize)?;
-        let mut result = s.alloc_zeros::<DeviceXyzz>(1)?;
+        let mut seg_total = s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?;
+        let mut seg_sum = s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?;
+        let mut window_sum = s.alloc_zeros::<G::DeviceXyzz>(w as usize)?;
+        let mut result = s.alloc_zeros::<G::DeviceXyzz>(1)?;
 
         let mut b = s.launch_builder(&k.msm_count);
         b.arg(&d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts);
@@ -261,7 +333,7 @@ impl GpuMsm {
         unsafe { b.launch(blocks(n as u64, 256))? };
         let t2 = s.record_event(timing)?;
 
-        let mut b = s.launch_builder(&k.msm_accumulate);
+        let mut b = s.launch_builder(&ck.accumulate);
         b.arg(&bases.points)
             .arg(&sorted)
             .arg(&offsets)
@@ -278,7 +350,7 @@ impl GpuMsm {
         let mut in_left = true;
         while d < segments {
             let (src, dst) = if in_left { (&left, &mut left_scan) } else { (&left_scan, &mut left) };
-            let mut b = s.launch_builder(&k.msm_partials_scan);
+            let mut b = s.launch_builder(&ck.partials_scan);
             b.arg(src).arg(dst).arg(&left_bucket).arg(&segments).arg(&d);
             // SAFETY: matches `msm_partials_scan(const xyzz*, xyzz*, const u32*, u32, u32)`;
             // all arrays hold `segments` entries.
@@ -287,14 +359,14 @@ impl GpuMsm {
             d *= 2;
         }
         let left_sums = if in_left { &left } else { &left_scan };
-        let mut b = s.launch_builder(&k.msm_fixup);
+        let mut b = s.launch_builder(&ck.fixup);
         b.arg(&segments).arg(&mut bucket_sums).arg(&right).arg(&right_bucket).arg(left_sums).arg(&left_bucket);
         // SAFETY: matches `msm_fixup(u32, xyzz*, const xyzz*, const u32*, const xyzz*,
         // const u32*)`; bucket ids written by msm_accumulate are < len.
         unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
         let t3 = s.record_event(timing)?;
 
-        let mut b = s.launch_builder(&k.msm_bucket_segments);
+        let mut b = s.launch_builder(&ck.bucket_segments);
         b.arg(&bucket_sums)
             .arg(&buckets_per_window)
             .arg(&m)
@@ -304,7 +376,7 @@ impl GpuMsm {
         // m divides 2^(c−1); outputs hold reduce_threads entries.
         unsafe { b.launch(blocks(reduce_threads as u64, CURVE_BLOCK))? };
         let log_m = m.trailing_zeros();
-        let mut b = s.launch_builder(&k.msm_window_sums);
+        let mut b = s.launch_builder(&ck.window_sums);
         b.arg(&seg_total)
             .arg(&seg_sum)
             .arg(&per_window)
@@ -313,7 +385,7 @@ impl GpuMsm {
             .arg(&mut window_sum);
         // SAFETY: matches `msm_window_sums(const xyzz*, const xyzz*, u32, u32, u32, xyzz*)`.
         unsafe { b.launch(blocks(w as u64, 32))? };
-        let mut b = s.launch_builder(&k.msm_combine_windows);
+        let mut b = s.launch_builder(&ck.combine_windows);
         b.arg(&window_sum).arg(&w).arg(&c).arg(&mut result);
         // SAFETY: matches `msm_combine_windows(const xyzz*, u32, u32, xyzz*)`; one thread.
         unsafe { b.launch(blocks(1, 32))? };
@@ -327,7 +399,7 @@ impl GpuMsm {
             reduce_ms: t3.elapsed_ms(&t4)?,
             total_ms: t0.elapsed_ms(&t4)?,
         };
-        Ok((G1Projective::from(out[0].to_affine()?), timings))
+        Ok((G::Projective::from(G::to_affine(&out[0])?), timings))
     }
 }
 
@@ -336,33 +408,58 @@ mod tests {
     use super::*;
     use group::Curve;
 
+    /// Words of (x·λ², y·λ³, λ², λ³) for P = (x, y) and λ = 7, from `coords`, which gives
+    /// the Fp elements of a coordinate (one for G1, two for G2).
+    fn xyzz_words<const N: usize>(coords: [Vec<blst_fp>; 4]) -> Words<N> {
+        let mut d = Words::<N>::default();
+        for (k, f) in coords.iter().flatten().enumerate() {
+            for (j, limb) in f.l.iter().enumerate() {
+                d.0[12 * k + 2 * j] = *limb as u32;
+                d.0[12 * k + 2 * j + 1] = (*limb >> 32) as u32;
+            }
+        }
+        d
+    }
+
     #[test]
     fn xyzz_to_affine_keeps_the_point() {
-        // An XYZZ representation of P = (x, y): (x·λ², y·λ³, λ², λ³) for any λ ≠ 0.
-        let p = (G1Projective::generator() * Scalar::from(12345u64)).to_affine();
-        let raw: &blst_p1_affine = p.as_ref();
+        // An XYZZ representation of P = (x, y) is (x·λ², y·λ³, λ², λ³) for any λ ≠ 0;
+        // λ = 7 in Fp (and in Fp2, as 7 + 0·u).
         let (mut lambda, mut l2, mut l3) = (blst_fp::default(), blst_fp::default(), blst_fp::default());
-        let (mut x, mut y) = (blst_fp::default(), blst_fp::default());
         // SAFETY: blst field operations on initialised values.
         unsafe {
             blst::blst_fp_from_uint64(&mut lambda, [7u64, 0, 0, 0, 0, 0].as_ptr());
             blst::blst_fp_sqr(&mut l2, &lambda);
             blst_fp_mul(&mut l3, &l2, &lambda);
-            blst_fp_mul(&mut x, &raw.x, &l2);
-            blst_fp_mul(&mut y, &raw.y, &l3);
         }
-        let mut d = DeviceXyzz::default();
-        for (i, f) in [x, y, l2, l3].iter().enumerate() {
-            for (j, limb) in f.l.iter().enumerate() {
-                d.0[12 * i + 2 * j] = *limb as u32;
-                d.0[12 * i + 2 * j + 1] = (*limb >> 32) as u32;
-            }
-        }
-        assert_eq!(d.to_affine().unwrap(), p);
-        assert!(bool::from(DeviceXyzz::default().to_affine().unwrap().is_identity()));
-        // A point off the curve is refused.
-        d.0[0] ^= 1;
-        assert!(d.to_affine().is_err());
+        let scale = |a: &blst_fp, b: &blst_fp| {
+            let mut o = blst_fp::default();
+            // SAFETY: as above.
+            unsafe { blst_fp_mul(&mut o, a, b) };
+            o
+        };
+        let zero = blst_fp::default();
+
+        let p1 = (G1Projective::generator() * Scalar::from(12345u64)).to_affine();
+        let r: &blst_p1_affine = p1.as_ref();
+        let mut d1: Words<48> = xyzz_words([vec![scale(&r.x, &l2)], vec![scale(&r.y, &l3)], vec![l2], vec![l3]]);
+        assert_eq!(G1::to_affine(&d1).unwrap(), p1);
+        assert!(bool::from(G1::to_affine(&Words::default()).unwrap().is_identity()));
+        d1.0[0] ^= 1; // off the curve: refused
+        assert!(G1::to_affine(&d1).is_err());
+
+        let p2 = (G2Projective::generator() * Scalar::from(54321u64)).to_affine();
+        let r: &blst_p2_affine = p2.as_ref();
+        let mut d2: Words<96> = xyzz_words([
+            vec![scale(&r.x.fp[0], &l2), scale(&r.x.fp[1], &l2)],
+            vec![scale(&r.y.fp[0], &l3), scale(&r.y.fp[1], &l3)],
+            vec![l2, zero],
+            vec![l3, zero],
+        ]);
+        assert_eq!(G2::to_affine(&d2).unwrap(), p2);
+        assert!(bool::from(G2::to_affine(&Words::default()).unwrap().is_identity()));
+        d2.0[0] ^= 1;
+        assert!(G2::to_affine(&d2).is_err());
     }
 
     #[test]

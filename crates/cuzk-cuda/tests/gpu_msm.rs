@@ -1,11 +1,11 @@
-//! GPU tests of the G1 multi-scalar multiplication against blstrs. They need a CUDA
+//! GPU tests of the G1 and G2 multi-scalar multiplications against blstrs. They need a CUDA
 //! device: marked ignored, run with `--include-ignored` on a GPU machine, and they
 //! print why and return where no device is usable.
 
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, Scalar};
-use cuzk_cuda::{Gpu, GpuMsm};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk_cuda::{DeviceBases, Gpu, GpuMsm, G1, G2};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -65,8 +65,8 @@ fn reference(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
     G1Projective::multi_exp(&proj, scalars)
 }
 
-fn check(msm: &GpuMsm, bases: &cuzk_cuda::DeviceBases, points: &[G1Affine], scalars: &[Scalar], what: &str) {
-    let (got, t) = msm.msm_g1(bases, scalars).unwrap();
+fn check(msm: &GpuMsm, bases: &DeviceBases<G1>, points: &[G1Affine], scalars: &[Scalar], what: &str) {
+    let (got, t) = msm.msm(bases, scalars).unwrap();
     let want = reference(points, scalars);
     assert_eq!(got.to_affine(), want.to_affine(), "G1 MSM {what} differs from blstrs");
     eprintln!("G1 MSM {what}: matches blstrs; {t:?}");
@@ -81,7 +81,7 @@ fn gpu_msm_g1_matches_blstrs() {
     let mut points = random_points(max, 1);
     // One base is the point at infinity.
     points[7] = G1Affine::identity();
-    let bases = msm.upload_bases(&points).unwrap();
+    let bases = msm.upload_bases::<G1>(&points).unwrap();
     for n in [1usize, 2, 3, 100, 1 << 10, 1 << 16, 1 << 20] {
         check(
             &msm,
@@ -117,7 +117,7 @@ fn gpu_msm_g1_matches_blstrs() {
     );
     // Repeated points: P + P inside a bucket must double, P + (−P) must cancel.
     let same = vec![points[3]; n];
-    let same_bases = msm.upload_bases(&same).unwrap();
+    let same_bases = msm.upload_bases::<G1>(&same).unwrap();
     check(
         &msm,
         &same_bases,
@@ -146,7 +146,7 @@ fn gpu_msm_g1_matches_blstrs() {
         "one point repeated, scalars ±5 (cancelling)",
     );
     let infinities = vec![G1Affine::identity(); 100];
-    let inf_bases = msm.upload_bases(&infinities).unwrap();
+    let inf_bases = msm.upload_bases::<G1>(&infinities).unwrap();
     check(
         &msm,
         &inf_bases,
@@ -159,7 +159,7 @@ fn gpu_msm_g1_matches_blstrs() {
     check(&msm, &bases, &points, &small, "16-bit scalars");
 
     // More scalars than bases is an error, not a crash.
-    assert!(msm.msm_g1(&inf_bases, &random_scalars(101, 7)).is_err());
+    assert!(msm.msm(&inf_bases, &random_scalars(101, 7)).is_err());
 }
 
 #[test]
@@ -169,6 +169,64 @@ fn gpu_msm_g1_2_24() {
     let msm = GpuMsm::new(g);
     let n = 1 << 24;
     let points = random_points(n, 24);
-    let bases = msm.upload_bases(&points).unwrap();
+    let bases = msm.upload_bases::<G1>(&points).unwrap();
     check(&msm, &bases, &points, &random_scalars(n, 24), "n = 2^24, random");
+}
+
+/// n distinct pseudo-random G2 points (as `random_points`).
+fn random_points_g2(n: usize, seed: u64) -> Vec<G2Affine> {
+    let mut out = vec![G2Affine::identity(); n];
+    let chunk = n.div_ceil(16).max(1);
+    std::thread::scope(|s| {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
+                let mut p = G2Projective::generator() * Scalar::random(&mut r);
+                let step = G2Projective::generator() * Scalar::random(&mut r);
+                let proj: Vec<G2Projective> = (0..c.len())
+                    .map(|_| {
+                        p += step;
+                        p
+                    })
+                    .collect();
+                G2Projective::batch_normalize(&proj, c);
+            });
+        }
+    });
+    out
+}
+
+fn check_g2(msm: &GpuMsm, bases: &DeviceBases<G2>, points: &[G2Affine], scalars: &[Scalar], what: &str) {
+    let (got, t) = msm.msm(bases, scalars).unwrap();
+    let proj: Vec<G2Projective> = points[..scalars.len()].iter().map(G2Projective::from).collect();
+    let want = G2Projective::multi_exp(&proj, scalars);
+    assert_eq!(got.to_affine(), want.to_affine(), "G2 MSM {what} differs from blstrs");
+    eprintln!("G2 MSM {what}: matches blstrs; {t:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_msm_g2_matches_blstrs() {
+    let Some(g) = gpu() else { return };
+    let msm = GpuMsm::new(g);
+    let max = 1 << 20;
+    let mut points = random_points_g2(max, 2);
+    points[5] = G2Affine::identity();
+    let bases = msm.upload_bases::<G2>(&points).unwrap();
+    for n in [1usize, 2, 3, 100, 1 << 10, 1 << 16, 1 << 20] {
+        check_g2(&msm, &bases, &points, &random_scalars(n, 100 + n as u64), &format!("n = {n}, random"));
+    }
+    let n = 3000;
+    let mut rng = ChaCha20Rng::seed_from_u64(98);
+    check_g2(&msm, &bases, &points, &vec![Scalar::ZERO; n], "all scalars zero");
+    check_g2(&msm, &bases, &points, &vec![-Scalar::ONE; n], "all scalars r − 1");
+    let zero_one: Vec<Scalar> = (0..n).map(|_| if rng.next_u32() & 1 == 1 { Scalar::ONE } else { Scalar::ZERO }).collect();
+    check_g2(&msm, &bases, &points, &zero_one, "scalars 0 or 1");
+    check_g2(&msm, &bases, &points, &vec![Scalar::ONE; 1 << 16], "n = 2^16, every scalar 1");
+    let same = vec![points[3]; n];
+    let same_bases = msm.upload_bases::<G2>(&same).unwrap();
+    check_g2(&msm, &same_bases, &same, &random_scalars(n, 8), "one point repeated, random scalars");
+    let mut cancel = vec![Scalar::from(5u64); n];
+    cancel.iter_mut().skip(1).step_by(2).for_each(|s| *s = -Scalar::from(5u64));
+    check_g2(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
 }

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use blstrs::{G1Affine, G1Projective};
+use blstrs::{G1Projective, G2Projective};
 use clap::{Args, ValueEnum};
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
-use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmTimings, PinnedScalars};
+use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmGroup, MsmTimings, PinnedScalars, G1, G2};
 use cuzk_groth16::domain::Domain;
 use cuzk_groth16::Scalar;
-use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 use ff::Field;
 use rand::SeedableRng;
@@ -24,7 +23,7 @@ use rayon::prelude::*;
 pub enum Part {
     /// NTTs and the H polynomial.
     Ntt,
-    /// G1 multi-scalar multiplication.
+    /// G1 and G2 multi-scalar multiplication.
     Msm,
 }
 
@@ -37,6 +36,9 @@ pub struct GpuBenchArgs {
     /// scalars from pinned host memory).
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
     msm_log_sizes: Vec<u32>,
+    /// G2 MSM sizes as powers of two, comma-separated (empty: none).
+    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 25])]
+    msm_g2_log_sizes: Vec<u32>,
     /// NTT sizes as powers of two, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
     log_sizes: Vec<u32>,
@@ -89,7 +91,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
         bail!("--reps must be at least 1");
     }
     if let Some(bad) =
-        args.log_sizes.iter().chain([&args.h_log_size]).chain(&args.msm_log_sizes).find(|&&l| !(1..=28).contains(&l))
+        args.log_sizes.iter().chain([&args.h_log_size]).chain(&args.msm_log_sizes).chain(&args.msm_g2_log_sizes).find(|&&l| !(1..=28).contains(&l))
     {
         bail!("size 2^{bad} is outside what this benchmark runs (2^1..2^28)");
     }
@@ -223,74 +225,113 @@ fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// A group the benchmark runs the MSM in: its CPU reference.
+trait BenchGroup: MsmGroup<Projective = Self::P> {
+    type P: Curve<AffineRepr = Self::Affine> + Group<Scalar = Scalar> + From<Self::Affine> + Send + Sync;
+    fn multi_exp(points: &[Self::P], scalars: &[Scalar]) -> Self::P;
+}
+
+impl BenchGroup for G1 {
+    type P = G1Projective;
+    fn multi_exp(points: &[G1Projective], scalars: &[Scalar]) -> G1Projective {
+        G1Projective::multi_exp(points, scalars)
+    }
+}
+
+impl BenchGroup for G2 {
+    type P = G2Projective;
+    fn multi_exp(points: &[G2Projective], scalars: &[Scalar]) -> G2Projective {
+        G2Projective::multi_exp(points, scalars)
+    }
+}
+
 /// n distinct pseudo-random points: per chunk a random start, then repeated additions
 /// of a random step (a scalar multiplication per point would take minutes at 2^27).
-fn random_points(n: usize, seed: u64) -> Vec<G1Affine> {
-    let mut out = vec![G1Affine::identity(); n];
+fn random_points<G: BenchGroup>(n: usize, seed: u64) -> Vec<G::Affine>
+where
+    G::Affine: Send + Sync,
+{
+    let identity: G::Affine = G::P::identity().to_affine();
+    let mut out = vec![identity; n];
     let chunk = n.div_ceil(rayon::current_num_threads()).max(1);
     out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| {
         let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
-        let mut p = G1Projective::generator() * Scalar::random(&mut r);
-        let step = G1Projective::generator() * Scalar::random(&mut r);
-        let proj: Vec<G1Projective> = (0..c.len())
+        let mut p = G::P::generator() * Scalar::random(&mut r);
+        let step = G::P::generator() * Scalar::random(&mut r);
+        let proj: Vec<G::P> = (0..c.len())
             .map(|_| {
                 p += step;
                 p
             })
             .collect();
-        G1Projective::batch_normalize(&proj, c);
+        G::P::batch_normalize(&proj, c);
     });
     out
 }
 
 /// The CPU's answer: blstrs' multi_exp on one chunk per thread, summed.
-fn cpu_msm(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+fn cpu_msm<G: BenchGroup>(points: &[G::Affine], scalars: &[Scalar]) -> G::P
+where
+    G::Affine: Send + Sync,
+{
     let chunk = scalars.len().div_ceil(rayon::current_num_threads()).max(1);
     points[..scalars.len()]
         .par_chunks(chunk)
         .zip(scalars.par_chunks(chunk))
         .map(|(p, s)| {
-            let proj: Vec<G1Projective> = p.iter().map(G1Projective::from).collect();
-            G1Projective::multi_exp(&proj, s)
+            let proj: Vec<G::P> = p.iter().map(|a: &G::Affine| G::P::from(*a)).collect();
+            G::multi_exp(&proj, s)
         })
-        .reduce(G1Projective::identity, |a, b| a + b)
+        .reduce(G::P::identity, |a, b| a + b)
 }
 
 fn run_msm(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
-    let msm = GpuMsm::new(gpu.clone());
-    println!("G1 MSM: bases resident on the device (uploaded once), scalars uploaded from pinned memory per call;");
+    println!("MSM: bases resident on the device (uploaded once), scalars uploaded from pinned memory per call;");
     println!("medians of {} after 2 warm-ups; device times from CUDA events", args.reps);
     println!(
-        "{:>6} {:>4} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>8} {:>9}",
+        "{:>9} {:>4} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>8} {:>9}",
         "size", "c", "total(ms)", "upload", "sort", "accumulate", "reduce", "bases (s)", "CPU (s)", "vs CPU"
     );
+    let mut results = msm_sizes::<G1>(gpu, args, &args.msm_log_sizes)?;
+    results.extend(msm_sizes::<G2>(gpu, args, &args.msm_g2_log_sizes)?);
+    for (name, log, total) in results {
+        println!("RESULT msm_{name} log_size={log} total_ms={total:.1}");
+    }
+    Ok(())
+}
+
+fn msm_sizes<G: BenchGroup>(gpu: &Arc<Gpu>, args: &GpuBenchArgs, logs: &[u32]) -> Result<Vec<(String, u32, f64)>>
+where
+    G::Affine: Send + Sync,
+{
+    let msm = GpuMsm::new(gpu.clone());
     let mut results = Vec::new();
-    for &log in &args.msm_log_sizes {
+    for &log in logs {
         let n = 1usize << log;
-        let points = random_points(n, 0x9e11 ^ log as u64);
+        let points = random_points::<G>(n, 0x9e11 ^ log as u64);
         let t = Instant::now();
-        let bases = msm.upload_bases(&points)?;
+        let bases = msm.upload_bases::<G>(&points)?;
         let bases_s = t.elapsed().as_secs_f64();
         let mut pinned = PinnedScalars::new(gpu, n)?;
         let v = random(n, 0x5ca1 ^ log as u64);
         pinned.as_scalars_mut()?.par_chunks_mut(1 << 16).zip(v.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
         drop(v);
         let scalars = pinned.as_scalars()?;
-        let (first, _) = msm.msm_g1(&bases, scalars)?;
-        msm.msm_g1(&bases, scalars)?;
+        let (first, _) = msm.msm(&bases, scalars)?;
+        msm.msm(&bases, scalars)?;
         let mut runs: Vec<MsmTimings> = Vec::with_capacity(args.reps);
         for _ in 0..args.reps {
-            runs.push(msm.msm_g1(&bases, scalars)?.1);
+            runs.push(msm.msm(&bases, scalars)?.1);
         }
         let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
         let t = Instant::now();
-        let want = cpu_msm(&points, scalars);
+        let want = cpu_msm::<G>(&points, scalars);
         let cpu_s = t.elapsed().as_secs_f64();
         let ok = first == want;
         let total = med(|t| t.total_ms);
         println!(
-            "{:>6} {:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
-            format!("2^{log}"),
+            "{:>9} {:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
+            format!("{} 2^{log}", G::NAME),
             cuzk_cuda::msm::window_bits(n),
             med(|t| t.upload_ms),
             med(|t| t.sort_ms),
@@ -299,12 +340,9 @@ fn run_msm(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
             if ok { "match" } else { "MISMATCH" }
         );
         if !ok {
-            bail!("GPU G1 MSM at 2^{log} differs from the CPU");
+            bail!("GPU {} MSM at 2^{log} differs from the CPU", G::NAME);
         }
-        results.push((log, total));
+        results.push((G::NAME.to_lowercase(), log, total));
     }
-    for (log, total) in results {
-        println!("RESULT msm_g1 log_size={log} total_ms={total:.1}");
-    }
-    Ok(())
+    Ok(results)
 }

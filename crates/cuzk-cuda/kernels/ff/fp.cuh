@@ -57,6 +57,30 @@ __device__ __forceinline__ elem reduce_once(const uint32_t x[12]) {
     return out;
 }
 
+__device__ __forceinline__ elem zero() {
+    elem o;
+#pragma unroll
+    for (int i = 0; i < 12; i++) o.l[i] = 0;
+    return o;
+}
+
+// 1 in Montgomery form: 2^384 mod p.
+__device__ __forceinline__ elem one() {
+    const uint32_t r[12] = {0x0002fffdu, 0x76090000u, 0xc40c0002u, 0xebf4000bu, 0x53c758bau, 0x5f489857u,
+                            0x70525745u, 0x77ce5853u, 0xa256ec6du, 0x5c071a97u, 0xfa80e493u, 0x15f65ec3u};
+    elem o;
+#pragma unroll
+    for (int i = 0; i < 12; i++) o.l[i] = r[i];
+    return o;
+}
+
+__device__ __forceinline__ bool is_zero(const elem &a) {
+    uint32_t acc = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) acc |= a.l[i];
+    return acc == 0;
+}
+
 __device__ __forceinline__ elem add(const elem &a, const elem &b) {
     uint32_t s[12];
     add_limbs(s, a.l, b.l);  // < 2p < 2^382

@@ -1,5 +1,7 @@
-// Pippenger multi-scalar multiplication in G1: Σ s_i·P_i for affine P_i and scalars s_i
-// in Fr (Montgomery form, as the prover holds them).
+// Pippenger multi-scalar multiplication in G1 and G2: Σ s_i·P_i for affine P_i and
+// scalars s_i in Fr (Montgomery form, as the prover holds them). The digit and sorting
+// kernels see only scalars; the curve kernels are templates over the coordinate field,
+// instantiated as msm_<name>_g1 and msm_<name>_g2 at the end of this file.
 //
 // Each scalar is cut into `windows` signed digits of c bits, d ∈ [−2^(c−1), 2^(c−1)]
 // (a digit above 2^(c−1) becomes d − 2^c with a carry into the next window), so a
@@ -23,7 +25,7 @@
 //      M buckets (running sums), then across segments;
 //   7. msm_combine_windows: Σ_w 2^(c·w)·W_w.
 #pragma once
-#include "../ec/g1.cuh"
+#include "../ec/xyzz.cuh"
 #include "../ff/fr.cuh"
 
 // A sorted entry: point index << 1 | (1 if the digit is negative).
@@ -127,10 +129,11 @@ __device__ __forceinline__ uint32_t msm_bucket_of(const uint32_t *offsets, uint3
 // out to the right (it starts here) to right[t], with their bucket ids in left_bucket
 // and right_bucket (MSM_NO_BUCKET where unused). A bucket covering the whole segment
 // is a left one.
-extern "C" __global__ void msm_accumulate(const g1::affine *__restrict__ bases, const uint32_t *__restrict__ sorted,
-                                          const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
-                                          uint32_t segments, g1::xyzz *buckets, g1::xyzz *left, uint32_t *left_bucket,
-                                          g1::xyzz *right, uint32_t *right_bucket) {
+template <class F>
+__device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ sorted,
+                                               const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
+                                               uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,
+                                               uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= segments) return;
     const uint32_t total = offsets[len];
@@ -141,7 +144,7 @@ extern "C" __global__ void msm_accumulate(const g1::affine *__restrict__ bases, 
     if (begin >= total) return;
     uint32_t g = msm_bucket_of(offsets, len, begin);
     uint32_t g_end = offsets[g + 1];
-    g1::xyzz acc = g1::infinity();
+    ec::xyzz<F> acc = ec::infinity<F>();
     auto flush = [&]() {
         const bool from_left = offsets[g] < begin, to_right = g_end > end;
         if (from_left) {
@@ -159,12 +162,12 @@ extern "C" __global__ void msm_accumulate(const g1::affine *__restrict__ bases, 
             flush();
             g = msm_bucket_of(offsets, len, pos);
             g_end = offsets[g + 1];
-            acc = g1::infinity();
+            acc = ec::infinity<F>();
         }
         const uint32_t e = sorted[pos];
-        g1::affine p = bases[e >> 1];
-        if (e & 1) p = g1::neg(p);
-        acc = g1::add_affine(acc, p);
+        ec::affine<F> p = bases[e >> 1];
+        if (e & 1) p = ec::neg(p);
+        acc = ec::add_affine(acc, p);
     }
     flush();
 }
@@ -172,71 +175,119 @@ extern "C" __global__ void msm_accumulate(const g1::affine *__restrict__ bases, 
 // One round of a segmented suffix sum over the left partials, stride d = 1, 2, 4, …:
 // afterwards dst[t] = Σ left[t .. min(t + 2d, end of t's run)), where a run is a
 // stretch of consecutive segments whose left partials belong to one bucket.
-extern "C" __global__ void msm_partials_scan(const g1::xyzz *__restrict__ src, g1::xyzz *dst,
-                                             const uint32_t *__restrict__ left_bucket, uint32_t segments, uint32_t d) {
+template <class F>
+__device__ __forceinline__ void msm_partials_scan(const ec::xyzz<F> *__restrict__ src, ec::xyzz<F> *dst,
+                                                  const uint32_t *__restrict__ left_bucket, uint32_t segments,
+                                                  uint32_t d) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= segments) return;
     const uint32_t g = left_bucket[t];
     if (g == MSM_NO_BUCKET) return;
-    g1::xyzz v = src[t];
-    if (t + d < segments && left_bucket[t + d] == g) v = g1::add(v, src[t + d]);
+    ec::xyzz<F> v = src[t];
+    if (t + d < segments && left_bucket[t + d] == g) v = ec::add(v, src[t + d]);
     dst[t] = v;
 }
 
 // A bucket starting in segment t and crossing into t + 1: its right partial plus the
 // summed left partials of the run starting at t + 1.
-extern "C" __global__ void msm_fixup(uint32_t segments, g1::xyzz *buckets, const g1::xyzz *__restrict__ right,
-                                     const uint32_t *__restrict__ right_bucket, const g1::xyzz *__restrict__ left_sums,
-                                     const uint32_t *__restrict__ left_bucket) {
+template <class F>
+__device__ __forceinline__ void msm_fixup(uint32_t segments, ec::xyzz<F> *buckets, const ec::xyzz<F> *__restrict__ right,
+                                          const uint32_t *__restrict__ right_bucket,
+                                          const ec::xyzz<F> *__restrict__ left_sums,
+                                          const uint32_t *__restrict__ left_bucket) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= segments) return;
     const uint32_t g = right_bucket[t];
     if (g == MSM_NO_BUCKET) return;
-    g1::xyzz acc = right[t];
-    if (t + 1 < segments && left_bucket[t + 1] == g) acc = g1::add(acc, left_sums[t + 1]);
+    ec::xyzz<F> acc = right[t];
+    if (t + 1 < segments && left_bucket[t + 1] == g) acc = ec::add(acc, left_sums[t + 1]);
     buckets[g] = acc;
 }
 
 // Window w, segment s of M buckets: total = Σ_j (j+1)·B_{s·M+j}, sum = Σ_j B_{s·M+j}.
-extern "C" __global__ void msm_bucket_segments(const g1::xyzz *__restrict__ buckets, uint32_t buckets_per_window,
-                                               uint32_t m, uint32_t count, g1::xyzz *seg_total, g1::xyzz *seg_sum) {
+template <class F>
+__device__ __forceinline__ void msm_bucket_segments(const ec::xyzz<F> *__restrict__ buckets, uint32_t buckets_per_window,
+                                                    uint32_t m, uint32_t count, ec::xyzz<F> *seg_total,
+                                                    ec::xyzz<F> *seg_sum) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
     const uint32_t per_window = buckets_per_window / m;
-    const g1::xyzz *b = buckets + (t / per_window) * buckets_per_window + (t % per_window) * m;
-    g1::xyzz run = g1::infinity(), total = g1::infinity();
+    const ec::xyzz<F> *b = buckets + (t / per_window) * buckets_per_window + (t % per_window) * m;
+    ec::xyzz<F> run = ec::infinity<F>(), total = ec::infinity<F>();
     for (uint32_t j = m; j-- > 0;) {
-        run = g1::add(run, b[j]);
-        total = g1::add(total, run);
+        run = ec::add(run, b[j]);
+        total = ec::add(total, run);
     }
     seg_total[t] = total;
     seg_sum[t] = run;
 }
 
 // W_w = Σ_s seg_total[s] + M · Σ_s s·seg_sum[s] (bucket s·M + j has weight s·M + j + 1).
-extern "C" __global__ void msm_window_sums(const g1::xyzz *__restrict__ seg_total, const g1::xyzz *__restrict__ seg_sum,
-                                           uint32_t per_window, uint32_t log_m, uint32_t windows, g1::xyzz *window_sum) {
+template <class F>
+__device__ __forceinline__ void msm_window_sums(const ec::xyzz<F> *__restrict__ seg_total,
+                                                const ec::xyzz<F> *__restrict__ seg_sum, uint32_t per_window,
+                                                uint32_t log_m, uint32_t windows, ec::xyzz<F> *window_sum) {
     const uint32_t w = blockIdx.x * blockDim.x + threadIdx.x;
     if (w >= windows) return;
-    const g1::xyzz *tot = seg_total + w * per_window, *sum = seg_sum + w * per_window;
-    g1::xyzz run = g1::infinity(), acc = g1::infinity();
+    const ec::xyzz<F> *tot = seg_total + w * per_window, *sum = seg_sum + w * per_window;
+    ec::xyzz<F> run = ec::infinity<F>(), acc = ec::infinity<F>();
     for (uint32_t s = per_window; s-- > 1;) {
-        run = g1::add(run, sum[s]);
-        acc = g1::add(acc, run);
+        run = ec::add(run, sum[s]);
+        acc = ec::add(acc, run);
     }
-    for (uint32_t i = 0; i < log_m; i++) acc = g1::dbl(acc);
-    for (uint32_t s = 0; s < per_window; s++) acc = g1::add(acc, tot[s]);
+    for (uint32_t i = 0; i < log_m; i++) acc = ec::dbl(acc);
+    for (uint32_t s = 0; s < per_window; s++) acc = ec::add(acc, tot[s]);
     window_sum[w] = acc;
 }
 
 // out = Σ_w 2^(c·w)·W_w (Horner, one thread).
-extern "C" __global__ void msm_combine_windows(const g1::xyzz *__restrict__ window_sum, uint32_t windows, uint32_t c,
-                                               g1::xyzz *out) {
+template <class F>
+__device__ __forceinline__ void msm_combine_windows(const ec::xyzz<F> *__restrict__ window_sum, uint32_t windows,
+                                                    uint32_t c, ec::xyzz<F> *out) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    g1::xyzz acc = window_sum[windows - 1];
+    ec::xyzz<F> acc = window_sum[windows - 1];
     for (uint32_t w = windows - 1; w-- > 0;) {
-        for (uint32_t i = 0; i < c; i++) acc = g1::dbl(acc);
-        acc = g1::add(acc, window_sum[w]);
+        for (uint32_t i = 0; i < c; i++) acc = ec::dbl(acc);
+        acc = ec::add(acc, window_sum[w]);
     }
     *out = acc;
 }
+
+// The curve kernels of one group (G = g1 or g2, F its coordinate field).
+#define MSM_CURVE_KERNELS(G, F)                                                                                      \
+    extern "C" __global__ void msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
+                                                  const uint32_t *__restrict__ sorted,                                \
+                                                  const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,     \
+                                                  uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,         \
+                                                  uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) { \
+        msm_accumulate<F>(bases, sorted, offsets, len, k, segments, buckets, left, left_bucket, right, right_bucket);  \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_partials_scan_##G(const ec::xyzz<F> *__restrict__ src, ec::xyzz<F> *dst,            \
+                                                     const uint32_t *__restrict__ left_bucket, uint32_t segments,     \
+                                                     uint32_t d) {                                                    \
+        msm_partials_scan<F>(src, dst, left_bucket, segments, d);                                                     \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_fixup_##G(uint32_t segments, ec::xyzz<F> *buckets,                                  \
+                                             const ec::xyzz<F> *__restrict__ right,                                   \
+                                             const uint32_t *__restrict__ right_bucket,                               \
+                                             const ec::xyzz<F> *__restrict__ left_sums,                               \
+                                             const uint32_t *__restrict__ left_bucket) {                              \
+        msm_fixup<F>(segments, buckets, right, right_bucket, left_sums, left_bucket);                                 \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_bucket_segments_##G(const ec::xyzz<F> *__restrict__ buckets,                        \
+                                                       uint32_t buckets_per_window, uint32_t m, uint32_t count,       \
+                                                       ec::xyzz<F> *seg_total, ec::xyzz<F> *seg_sum) {                \
+        msm_bucket_segments<F>(buckets, buckets_per_window, m, count, seg_total, seg_sum);                            \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_window_sums_##G(const ec::xyzz<F> *__restrict__ seg_total,                          \
+                                                   const ec::xyzz<F> *__restrict__ seg_sum, uint32_t per_window,      \
+                                                   uint32_t log_m, uint32_t windows, ec::xyzz<F> *window_sum) {       \
+        msm_window_sums<F>(seg_total, seg_sum, per_window, log_m, windows, window_sum);                               \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_combine_windows_##G(const ec::xyzz<F> *__restrict__ window_sum, uint32_t windows,   \
+                                                       uint32_t c, ec::xyzz<F> *out) {                                \
+        msm_combine_windows<F>(window_sum, windows, c, out);                                                          \
+    }
+
+MSM_CURVE_KERNELS(g1, ec::fp_field)
+MSM_CURVE_KERNELS(g2, ec::fp2_field)

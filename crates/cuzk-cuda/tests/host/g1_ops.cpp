@@ -1,9 +1,9 @@
 // Reads pairs of affine G1 points A, B (x, y as 12 hex words each, most significant
 // first; (0, 0) is infinity) and writes, as XYZZ points, A + B, 2A, 3A + B, A + A (by
 // mixed addition), 2A + 2A (by general addition), A + (−A) and ∞ + (3A + B), as
-// computed by kernels/ec/g1.cuh.
+// computed by kernels/ec/xyzz.cuh.
 #include "host_io.h"
-#include "ec/g1.cuh"
+#include "ec/xyzz.cuh"
 
 static void write(const g1::xyzz &p) {
     write(p.x);

@@ -197,3 +197,65 @@ fn g1_xyzz_formulas_match_blst_including_doubling_inverse_and_infinity() {
     }
     assert_eq!(bad, 0, "{bad} wrong results");
 }
+
+/// r, the scalar-field modulus, as four little-endian 64-bit limbs.
+const FR_MODULUS: [u64; 4] = [0xffff_ffff_0000_0001, 0x53bd_a402_fffe_5bfe, 0x3339_d808_09a1_d805, 0x73ed_a753_299d_7d48];
+
+#[test]
+fn msm_signed_digits_reconstruct_the_scalar() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("msm_digits.cpp", dir.path());
+    let mut rng = ChaCha20Rng::seed_from_u64(255);
+    let mut r_minus_1 = FR_MODULUS;
+    r_minus_1[0] -= 1;
+    let mut scalars: Vec<[u64; 4]> = vec![[0; 4], [1, 0, 0, 0], r_minus_1, [u64::MAX, u64::MAX, 0, 0]];
+    for _ in 0..200 {
+        let mut s = [0u64; 4];
+        s.iter_mut().for_each(|x| *x = rng.next_u64());
+        s[3] %= FR_MODULUS[3]; // below r
+        scalars.push(s);
+    }
+    let mut input = String::new();
+    let mut cases = Vec::new();
+    for c in 4..=16u32 {
+        for s in &scalars {
+            let words: String = s.iter().rev().map(|l| format!("{:08x}{:08x}", l >> 32, l & 0xffff_ffff)).collect();
+            input.push_str(&format!("{c} {words}\n"));
+            cases.push((c, *s));
+        }
+    }
+    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    // Feed the input from another thread: both pipes exceed their buffers.
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), cases.len());
+    for ((c, s), line) in cases.iter().zip(lines) {
+        let digits: Vec<i64> = line.split_whitespace().map(|d| d.parse().unwrap()).collect();
+        assert_eq!(digits.len() as u32, 255 / c + 1);
+        // Every digit fits a bucket: |d| ≤ 2^(c−1).
+        assert!(digits.iter().all(|d| d.unsigned_abs() <= 1 << (c - 1)), "c = {c}: digit out of range");
+        // Σ d_w·2^(c·w) by Horner in 320-bit two's complement (exact: |Σ| < 2^320).
+        let mut acc = [0u64; 5];
+        for &d in digits.iter().rev() {
+            let mut shifted = [0u64; 5];
+            for i in 0..5 {
+                shifted[i] = acc[i] << c | if i > 0 { acc[i - 1] >> (64 - c) } else { 0 };
+            }
+            let ext = if d < 0 { u64::MAX } else { 0 };
+            let add = [d as u64, ext, ext, ext, ext];
+            let mut carry = 0u64;
+            for i in 0..5 {
+                let (t, o1) = shifted[i].overflowing_add(add[i]);
+                let (t, o2) = t.overflowing_add(carry);
+                acc[i] = t;
+                carry = (o1 || o2) as u64;
+            }
+        }
+        assert_eq!(acc, [s[0], s[1], s[2], s[3], 0], "c = {c}: digits of {s:x?} do not sum to it");
+    }
+}

@@ -4,9 +4,7 @@
 // instantiated as msm_<name>_g1 and msm_<name>_g2 at the end of this file.
 //
 // Each scalar is cut into `windows` signed digits of c bits, d ∈ [−2^(c−1), 2^(c−1)]
-// (a digit above 2^(c−1) becomes d − 2^c with a carry into the next window), so a
-// window needs 2^(c−1) buckets: bucket |d| − 1 collects ±P_i. With windows =
-// ⌊255/c⌋ + 1 the top window never carries out, since scalars are below r < 2^255.
+// (digits.cuh), so a window needs 2^(c−1) buckets: bucket |d| − 1 collects ±P_i.
 //
 // Phases, all on the device (the host only launches; one synchronisation at the end):
 //   1. msm_count: digits of every scalar, counted per (window, bucket);
@@ -27,18 +25,11 @@
 #pragma once
 #include "../ec/xyzz.cuh"
 #include "../ff/fr.cuh"
+#include "digits.cuh"
 
-// A sorted entry: point index << 1 | (1 if the digit is negative).
+// Sorted entries are point index << 1 | (1 if the digit is negative); partial sums
+// that belong to no bucket are marked with this id.
 #define MSM_NO_BUCKET 0xffffffffu
-
-// The c-bit field of a canonical scalar starting at bit `pos` (bits past 255 are 0).
-__device__ __forceinline__ uint32_t msm_bits(const uint32_t s[8], uint32_t pos, uint32_t c) {
-    const uint32_t w = pos >> 5, off = pos & 31;
-    if (w >= 8) return 0;
-    uint64_t v = s[w];
-    if (w + 1 < 8) v |= (uint64_t)s[w + 1] << 32;
-    return (uint32_t)(v >> off) & ((1u << c) - 1);
-}
 
 // The scalar out of Montgomery form: s·R · 1 · R^-1.
 __device__ __forceinline__ fr::elem msm_canonical(const fr::elem &s) {
@@ -46,24 +37,11 @@ __device__ __forceinline__ fr::elem msm_canonical(const fr::elem &s) {
     return fr::mul(s, one_plain);
 }
 
-// Calls f(window, bucket, negative) for every non-zero signed digit of s.
+// Calls f(window, bucket, negative) for every non-zero signed digit of s (digits.cuh).
 template <typename F>
 __device__ __forceinline__ void msm_digits(const fr::elem &s_mont, uint32_t c, uint32_t windows, F f) {
     const fr::elem s = msm_canonical(s_mont);
-    const uint32_t half = 1u << (c - 1);
-    uint32_t carry = 0;
-    for (uint32_t w = 0; w < windows; w++) {
-        const uint32_t raw = msm_bits(s.l, w * c, c) + carry;
-        if (raw == (1u << c)) {
-            carry = 1;  // digit 0, carry 1
-        } else if (raw > half) {
-            f(w, (1u << c) - raw - 1, true);  // digit raw − 2^c < 0, |d| − 1 = 2^c − raw − 1
-            carry = 1;
-        } else {
-            if (raw != 0) f(w, raw - 1, false);
-            carry = 0;
-        }
-    }
+    msm_signed_digits(s.l, c, windows, f);
 }
 
 extern "C" __global__ void msm_count(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,

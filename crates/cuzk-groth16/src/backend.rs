@@ -34,7 +34,7 @@ impl ProofRandomness {
 pub enum Stage {
     /// Host-to-device transfer (GPU backends).
     Upload,
-    /// The seven NTTs and pointwise passes of the H polynomial.
+    /// The NTTs and pointwise passes of the H polynomial.
     HPolynomial,
     MsmH,
     MsmL,
@@ -59,7 +59,7 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Upload => "upload",
-            Stage::HPolynomial => "h_poly (7 NTT)",
+            Stage::HPolynomial => "h_poly",
             Stage::MsmH => "msm_h",
             Stage::MsmL => "msm_l",
             Stage::MsmA => "msm_a",

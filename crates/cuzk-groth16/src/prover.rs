@@ -1,6 +1,6 @@
 //! The CPU proving backend.
 //!
-//! Per circuit: the H polynomial (seven NTTs on the CPU), the H MSM (dense), the L, A
+//! Per circuit: the H polynomial (six NTTs on the CPU), the H MSM (dense), the L, A
 //! and B MSMs as split MSMs over their densities, then the Groth16 assembly
 //!   A = α + Σ aᵢ·zᵢ + r·δ            (G1)
 //!   B = β + Σ bᵢ·zᵢ + s·δ            (G2, and its twin B₁ in G1)

@@ -62,6 +62,8 @@ pub struct CurveKernels {
     pub(crate) bucket_segments: CudaFunction,
     pub(crate) window_sums: CudaFunction,
     pub(crate) combine_windows: CudaFunction,
+    pub(crate) sum_indexed: CudaFunction,
+    pub(crate) sum_pairs: CudaFunction,
 }
 
 impl CurveKernels {
@@ -74,6 +76,8 @@ impl CurveKernels {
             bucket_segments: f("bucket_segments")?,
             window_sums: f("window_sums")?,
             combine_windows: f("combine_windows")?,
+            sum_indexed: f("sum_indexed")?,
+            sum_pairs: f("sum_pairs")?,
         })
     }
 }

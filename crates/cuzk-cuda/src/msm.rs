@@ -17,7 +17,7 @@ use group::prime::PrimeCurveAffine;
 use group::Group;
 
 use crate::device::{CurveKernels, Gpu, GpuError};
-use crate::field::as_device;
+use crate::field::{as_device, DeviceFr};
 
 /// N 32-bit words of device memory: affine and XYZZ points of either group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_
 /// A group the GPU MSM runs in: its host and device point types.
 pub trait MsmGroup {
     type Affine: Copy;
-    type Projective: Copy + std::fmt::Debug + From<Self::Affine>;
+    type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
     /// The affine point's bytes as the device reads them (x then y, coordinates as
     /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
     type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin;
@@ -187,6 +187,8 @@ pub struct MsmTimings {
     pub accumulate_ms: f32,
     /// Buckets → window sums → result.
     pub reduce_ms: f32,
+    /// A split MSM's batch addition of the bases whose scalar is 1.
+    pub batch_add_ms: f32,
     /// The whole call on the device.
     pub total_ms: f32,
 }
@@ -207,6 +209,8 @@ const REDUCE_SEGMENT: u32 = 128;
 /// Accumulation threads aimed for: enough to fill the GPU, few enough that the
 /// partial sums of crossing buckets stay small.
 const ACCUMULATE_THREADS: u64 = 1 << 18;
+/// Threads of the batch addition's first step.
+const SUM_THREADS: u32 = 1 << 15;
 /// Threads per block of the curve kernels (up to 255 registers each).
 const CURVE_BLOCK: u32 = 128;
 
@@ -242,15 +246,25 @@ impl GpuMsm {
         Ok(DeviceBases { points })
     }
 
-    /// Σ scalars[i]·bases[i] over the first scalars.len() bases.
-    pub fn msm<G: MsmGroup>(
+    /// The split MSM: Σ_i sig_scalars[i]·bases[sig_index[i]] + Σ_j bases[ones[j]]. The
+    /// caller has already dropped the zero scalars and listed the bases whose scalar is
+    /// 1 (the prover knows both from synthesis); only the significant scalars go
+    /// through Pippenger.
+    pub fn msm_split<G: MsmGroup>(
         &self,
         bases: &DeviceBases<G>,
-        scalars: &[Scalar],
+        ones: &[u32],
+        sig_index: &[u32],
+        sig_scalars: &[Scalar],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = self.msm_inner(bases, scalars);
+        let r = self.msm_inner(bases, sig_scalars, Some(sig_index), ones);
+        self.settle(r)
+    }
+
+    /// On an error, waits for the stream so nothing still reads the caller's memory
+    /// when the borrow ends.
+    fn settle<T>(&self, r: Result<T, GpuError>) -> Result<T, GpuError> {
         if r.is_err() {
-            // Nothing may still read the caller's scalars when the borrow ends.
             if let Err(e) = self.gpu.stream.synchronize() {
                 tracing::error!(error = %e, "synchronizing after a failed MSM");
             }
@@ -258,20 +272,107 @@ impl GpuMsm {
         r
     }
 
-    fn msm_inner<G: MsmGroup>(
+    /// Σ scalars[i]·bases[i] over the first scalars.len() bases.
+    pub fn msm<G: MsmGroup>(
         &self,
         bases: &DeviceBases<G>,
         scalars: &[Scalar],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
+        let r = self.msm_inner(bases, scalars, None, &[]);
+        self.settle(r)
+    }
+
+    /// Σ scalars[i]·bases[index(i)] + Σ_j bases[ones[j]], index(i) = sig_index[i] when
+    /// given, else i: the dense MSM (no index, no ones) and the split one.
+    fn msm_inner<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        scalars: &[Scalar],
+        sig_index: Option<&[u32]>,
+        ones: &[u32],
+    ) -> Result<(G::Projective, MsmTimings), GpuError> {
         let n = scalars.len();
-        if n > bases.len() {
-            return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())));
+        match sig_index {
+            None if n > bases.len() => {
+                return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())))
+            }
+            Some(idx) if idx.len() != n => {
+                return Err(GpuError::Invalid(format!("{n} scalars but {} base indices", idx.len())))
+            }
+            _ => {}
         }
-        if n == 0 {
+        if n >= 1 << 31 || ones.len() >= 1 << 31 {
+            return Err(GpuError::Invalid("at most 2^31 − 1 scalars or ones per MSM".into()));
+        }
+        let in_range = |v: &[u32]| v.iter().all(|&i| (i as usize) < bases.len());
+        if !sig_index.map_or(true, in_range) || !in_range(ones) {
+            return Err(GpuError::Invalid(format!("a base index is not below the {} bases", bases.len())));
+        }
+        if n == 0 && ones.is_empty() {
             return Ok((G::identity(), MsmTimings::default()));
         }
-        let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
+        let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let t0 = s.record_event(timing)?;
+        let d_scalars = if n > 0 { Some(s.clone_htod(as_device(scalars))?) } else { None };
+        let d_index = match sig_index {
+            Some(idx) if n > 0 => Some(s.clone_htod(idx)?),
+            _ => None,
+        };
+        let d_ones = if ones.is_empty() { None } else { Some(s.clone_htod(ones)?) };
+        let t1 = s.record_event(timing)?;
+        // Events after sorting, accumulation, reduction (Pippenger) and the batch add.
+        let mut events = Vec::with_capacity(4);
+        let result = match &d_scalars {
+            Some(d) => Some(self.enqueue_pippenger(bases, d, n, d_index.as_ref(), &mut events)?),
+            None => None,
+        };
+        let ones_result = match &d_ones {
+            Some(d) => Some(self.enqueue_sum_indexed(bases, d)?),
+            None => None,
+        };
+        let t_end = s.record_event(timing)?;
+        let out = match &result {
+            Some(r) => Some(s.clone_dtoh(r)?),
+            None => None,
+        };
+        let ones_out = match &ones_result {
+            Some(r) => Some(s.clone_dtoh(r)?),
+            None => None,
+        };
+        s.synchronize()?;
+        let mut timings = MsmTimings {
+            upload_ms: t0.elapsed_ms(&t1)?,
+            total_ms: t0.elapsed_ms(&t_end)?,
+            ..MsmTimings::default()
+        };
+        if let [t2, t3, t4] = &events[..] {
+            timings.sort_ms = t1.elapsed_ms(t2)?;
+            timings.accumulate_ms = t2.elapsed_ms(t3)?;
+            timings.reduce_ms = t3.elapsed_ms(t4)?;
+            timings.batch_add_ms = t4.elapsed_ms(&t_end)?;
+        } else {
+            timings.batch_add_ms = t1.elapsed_ms(&t_end)?;
+        }
+        let mut total = G::identity();
+        for p in out.iter().chain(&ones_out) {
+            total = total + G::Projective::from(G::to_affine(&p[0])?);
+        }
+        Ok((total, timings))
+    }
+
+    /// Enqueues Pippenger over n scalars already on the device; pushes an event after
+    /// sorting, accumulation and reduction; returns the one-point result buffer.
+    fn enqueue_pippenger<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        d_scalars: &CudaSlice<DeviceFr>,
+        n: usize,
+        base_index: Option<&CudaSlice<u32>>,
+        events: &mut Vec<cudarc::driver::CudaEvent>,
+    ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
         let c = window_bits(n);
         let w = windows(c);
         let buckets_per_window = 1u32 << (c - 1);
@@ -284,9 +385,6 @@ impl GpuMsm {
         let per_window = buckets_per_window / m;
         let reduce_threads = w * per_window;
 
-        let t0 = s.record_event(timing)?;
-        let d_scalars = s.clone_htod(as_device(scalars))?;
-        let t1 = s.record_event(timing)?;
         let mut counts = s.alloc_zeros::<u32>(len as usize)?;
         let mut offsets = s.alloc_zeros::<u32>(len as usize + 1)?;
         // SAFETY: every slot below the (device-side) total is written by msm_scatter
@@ -304,7 +402,7 @@ impl GpuMsm {
         let mut result = s.alloc_zeros::<G::DeviceXyzz>(1)?;
 
         let mut b = s.launch_builder(&k.msm_count);
-        b.arg(&d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts);
+        b.arg(d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts);
         // SAFETY: matches `msm_count(const fr*, u32, u32, u32, u32*)`; counts holds
         // windows·2^(c−1) entries and every (window, bucket) index is below that.
         unsafe { b.launch(blocks(n as u64, 256))? };
@@ -320,18 +418,24 @@ impl GpuMsm {
             })?
         };
         let mut cursor = s.clone_dtod(&offsets)?;
+        // An unread stand-in when the scalars are not indexed.
+        let cursor_dummy = s.alloc_zeros::<u32>(1)?;
+        let indexed = base_index.is_some() as u32;
         let mut b = s.launch_builder(&k.msm_scatter);
-        b.arg(&d_scalars)
+        b.arg(d_scalars)
             .arg(&n32)
             .arg(&c)
             .arg(&w)
             .arg(&mut cursor)
-            .arg(&mut sorted);
-        // SAFETY: matches `msm_scatter(const fr*, u32, u32, u32, u32*, u32*)`; each
-        // bucket's cursor runs from its offset to the next one, all below the total ≤
-        // n·windows = sorted.len().
+            .arg(&mut sorted)
+            .arg(base_index.unwrap_or(&cursor_dummy))
+            .arg(&indexed);
+        // SAFETY: matches `msm_scatter(const fr*, u32, u32, u32, u32*, u32*, const u32*,
+        // u32)`; each bucket's cursor runs from its offset to the next one, all below the
+        // total ≤ n·windows = sorted.len(); base_index (read when `indexed`) holds n
+        // indices below bases.len(), checked by the caller.
         unsafe { b.launch(blocks(n as u64, 256))? };
-        let t2 = s.record_event(timing)?;
+        events.push(s.record_event(timing)?);
 
         let mut b = s.launch_builder(&ck.accumulate);
         b.arg(&bases.points)
@@ -364,7 +468,7 @@ impl GpuMsm {
         // SAFETY: matches `msm_fixup(u32, xyzz*, const xyzz*, const u32*, const xyzz*,
         // const u32*)`; bucket ids written by msm_accumulate are < len.
         unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
-        let t3 = s.record_event(timing)?;
+        events.push(s.record_event(timing)?);
 
         let mut b = s.launch_builder(&ck.bucket_segments);
         b.arg(&bucket_sums)
@@ -389,17 +493,39 @@ impl GpuMsm {
         b.arg(&window_sum).arg(&w).arg(&c).arg(&mut result);
         // SAFETY: matches `msm_combine_windows(const xyzz*, u32, u32, xyzz*)`; one thread.
         unsafe { b.launch(blocks(1, 32))? };
-        let t4 = s.record_event(timing)?;
-        let out = s.clone_dtoh(&result)?;
-        s.synchronize()?;
-        let timings = MsmTimings {
-            upload_ms: t0.elapsed_ms(&t1)?,
-            sort_ms: t1.elapsed_ms(&t2)?,
-            accumulate_ms: t2.elapsed_ms(&t3)?,
-            reduce_ms: t3.elapsed_ms(&t4)?,
-            total_ms: t0.elapsed_ms(&t4)?,
-        };
-        Ok((G::Projective::from(G::to_affine(&out[0])?), timings))
+        events.push(s.record_event(timing)?);
+        Ok(result)
+    }
+
+    /// Enqueues Σ bases[idx[j]] (the batch addition of a split MSM's ones): per-thread
+    /// sums of equal runs of indices, then a pairwise tree; returns the result buffer.
+    fn enqueue_sum_indexed<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        idx: &CudaSlice<u32>,
+    ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
+        let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
+        let count = idx.len() as u32;
+        let per = count.div_ceil(SUM_THREADS).max(8);
+        let threads = count.div_ceil(per);
+        let mut a = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
+        let mut b = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
+        let mut l = s.launch_builder(&ck.sum_indexed);
+        l.arg(&bases.points).arg(idx).arg(&count).arg(&per).arg(&threads).arg(&mut a);
+        // SAFETY: matches `msm_sum_indexed(const affine*, const u32*, u32, u32, u32, xyzz*)`;
+        // indices are below bases.len() (checked by the caller); `a` holds `threads` sums.
+        unsafe { l.launch(blocks(threads as u64, CURVE_BLOCK))? };
+        let mut m = threads;
+        while m > 1 {
+            let mut l = s.launch_builder(&ck.sum_pairs);
+            l.arg(&a).arg(&m).arg(&mut b);
+            // SAFETY: matches `msm_sum_pairs(const xyzz*, u32, xyzz*)`; reads m < len
+            // values, writes (m + 1) / 2.
+            unsafe { l.launch(blocks(m.div_ceil(2) as u64, CURVE_BLOCK))? };
+            std::mem::swap(&mut a, &mut b);
+            m = m.div_ceil(2);
+        }
+        Ok(a)
     }
 }
 

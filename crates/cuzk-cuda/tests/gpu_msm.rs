@@ -230,3 +230,61 @@ fn gpu_msm_g2_matches_blstrs() {
     cancel.iter_mut().skip(1).step_by(2).for_each(|s| *s = -Scalar::from(5u64));
     check_g2(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
 }
+
+/// Scalars with the split MSM's classes mixed (zeros, ones, significant), and the split
+/// lists the prover would hand over: base indices of the ones, and the significant
+/// scalars with their base indices.
+fn split_input(n: usize, seed: u64) -> (Vec<Scalar>, Vec<u32>, Vec<u32>, Vec<Scalar>) {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let (mut full, mut ones, mut sig_index, mut sig) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let s = match rng.next_u32() % 10 {
+            0..=3 => Scalar::ZERO,
+            4..=7 => Scalar::ONE,
+            _ => Scalar::random(&mut rng),
+        };
+        if s == Scalar::ONE {
+            ones.push(i as u32);
+        } else if s != Scalar::ZERO {
+            sig_index.push(i as u32);
+            sig.push(s);
+        }
+        full.push(s);
+    }
+    (full, ones, sig_index, sig)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_split_msm_matches_blstrs() {
+    let Some(g) = gpu() else { return };
+    let msm = GpuMsm::new(g);
+    let max = 1 << 18;
+    let points = random_points(max, 11);
+    let bases = msm.upload_bases::<G1>(&points).unwrap();
+    let points2 = random_points_g2(1 << 14, 12);
+    let bases2 = msm.upload_bases::<G2>(&points2).unwrap();
+    for n in [1usize, 7, 1000, 1 << 14, 1 << 18] {
+        let (full, ones, sig_index, sig) = split_input(n, n as u64);
+        let (got, t) = msm.msm_split(&bases, &ones, &sig_index, &sig).unwrap();
+        assert_eq!(got.to_affine(), reference(&points, &full).to_affine(), "G1 split MSM n = {n}");
+        eprintln!("G1 split MSM n = {n} ({} ones, {} significant): matches blstrs; {t:?}", ones.len(), sig.len());
+        if n <= 1 << 14 {
+            let (got, t) = msm.msm_split(&bases2, &ones, &sig_index, &sig).unwrap();
+            let proj: Vec<G2Projective> = points2[..n].iter().map(G2Projective::from).collect();
+            assert_eq!(got.to_affine(), G2Projective::multi_exp(&proj, &full).to_affine(), "G2 split MSM n = {n}");
+            eprintln!("G2 split MSM n = {n}: matches blstrs; {t:?}");
+        }
+    }
+    // Ones only, significant only, nothing at all.
+    let all: Vec<u32> = (0..5000).collect();
+    let (got, _) = msm.msm_split(&bases, &all, &[], &[]).unwrap();
+    assert_eq!(got.to_affine(), reference(&points, &vec![Scalar::ONE; 5000]).to_affine(), "ones only");
+    let sig = random_scalars(5000, 13);
+    let (got, _) = msm.msm_split(&bases, &[], &all, &sig).unwrap();
+    assert_eq!(got.to_affine(), reference(&points, &sig).to_affine(), "significant only");
+    assert!(bool::from(msm.msm_split(&bases, &[], &[], &[]).unwrap().0.is_identity()));
+    // Bad input is an error, not a crash.
+    assert!(msm.msm_split(&bases, &[max as u32], &[], &[]).is_err(), "a one's base index out of range");
+    assert!(msm.msm_split(&bases, &[], &[0, 1], &sig[..1]).is_err(), "index and scalar counts differ");
+}

@@ -78,13 +78,16 @@ extern "C" __global__ void __launch_bounds__(1024) msm_scan(const uint32_t *__re
     if (t == 1023) offsets[len] = sums[1023];
 }
 
+// Scalar i belongs to base base_index[i] when `indexed` (a split MSM's significant
+// scalars), else to base i.
 extern "C" __global__ void msm_scatter(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,
-                                       uint32_t *cursor, uint32_t *sorted) {
+                                       uint32_t *cursor, uint32_t *sorted, const uint32_t *__restrict__ base_index,
+                                       uint32_t indexed) {
     const uint32_t buckets = 1u << (c - 1);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         msm_digits(scalars[i], c, windows, [&](uint32_t w, uint32_t b, bool neg) {
             const uint32_t slot = atomicAdd(&cursor[w * buckets + b], 1u);
-            sorted[slot] = (i << 1) | (neg ? 1u : 0u);
+            sorted[slot] = ((indexed ? base_index[i] : i) << 1) | (neg ? 1u : 0u);
         });
 }
 
@@ -231,6 +234,29 @@ __device__ __forceinline__ void msm_combine_windows(const ec::xyzz<F> *__restric
     *out = acc;
 }
 
+// The batch addition of a split MSM's scalars equal to 1: thread t sums the bases
+// idx[t·per .. t·per + per) into partial[t] (count indices in all).
+template <class F>
+__device__ __forceinline__ void msm_sum_indexed(const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ idx,
+                                                uint32_t count, uint32_t per, uint32_t threads, ec::xyzz<F> *partial) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= threads) return;
+    ec::xyzz<F> acc = ec::infinity<F>();
+    const uint32_t begin = t * per, end = min(begin + per, count);
+    for (uint32_t j = begin; j < end; j++) acc = ec::add_affine(acc, bases[idx[j]]);
+    partial[t] = acc;
+}
+
+// One round of a pairwise tree sum: dst[t] = src[2t] + src[2t + 1] over m values.
+template <class F>
+__device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ src, uint32_t m, ec::xyzz<F> *dst) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (m + 1) / 2) return;
+    ec::xyzz<F> v = src[2 * t];
+    if (2 * t + 1 < m) v = ec::add(v, src[2 * t + 1]);
+    dst[t] = v;
+}
+
 // The curve kernels of one group (G = g1 or g2, F its coordinate field).
 #define MSM_CURVE_KERNELS(G, F)                                                                                      \
     extern "C" __global__ void msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
@@ -265,6 +291,14 @@ __device__ __forceinline__ void msm_combine_windows(const ec::xyzz<F> *__restric
     extern "C" __global__ void msm_combine_windows_##G(const ec::xyzz<F> *__restrict__ window_sum, uint32_t windows,   \
                                                        uint32_t c, ec::xyzz<F> *out) {                                \
         msm_combine_windows<F>(window_sum, windows, c, out);                                                          \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_sum_indexed_##G(const ec::affine<F> *__restrict__ bases,                            \
+                                                   const uint32_t *__restrict__ idx, uint32_t count, uint32_t per,    \
+                                                   uint32_t threads, ec::xyzz<F> *partial) {                          \
+        msm_sum_indexed<F>(bases, idx, count, per, threads, partial);                                                 \
+    }                                                                                                                 \
+    extern "C" __global__ void msm_sum_pairs_##G(const ec::xyzz<F> *__restrict__ src, uint32_t m, ec::xyzz<F> *dst) {  \
+        msm_sum_pairs<F>(src, m, dst);                                                                                \
     }
 
 MSM_CURVE_KERNELS(g1, ec::fp_field)

@@ -2,48 +2,51 @@
 //! device: marked ignored, run with `--include-ignored` on a GPU machine, and they
 //! print why and return where no device is usable.
 
-use std::sync::Arc;
-
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_cuda::{DeviceBases, Gpu, GpuMsm, G1, G2};
+use cuzk_cuda::{DeviceBases, GpuMsm, G1, G2};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-fn gpu() -> Option<Arc<Gpu>> {
-    match Gpu::open(0) {
-        Ok(g) => Some(g),
-        Err(e) => {
-            eprintln!("skipping GPU test: {e}");
-            None
-        }
-    }
-}
+mod common;
 
-/// n distinct pseudo-random points: per chunk a random start, then repeated additions
-/// of a random step (much faster than a scalar multiplication per point).
-fn random_points(n: usize, seed: u64) -> Vec<G1Affine> {
-    let mut out = vec![G1Affine::identity(); n];
+
+/// n distinct pseudo-random points of G1 or G2: per chunk a random start, then repeated
+/// additions of a random step (much faster than a scalar multiplication per point).
+fn random_points_of<P>(n: usize, seed: u64) -> Vec<P::AffineRepr>
+where
+    P: Curve + Group<Scalar = Scalar> + Send,
+    P::AffineRepr: Copy + Send + Sync,
+{
+    let mut out = vec![P::identity().to_affine(); n];
     let chunk = n.div_ceil(16).max(1);
     std::thread::scope(|s| {
         for (i, c) in out.chunks_mut(chunk).enumerate() {
             s.spawn(move || {
                 let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
-                let mut p = G1Projective::generator() * Scalar::random(&mut r);
-                let step = G1Projective::generator() * Scalar::random(&mut r);
-                let proj: Vec<G1Projective> = (0..c.len())
+                let mut p = P::generator() * Scalar::random(&mut r);
+                let step = P::generator() * Scalar::random(&mut r);
+                let proj: Vec<P> = (0..c.len())
                     .map(|_| {
                         p += step;
                         p
                     })
                     .collect();
-                G1Projective::batch_normalize(&proj, c);
+                P::batch_normalize(&proj, c);
             });
         }
     });
     out
+}
+
+fn random_points(n: usize, seed: u64) -> Vec<G1Affine> {
+    random_points_of::<G1Projective>(n, seed)
+}
+
+fn random_points_g2(n: usize, seed: u64) -> Vec<G2Affine> {
+    random_points_of::<G2Projective>(n, seed)
 }
 
 fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
@@ -75,7 +78,7 @@ fn check(msm: &GpuMsm, bases: &DeviceBases<G1>, points: &[G1Affine], scalars: &[
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_msm_g1_matches_blstrs() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let msm = GpuMsm::new(g);
     let max = 1 << 20;
     let mut points = random_points(max, 1);
@@ -165,35 +168,12 @@ fn gpu_msm_g1_matches_blstrs() {
 #[test]
 #[ignore = "needs a CUDA GPU and ~10 GB of host memory"]
 fn gpu_msm_g1_2_24() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let msm = GpuMsm::new(g);
     let n = 1 << 24;
     let points = random_points(n, 24);
     let bases = msm.upload_bases::<G1>(&points).unwrap();
     check(&msm, &bases, &points, &random_scalars(n, 24), "n = 2^24, random");
-}
-
-/// n distinct pseudo-random G2 points (as `random_points`).
-fn random_points_g2(n: usize, seed: u64) -> Vec<G2Affine> {
-    let mut out = vec![G2Affine::identity(); n];
-    let chunk = n.div_ceil(16).max(1);
-    std::thread::scope(|s| {
-        for (i, c) in out.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
-                let mut p = G2Projective::generator() * Scalar::random(&mut r);
-                let step = G2Projective::generator() * Scalar::random(&mut r);
-                let proj: Vec<G2Projective> = (0..c.len())
-                    .map(|_| {
-                        p += step;
-                        p
-                    })
-                    .collect();
-                G2Projective::batch_normalize(&proj, c);
-            });
-        }
-    });
-    out
 }
 
 fn check_g2(msm: &GpuMsm, bases: &DeviceBases<G2>, points: &[G2Affine], scalars: &[Scalar], what: &str) {
@@ -207,7 +187,7 @@ fn check_g2(msm: &GpuMsm, bases: &DeviceBases<G2>, points: &[G2Affine], scalars:
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_msm_g2_matches_blstrs() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let msm = GpuMsm::new(g);
     let max = 1 << 20;
     let mut points = random_points_g2(max, 2);
@@ -257,7 +237,7 @@ fn split_input(n: usize, seed: u64) -> (Vec<Scalar>, Vec<u32>, Vec<u32>, Vec<Sca
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_split_msm_matches_blstrs() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let msm = GpuMsm::new(g);
     let max = 1 << 18;
     let points = random_points(max, 11);

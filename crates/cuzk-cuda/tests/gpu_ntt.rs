@@ -2,11 +2,9 @@
 //! They need a CUDA device: marked ignored, run with `--include-ignored` on a GPU
 //! machine, and they print why and return where no device is usable.
 
-use std::sync::Arc;
-
 use blstrs::Scalar;
 use cuzk_cuda::field::{binary_op, FrOp};
-use cuzk_cuda::{Gpu, GpuNtt, NttKind};
+use cuzk_cuda::{GpuNtt, NttKind};
 use cuzk_groth16::domain::Domain;
 use ff::Field;
 use rand::SeedableRng;
@@ -14,15 +12,6 @@ use rand_chacha::ChaCha20Rng;
 
 mod common;
 
-fn gpu() -> Option<Arc<Gpu>> {
-    match Gpu::open(0) {
-        Ok(g) => Some(g),
-        Err(e) => {
-            eprintln!("skipping GPU test: {e}");
-            None
-        }
-    }
-}
 
 fn random(n: usize, seed: u64) -> Vec<Scalar> {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
@@ -49,7 +38,7 @@ fn rng_seed(rng: &mut ChaCha20Rng, i: usize) -> u64 {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_field_arithmetic_matches_cpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut x = random(1 << 20, 1);
     let mut y = random(1 << 20, 2);
     let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(2u64), -Scalar::from(2u64)];
@@ -76,7 +65,7 @@ fn gpu_field_arithmetic_matches_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_fp_arithmetic_matches_blst() {
     use cuzk_cuda::field::{fp_binary_op, DeviceFp, FpOp};
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let mut rng = ChaCha20Rng::seed_from_u64(3810);
     let edges = common::edge_fp_limbs();
     let (mut x, mut y) = (Vec::new(), Vec::new());
@@ -109,7 +98,7 @@ fn gpu_fp_arithmetic_matches_blst() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let ntt = GpuNtt::new(g);
     for log_n in 1..=24u32 {
         let d = Domain::new(log_n).unwrap();
@@ -159,7 +148,7 @@ fn check_h_polynomial(ntt: &GpuNtt, log_n: u32, len: usize) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_h_polynomial_matches_cpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let ntt = GpuNtt::new(g);
     for (log_n, len) in [(0u32, 1usize), (1, 2), (5, 20), (10, 1000), (11, 2000), (13, 8000), (16, 65536), (20, (1 << 20) - 328)] {
         check_h_polynomial(&ntt, log_n, len);
@@ -169,7 +158,7 @@ fn gpu_h_polynomial_matches_cpu() {
 #[test]
 #[ignore = "needs a CUDA GPU and ~60 GB of host memory"]
 fn gpu_h_polynomial_and_ntt_at_2_27() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = common::gpu() else { return };
     let ntt = GpuNtt::new(g);
     let log_n = 27;
     let d = Domain::new(log_n).unwrap();

@@ -1,6 +1,22 @@
-//! Shared by the test binaries: the base-field modulus and random elements below it.
+//! Shared by the test binaries: the base-field modulus and random elements below it,
+//! and the GPU the GPU tests run on. (Each test binary uses part of it.)
+#![allow(dead_code)]
 
+use std::sync::Arc;
+
+use cuzk_cuda::Gpu;
 use rand::RngCore;
+
+/// Device 0, or None (saying why) where no GPU is usable: the GPU tests then return.
+pub fn gpu() -> Option<Arc<Gpu>> {
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
 
 /// p, the BLS12-381 base-field modulus, as six little-endian 64-bit limbs.
 pub const FP_MODULUS: [u64; 6] = [

@@ -321,8 +321,8 @@ impl GpuMsm {
         };
         let d_ones = if ones.is_empty() { None } else { Some(s.clone_htod(ones)?) };
         let t1 = s.record_event(timing)?;
-        // Events after sorting, accumulation, reduction (Pippenger) and the batch add.
-        let mut events = Vec::with_capacity(4);
+        // Pippenger's events: after sorting, accumulation and reduction.
+        let mut events = Vec::with_capacity(3);
         let result = match &d_scalars {
             Some(d) => Some(self.enqueue_pippenger(bases, d, n, d_index.as_ref(), &mut events)?),
             None => None,

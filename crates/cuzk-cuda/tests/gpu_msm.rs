@@ -3,7 +3,7 @@
 //! print why and return where no device is usable.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_cuda::{DeviceBases, GpuMsm, G1, G2};
+use cuzk_cuda::{DeviceBases, GpuMsm, MsmGroup, G1, G2};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -49,30 +49,32 @@ fn random_points_g2(n: usize, seed: u64) -> Vec<G2Affine> {
     random_points_of::<G2Projective>(n, seed)
 }
 
-fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
-    let mut v = vec![Scalar::ZERO; n];
-    let chunk = n.div_ceil(16).max(1);
-    std::thread::scope(|s| {
-        for (i, c) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
-                c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
-            });
-        }
-    });
-    v
+/// blstrs' answer for the first scalars.len() points.
+trait Reference: MsmGroup {
+    fn multi_exp(points: &[Self::Affine], scalars: &[Scalar]) -> Self::Projective;
 }
 
-fn reference(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
-    let proj: Vec<G1Projective> = points[..scalars.len()].iter().map(G1Projective::from).collect();
-    G1Projective::multi_exp(&proj, scalars)
+impl Reference for G1 {
+    fn multi_exp(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+        let proj: Vec<G1Projective> = points[..scalars.len()].iter().map(G1Projective::from).collect();
+        G1Projective::multi_exp(&proj, scalars)
+    }
 }
 
-fn check(msm: &GpuMsm, bases: &DeviceBases<G1>, points: &[G1Affine], scalars: &[Scalar], what: &str) {
+impl Reference for G2 {
+    fn multi_exp(points: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
+        let proj: Vec<G2Projective> = points[..scalars.len()].iter().map(G2Projective::from).collect();
+        G2Projective::multi_exp(&proj, scalars)
+    }
+}
+
+fn check<G: Reference>(msm: &GpuMsm, bases: &DeviceBases<G>, points: &[G::Affine], scalars: &[Scalar], what: &str)
+where
+    G::Projective: PartialEq,
+{
     let (got, t) = msm.msm(bases, scalars).unwrap();
-    let want = reference(points, scalars);
-    assert_eq!(got.to_affine(), want.to_affine(), "G1 MSM {what} differs from blstrs");
-    eprintln!("G1 MSM {what}: matches blstrs; {t:?}");
+    assert!(got == G::multi_exp(points, scalars), "{} MSM {what} differs from blstrs", G::NAME);
+    eprintln!("{} MSM {what}: matches blstrs; {t:?}", G::NAME);
 }
 
 #[test]
@@ -90,7 +92,7 @@ fn gpu_msm_g1_matches_blstrs() {
             &msm,
             &bases,
             &points,
-            &random_scalars(n, n as u64),
+            &common::random_scalars(n, n as u64),
             &format!("n = {n}, random"),
         );
     }
@@ -125,7 +127,7 @@ fn gpu_msm_g1_matches_blstrs() {
         &msm,
         &same_bases,
         &same,
-        &random_scalars(n, 5),
+        &common::random_scalars(n, 5),
         "one point repeated, random scalars",
     );
     check(
@@ -154,7 +156,7 @@ fn gpu_msm_g1_matches_blstrs() {
         &msm,
         &inf_bases,
         &infinities,
-        &random_scalars(100, 6),
+        &common::random_scalars(100, 6),
         "all points at infinity",
     );
     // Mixed: small scalars with many digits zero.
@@ -162,7 +164,7 @@ fn gpu_msm_g1_matches_blstrs() {
     check(&msm, &bases, &points, &small, "16-bit scalars");
 
     // More scalars than bases is an error, not a crash.
-    assert!(msm.msm(&inf_bases, &random_scalars(101, 7)).is_err());
+    assert!(msm.msm(&inf_bases, &common::random_scalars(101, 7)).is_err());
 }
 
 #[test]
@@ -173,15 +175,7 @@ fn gpu_msm_g1_2_24() {
     let n = 1 << 24;
     let points = random_points(n, 24);
     let bases = msm.upload_bases::<G1>(&points).unwrap();
-    check(&msm, &bases, &points, &random_scalars(n, 24), "n = 2^24, random");
-}
-
-fn check_g2(msm: &GpuMsm, bases: &DeviceBases<G2>, points: &[G2Affine], scalars: &[Scalar], what: &str) {
-    let (got, t) = msm.msm(bases, scalars).unwrap();
-    let proj: Vec<G2Projective> = points[..scalars.len()].iter().map(G2Projective::from).collect();
-    let want = G2Projective::multi_exp(&proj, scalars);
-    assert_eq!(got.to_affine(), want.to_affine(), "G2 MSM {what} differs from blstrs");
-    eprintln!("G2 MSM {what}: matches blstrs; {t:?}");
+    check(&msm, &bases, &points, &common::random_scalars(n, 24), "n = 2^24, random");
 }
 
 #[test]
@@ -194,21 +188,21 @@ fn gpu_msm_g2_matches_blstrs() {
     points[5] = G2Affine::identity();
     let bases = msm.upload_bases::<G2>(&points).unwrap();
     for n in [1usize, 2, 3, 100, 1 << 10, 1 << 16, 1 << 20] {
-        check_g2(&msm, &bases, &points, &random_scalars(n, 100 + n as u64), &format!("n = {n}, random"));
+        check(&msm, &bases, &points, &common::random_scalars(n, 100 + n as u64), &format!("n = {n}, random"));
     }
     let n = 3000;
     let mut rng = ChaCha20Rng::seed_from_u64(98);
-    check_g2(&msm, &bases, &points, &vec![Scalar::ZERO; n], "all scalars zero");
-    check_g2(&msm, &bases, &points, &vec![-Scalar::ONE; n], "all scalars r − 1");
+    check(&msm, &bases, &points, &vec![Scalar::ZERO; n], "all scalars zero");
+    check(&msm, &bases, &points, &vec![-Scalar::ONE; n], "all scalars r − 1");
     let zero_one: Vec<Scalar> = (0..n).map(|_| if rng.next_u32() & 1 == 1 { Scalar::ONE } else { Scalar::ZERO }).collect();
-    check_g2(&msm, &bases, &points, &zero_one, "scalars 0 or 1");
-    check_g2(&msm, &bases, &points, &vec![Scalar::ONE; 1 << 16], "n = 2^16, every scalar 1");
+    check(&msm, &bases, &points, &zero_one, "scalars 0 or 1");
+    check(&msm, &bases, &points, &vec![Scalar::ONE; 1 << 16], "n = 2^16, every scalar 1");
     let same = vec![points[3]; n];
     let same_bases = msm.upload_bases::<G2>(&same).unwrap();
-    check_g2(&msm, &same_bases, &same, &random_scalars(n, 8), "one point repeated, random scalars");
+    check(&msm, &same_bases, &same, &common::random_scalars(n, 8), "one point repeated, random scalars");
     let mut cancel = vec![Scalar::from(5u64); n];
     cancel.iter_mut().skip(1).step_by(2).for_each(|s| *s = -Scalar::from(5u64));
-    check_g2(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
+    check(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
 }
 
 /// Scalars with the split MSM's classes mixed (zeros, ones, significant), and the split
@@ -247,22 +241,21 @@ fn gpu_split_msm_matches_blstrs() {
     for n in [1usize, 7, 1000, 1 << 14, 1 << 18] {
         let (full, ones, sig_index, sig) = split_input(n, n as u64);
         let (got, t) = msm.msm_split(&bases, &ones, &sig_index, &sig).unwrap();
-        assert_eq!(got.to_affine(), reference(&points, &full).to_affine(), "G1 split MSM n = {n}");
+        assert_eq!(got.to_affine(), G1::multi_exp(&points, &full).to_affine(), "G1 split MSM n = {n}");
         eprintln!("G1 split MSM n = {n} ({} ones, {} significant): matches blstrs; {t:?}", ones.len(), sig.len());
         if n <= 1 << 14 {
             let (got, t) = msm.msm_split(&bases2, &ones, &sig_index, &sig).unwrap();
-            let proj: Vec<G2Projective> = points2[..n].iter().map(G2Projective::from).collect();
-            assert_eq!(got.to_affine(), G2Projective::multi_exp(&proj, &full).to_affine(), "G2 split MSM n = {n}");
+            assert_eq!(got.to_affine(), G2::multi_exp(&points2, &full).to_affine(), "G2 split MSM n = {n}");
             eprintln!("G2 split MSM n = {n}: matches blstrs; {t:?}");
         }
     }
     // Ones only, significant only, nothing at all.
     let all: Vec<u32> = (0..5000).collect();
     let (got, _) = msm.msm_split(&bases, &all, &[], &[]).unwrap();
-    assert_eq!(got.to_affine(), reference(&points, &vec![Scalar::ONE; 5000]).to_affine(), "ones only");
-    let sig = random_scalars(5000, 13);
+    assert_eq!(got.to_affine(), G1::multi_exp(&points, &vec![Scalar::ONE; 5000]).to_affine(), "ones only");
+    let sig = common::random_scalars(5000, 13);
     let (got, _) = msm.msm_split(&bases, &[], &all, &sig).unwrap();
-    assert_eq!(got.to_affine(), reference(&points, &sig).to_affine(), "significant only");
+    assert_eq!(got.to_affine(), G1::multi_exp(&points, &sig).to_affine(), "significant only");
     assert!(bool::from(msm.msm_split(&bases, &[], &[], &[]).unwrap().0.is_identity()));
     // Bad input is an error, not a crash.
     assert!(msm.msm_split(&bases, &[max as u32], &[], &[]).is_err(), "a one's base index out of range");

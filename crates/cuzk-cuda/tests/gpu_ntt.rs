@@ -13,34 +13,12 @@ use rand_chacha::ChaCha20Rng;
 mod common;
 
 
-fn random(n: usize, seed: u64) -> Vec<Scalar> {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut v = vec![Scalar::ZERO; n];
-    // Parallel fill for the large sizes.
-    std::thread::scope(|s| {
-        let chunk = n.div_ceil(16).max(1);
-        for (i, c) in v.chunks_mut(chunk).enumerate() {
-            let seed = rng_seed(&mut rng, i);
-            s.spawn(move || {
-                let mut r = ChaCha20Rng::seed_from_u64(seed);
-                c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
-            });
-        }
-    });
-    v
-}
-
-fn rng_seed(rng: &mut ChaCha20Rng, i: usize) -> u64 {
-    use rand::RngCore;
-    rng.next_u64() ^ i as u64
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_field_arithmetic_matches_cpu() {
     let Some(g) = common::gpu() else { return };
-    let mut x = random(1 << 20, 1);
-    let mut y = random(1 << 20, 2);
+    let mut x = common::random_scalars(1 << 20, 1);
+    let mut y = common::random_scalars(1 << 20, 2);
     let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(2u64), -Scalar::from(2u64)];
     for (i, a) in edge.iter().enumerate() {
         for (j, b) in edge.iter().enumerate() {
@@ -102,7 +80,7 @@ fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
     let ntt = GpuNtt::new(g);
     for log_n in 1..=24u32 {
         let d = Domain::new(log_n).unwrap();
-        let input = random(1 << log_n, 100 + log_n as u64);
+        let input = common::random_scalars(1 << log_n, 100 + log_n as u64);
         for kind in [NttKind::Forward, NttKind::Inverse, NttKind::CosetForward, NttKind::CosetInverse] {
             let mut cpu = input.clone();
             match kind {
@@ -128,7 +106,7 @@ fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
 
 fn check_h_polynomial(ntt: &GpuNtt, log_n: u32, len: usize) {
     let n = 1usize << log_n;
-    let (a, b, c) = (random(len, 1000 + log_n as u64), random(len, 2000 + log_n as u64), random(len, 3000 + log_n as u64));
+    let (a, b, c) = (common::random_scalars(len, 1000 + log_n as u64), common::random_scalars(len, 2000 + log_n as u64), common::random_scalars(len, 3000 + log_n as u64));
     let d = Domain::new(log_n).unwrap();
     let pad = |v: &[Scalar]| {
         let mut p = v.to_vec();
@@ -162,7 +140,7 @@ fn gpu_h_polynomial_and_ntt_at_2_27() {
     let ntt = GpuNtt::new(g);
     let log_n = 27;
     let d = Domain::new(log_n).unwrap();
-    let input = random(1 << log_n, 27);
+    let input = common::random_scalars(1 << log_n, 27);
     let mut cpu = input.clone();
     d.fft(&mut cpu);
     let mut gpu = input;

@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
+use blstrs::Scalar;
 use cuzk_cuda::Gpu;
-use rand::RngCore;
+use ff::Field;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
 
 /// Device 0, or None (saying why) where no GPU is usable: the GPU tests then return.
 pub fn gpu() -> Option<Arc<Gpu>> {
@@ -16,6 +19,21 @@ pub fn gpu() -> Option<Arc<Gpu>> {
             None
         }
     }
+}
+
+/// n random scalars, filled in parallel (16 chunks, each from its own seed).
+pub fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    let chunk = n.div_ceil(16).max(1);
+    std::thread::scope(|s| {
+        for (i, c) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
+                c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+            });
+        }
+    });
+    v
 }
 
 /// p, the BLS12-381 base-field modulus, as six little-endian 64-bit limbs.

@@ -60,7 +60,7 @@ pub struct CurveKernels {
     pub(crate) partials_scan: CudaFunction,
     pub(crate) fixup: CudaFunction,
     pub(crate) bucket_segments: CudaFunction,
-    pub(crate) window_sums: CudaFunction,
+    pub(crate) pair_segments: CudaFunction,
     pub(crate) combine_windows: CudaFunction,
     pub(crate) sum_indexed: CudaFunction,
     pub(crate) sum_pairs: CudaFunction,
@@ -74,7 +74,7 @@ impl CurveKernels {
             partials_scan: f("partials_scan")?,
             fixup: f("fixup")?,
             bucket_segments: f("bucket_segments")?,
-            window_sums: f("window_sums")?,
+            pair_segments: f("pair_segments")?,
             combine_windows: f("combine_windows")?,
             sum_indexed: f("sum_indexed")?,
             sum_pairs: f("sum_pairs")?,
@@ -121,6 +121,25 @@ impl Kernels {
     }
 }
 
+/// Names a kernel image (fatbin or cubin of kernels/cuzk.cu) to load instead of the
+/// built-in one: for comparing kernel variants without rebuilding the binary.
+pub const KERNEL_IMAGE_ENV: &str = "CUZK_KERNEL_IMAGE";
+
+/// The built-in kernels, or the image named by [`KERNEL_IMAGE_ENV`] (an error if it
+/// cannot be read: never a silent fallback).
+fn kernel_image() -> Result<Vec<u8>, GpuError> {
+    match std::env::var_os(KERNEL_IMAGE_ENV) {
+        None => Ok(FATBIN.to_vec()),
+        Some(path) => {
+            let image = std::fs::read(&path).map_err(|e| {
+                GpuError::Invalid(format!("{KERNEL_IMAGE_ENV}={}: {e}", std::path::Path::new(&path).display()))
+            })?;
+            tracing::warn!(path = %std::path::Path::new(&path).display(), "kernels loaded from {KERNEL_IMAGE_ENV}, not the built-in ones");
+            Ok(image)
+        }
+    }
+}
+
 /// One GPU with cuzk's kernels loaded, a compute stream and a copy stream.
 pub struct Gpu {
     pub ordinal: usize,
@@ -141,7 +160,7 @@ impl Gpu {
             return Err(GpuError::NoSuchDevice(ordinal, count));
         }
         let ctx = CudaContext::new(ordinal)?;
-        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
         let k = Kernels::load(&module)?;
         let name = ctx.name()?;
         let stream = ctx.new_stream()?;

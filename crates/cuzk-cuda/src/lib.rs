@@ -13,7 +13,7 @@ pub mod msm;
 pub mod ntt;
 mod pinned;
 
-pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError};
+pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use msm::{DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

@@ -204,8 +204,10 @@ fn windows(c: u32) -> u32 {
     255 / c + 1
 }
 
-/// Buckets summed per thread in the first reduction step.
-const REDUCE_SEGMENT: u32 = 128;
+/// Buckets summed per thread in the first reduction level, and pairs per thread in the
+/// later ones: short serial chains, many threads.
+const REDUCE_FIRST_SEGMENT: u32 = 32;
+const REDUCE_SEGMENT: u32 = 16;
 /// Accumulation threads aimed for: enough to fill the GPU, few enough that the
 /// partial sums of crossing buckets stay small.
 const ACCUMULATE_THREADS: u64 = 1 << 18;
@@ -225,11 +227,29 @@ fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
 /// MSM engine of one GPU.
 pub struct GpuMsm {
     gpu: Arc<Gpu>,
+    /// Fixed window width for every size (benchmarks), or None: [`window_bits`].
+    window_bits: Option<u32>,
 }
+
+/// The widest window the digit and reduction kernels are sized for.
+pub const MAX_WINDOW_BITS: u32 = 24;
 
 impl GpuMsm {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuMsm { gpu }
+        GpuMsm { gpu, window_bits: None }
+    }
+
+    /// The same engine with a fixed window width of c bits (4..=MAX_WINDOW_BITS).
+    pub fn with_window_bits(gpu: Arc<Gpu>, c: u32) -> Result<Self, GpuError> {
+        if !(4..=MAX_WINDOW_BITS).contains(&c) {
+            return Err(GpuError::Invalid(format!("window of {c} bits: must be 4 to {MAX_WINDOW_BITS}")));
+        }
+        Ok(GpuMsm { gpu, window_bits: Some(c) })
+    }
+
+    /// The window width used for n scalars.
+    pub fn window_bits_for(&self, n: usize) -> u32 {
+        self.window_bits.unwrap_or_else(|| window_bits(n))
     }
 
     /// Uploads bases once; they stay on the device for every later MSM.
@@ -373,17 +393,21 @@ impl GpuMsm {
     ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
-        let c = window_bits(n);
+        let c = self.window_bits_for(n);
         let w = windows(c);
         let buckets_per_window = 1u32 << (c - 1);
         let len = w * buckets_per_window;
         let n32 = n as u32;
         let max_entries = n as u64 * w as u64;
+        if max_entries >= 1 << 32 {
+            return Err(GpuError::Invalid(format!(
+                "{n} scalars × {w} windows of {c} bits: more bucket entries than 32-bit offsets hold"
+            )));
+        }
         let seg_len = max_entries.div_ceil(ACCUMULATE_THREADS).max(8) as u32;
         let segments = max_entries.div_ceil(seg_len as u64) as u32;
-        let m = REDUCE_SEGMENT.min(buckets_per_window);
-        let per_window = buckets_per_window / m;
-        let reduce_threads = w * per_window;
+        let m0 = REDUCE_FIRST_SEGMENT.min(buckets_per_window);
+        let reduce_threads = w * (buckets_per_window / m0);
 
         let mut counts = s.alloc_zeros::<u32>(len as usize)?;
         let mut offsets = s.alloc_zeros::<u32>(len as usize + 1)?;
@@ -396,9 +420,17 @@ impl GpuMsm {
         let mut left_bucket = s.alloc_zeros::<u32>(segments as usize)?;
         let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
         let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
-        let mut seg_total = s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?;
-        let mut seg_sum = s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?;
-        let mut window_sum = s.alloc_zeros::<G::DeviceXyzz>(w as usize)?;
+        // The reduction's pairs (T, Y), ping-ponging between two sets of buffers.
+        let mut pairs = [
+            (
+                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?,
+                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?,
+            ),
+            (
+                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads.div_ceil(2) as usize)?,
+                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads.div_ceil(2) as usize)?,
+            ),
+        ];
         let mut result = s.alloc_zeros::<G::DeviceXyzz>(1)?;
 
         let mut b = s.launch_builder(&k.msm_count);
@@ -470,27 +502,34 @@ impl GpuMsm {
         unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
         events.push(s.record_event(timing)?);
 
+        let log_m0 = m0.trailing_zeros();
         let mut b = s.launch_builder(&ck.bucket_segments);
-        b.arg(&bucket_sums)
-            .arg(&buckets_per_window)
-            .arg(&m)
-            .arg(&reduce_threads);
-        b.arg(&mut seg_total).arg(&mut seg_sum);
+        b.arg(&bucket_sums).arg(&m0).arg(&log_m0).arg(&reduce_threads);
+        b.arg(&mut pairs[0].0).arg(&mut pairs[0].1);
         // SAFETY: matches `msm_bucket_segments(const xyzz*, u32, u32, u32, xyzz*, xyzz*)`;
-        // m divides 2^(c−1); outputs hold reduce_threads entries.
+        // m0 divides 2^(c−1), so reduce_threads·m0 = len buckets are read; the outputs
+        // hold reduce_threads pairs.
         unsafe { b.launch(blocks(reduce_threads as u64, CURVE_BLOCK))? };
-        let log_m = m.trailing_zeros();
-        let mut b = s.launch_builder(&ck.window_sums);
-        b.arg(&seg_total)
-            .arg(&seg_sum)
-            .arg(&per_window)
-            .arg(&log_m)
-            .arg(&w)
-            .arg(&mut window_sum);
-        // SAFETY: matches `msm_window_sums(const xyzz*, const xyzz*, u32, u32, u32, xyzz*)`.
-        unsafe { b.launch(blocks(w as u64, 32))? };
+        // Later levels: per_window pairs per window, divided by m each time.
+        let mut per_window = buckets_per_window / m0;
+        let mut cur = 0;
+        while per_window > 1 {
+            let m = REDUCE_SEGMENT.min(per_window);
+            let (log_m, count) = (m.trailing_zeros(), w * (per_window / m));
+            let [p0, p1] = &mut pairs;
+            let (src, dst) = if cur == 0 { (&*p0, p1) } else { (&*p1, p0) };
+            let mut b = s.launch_builder(&ck.pair_segments);
+            b.arg(&src.0).arg(&src.1).arg(&m).arg(&log_m).arg(&count).arg(&mut dst.0).arg(&mut dst.1);
+            // SAFETY: matches `msm_pair_segments(const xyzz*, const xyzz*, u32, u32, u32,
+            // xyzz*, xyzz*)`; reads count·m = w·per_window pairs (what the previous level
+            // wrote), writes count ≤ reduce_threads / 2 pairs (m ≥ 2).
+            unsafe { b.launch(blocks(count as u64, CURVE_BLOCK))? };
+            per_window /= m;
+            cur = 1 - cur;
+        }
+        let window_sum = &pairs[cur].0;
         let mut b = s.launch_builder(&ck.combine_windows);
-        b.arg(&window_sum).arg(&w).arg(&c).arg(&mut result);
+        b.arg(window_sum).arg(&w).arg(&c).arg(&mut result);
         // SAFETY: matches `msm_combine_windows(const xyzz*, u32, u32, xyzz*)`; one thread.
         unsafe { b.launch(blocks(1, 32))? };
         events.push(s.record_event(timing)?);
@@ -593,7 +632,7 @@ mod tests {
         assert_eq!(window_bits(1), 4);
         assert_eq!(window_bits(1 << 16), 12);
         assert_eq!(window_bits(1 << 27), 16);
-        for c in 4..=16 {
+        for c in 4..=MAX_WINDOW_BITS {
             // The top window never carries out: its field has at most c − 1 bits.
             assert!(255 - (windows(c) - 1) * c <= c - 1);
         }

@@ -25,6 +25,9 @@ pub enum Part {
     Ntt,
     /// G1 and G2 multi-scalar multiplication.
     Msm,
+    /// Split MSMs of a C2 partition's shape (BRIEF §2 witness model): L/A in G1, B in G1
+    /// and G2.
+    Split,
 }
 
 #[derive(Args)]
@@ -39,6 +42,9 @@ pub struct GpuBenchArgs {
     /// G2 MSM sizes as powers of two, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 25])]
     msm_g2_log_sizes: Vec<u32>,
+    /// MSM window widths in bits to compare, comma-separated (empty: the size's default).
+    #[arg(long, value_delimiter = ',')]
+    msm_window_bits: Vec<u32>,
     /// NTT sizes as powers of two, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
     log_sizes: Vec<u32>,
@@ -48,6 +54,9 @@ pub struct GpuBenchArgs {
     /// Domain of the end-to-end H-polynomial run (a, b, c of 130,279,197 elements at 27).
     #[arg(long, default_value_t = 27)]
     h_log_size: u32,
+    /// Divide the split MSMs' sizes by 2^k (0: a full C2 partition's).
+    #[arg(long, default_value_t = 0)]
+    split_log_scale: u32,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -106,11 +115,17 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
         cuzk_cuda::built_architectures(),
         args.reps
     );
+    if let Some(image) = std::env::var_os(cuzk_cuda::KERNEL_IMAGE_ENV) {
+        println!("kernels loaded from {} ({})", std::path::Path::new(&image).display(), cuzk_cuda::KERNEL_IMAGE_ENV);
+    }
     if args.parts.contains(&Part::Ntt) {
         run_ntt(&gpu, args)?;
     }
     if args.parts.contains(&Part::Msm) {
         run_msm(&gpu, args)?;
+    }
+    if args.parts.contains(&Part::Split) {
+        run_split(&gpu, args)?;
     }
     Ok(())
 }
@@ -304,45 +319,161 @@ fn msm_sizes<G: BenchGroup>(gpu: &Arc<Gpu>, args: &GpuBenchArgs, logs: &[u32]) -
 where
     G::Affine: Send + Sync,
 {
-    let msm = GpuMsm::new(gpu.clone());
+    let engines = if args.msm_window_bits.is_empty() {
+        vec![GpuMsm::new(gpu.clone())]
+    } else {
+        args.msm_window_bits.iter().map(|&c| GpuMsm::with_window_bits(gpu.clone(), c)).collect::<Result<_, _>>()?
+    };
     let mut results = Vec::new();
     for &log in logs {
         let n = 1usize << log;
         let points = random_points::<G>(n, 0x9e11 ^ log as u64);
         let t = Instant::now();
-        let bases = msm.upload_bases::<G>(&points)?;
+        let bases = engines[0].upload_bases::<G>(&points)?;
         let bases_s = t.elapsed().as_secs_f64();
         let mut pinned = PinnedScalars::new(gpu, n)?;
         let v = random(n, 0x5ca1 ^ log as u64);
         pinned.as_scalars_mut()?.par_chunks_mut(1 << 16).zip(v.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
         drop(v);
         let scalars = pinned.as_scalars()?;
-        let (first, _) = msm.msm(&bases, scalars)?;
-        msm.msm(&bases, scalars)?;
-        let mut runs: Vec<MsmTimings> = Vec::with_capacity(args.reps);
-        for _ in 0..args.reps {
-            runs.push(msm.msm(&bases, scalars)?.1);
-        }
-        let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
         let t = Instant::now();
         let want = cpu_msm::<G>(&points, scalars);
         let cpu_s = t.elapsed().as_secs_f64();
-        let ok = first == want;
-        let total = med(|t| t.total_ms);
-        println!(
-            "{:>9} {:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
-            format!("{} 2^{log}", G::NAME),
-            cuzk_cuda::msm::window_bits(n),
-            med(|t| t.upload_ms),
-            med(|t| t.sort_ms),
-            med(|t| t.accumulate_ms),
-            med(|t| t.reduce_ms),
-            if ok { "match" } else { "MISMATCH" }
-        );
-        if !ok {
-            bail!("GPU {} MSM at 2^{log} differs from the CPU", G::NAME);
+        for msm in &engines {
+            let (first, _) = msm.msm(&bases, scalars)?;
+            msm.msm(&bases, scalars)?;
+            let mut runs: Vec<MsmTimings> = Vec::with_capacity(args.reps);
+            for _ in 0..args.reps {
+                runs.push(msm.msm(&bases, scalars)?.1);
+            }
+            let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
+            let ok = first == want;
+            let total = med(|t| t.total_ms);
+            let c = msm.window_bits_for(n);
+            println!(
+                "{:>9} {c:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
+                format!("{} 2^{log}", G::NAME),
+                med(|t| t.upload_ms),
+                med(|t| t.sort_ms),
+                med(|t| t.accumulate_ms),
+                med(|t| t.reduce_ms),
+                if ok { "match" } else { "MISMATCH" }
+            );
+            if !ok {
+                bail!("GPU {} MSM at 2^{log} with {c}-bit windows differs from the CPU", G::NAME);
+            }
+            results.push((format!("{}_c{c}", G::NAME.to_lowercase()), log, total));
         }
-        results.push((G::NAME.to_lowercase(), log, total));
     }
     Ok(results)
+}
+
+/// Bases of the L and A queries in a C2 partition (aux variables) and of the B query.
+const C2_AUX: usize = 130_169_893;
+const C2_B_DENSITY: usize = 33_112_281;
+/// BRIEF §2 witness model: share of significant scalars (neither 0 nor 1) over all aux
+/// values and at B-density positions; the rest are 0 or 1, half each.
+const SIGNIFICANT_SHARE: f64 = 0.097;
+const SIGNIFICANT_SHARE_B: f64 = 0.19;
+
+/// A split MSM's input: the bases whose scalar is 1, and the significant scalars with
+/// their base indices (zeros dropped), positions drawn from the witness model.
+struct SplitInput {
+    ones: Vec<u32>,
+    sig_index: Vec<u32>,
+    sig_scalars: Vec<Scalar>,
+}
+
+fn split_input(n: usize, significant: f64, seed: u64) -> SplitInput {
+    use rand::RngCore;
+    let classes: Vec<(u32, u8)> = (0..n as u32)
+        .into_par_iter()
+        .chunks(1 << 16)
+        .flat_map_iter(|chunk| {
+            let mut r = ChaCha20Rng::seed_from_u64(seed ^ (chunk[0] as u64).wrapping_mul(0x9e37_79b9));
+            chunk.into_iter().map(move |i| {
+                let u = r.next_u32() as f64 / 4_294_967_296.0;
+                let one_cut = significant + (1.0 - significant) / 2.0;
+                (i, if u < significant { 2 } else if u < one_cut { 1 } else { 0 })
+            })
+        })
+        .collect();
+    let ones = classes.iter().filter(|c| c.1 == 1).map(|c| c.0).collect();
+    let sig_index: Vec<u32> = classes.iter().filter(|c| c.1 == 2).map(|c| c.0).collect();
+    let sig_scalars = random(sig_index.len(), seed ^ 0x51);
+    SplitInput { ones, sig_index, sig_scalars }
+}
+
+fn run_split(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
+    let k = args.split_log_scale;
+    if k > 20 {
+        bail!("--split-log-scale {k}: at most 20");
+    }
+    println!(
+        "Split MSM of a C2 partition{} (significant scalars {:.1} % over aux, {:.0} % at B positions; the rest 0 or 1, half each);",
+        if k > 0 { format!(" / 2^{k}") } else { String::new() },
+        SIGNIFICANT_SHARE * 100.0,
+        SIGNIFICANT_SHARE_B * 100.0
+    );
+    println!("bases resident; ones, indices and scalars uploaded from pageable memory per call; medians of {}", args.reps);
+    println!(
+        "{:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>9} {:>8}",
+        "query", "bases", "ones", "signif.", "total(ms)", "upload", "sort", "accumulate", "reduce", "batch-add", "check"
+    );
+    let mut results = Vec::new();
+    results.push(split_one::<G1>(gpu, args, "L/A G1", C2_AUX >> k, SIGNIFICANT_SHARE)?);
+    results.push(split_one::<G1>(gpu, args, "B G1", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?);
+    results.push(split_one::<G2>(gpu, args, "B G2", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?);
+    for (name, n, total) in results {
+        println!("RESULT split_msm query={name} bases={n} total_ms={total:.1}");
+    }
+    Ok(())
+}
+
+fn split_one<G: BenchGroup>(
+    gpu: &Arc<Gpu>,
+    args: &GpuBenchArgs,
+    name: &str,
+    n: usize,
+    significant: f64,
+) -> Result<(String, usize, f64)>
+where
+    G::Affine: Send + Sync,
+{
+    let msm = GpuMsm::new(gpu.clone());
+    let points = random_points::<G>(n, 0x5b1 ^ n as u64);
+    let bases = msm.upload_bases::<G>(&points)?;
+    let input = split_input(n, significant, 0xc2 ^ n as u64);
+    let (first, _) = msm.msm_split(&bases, &input.ones, &input.sig_index, &input.sig_scalars)?;
+    msm.msm_split(&bases, &input.ones, &input.sig_index, &input.sig_scalars)?;
+    let mut runs: Vec<MsmTimings> = Vec::with_capacity(args.reps);
+    for _ in 0..args.reps {
+        runs.push(msm.msm_split(&bases, &input.ones, &input.sig_index, &input.sig_scalars)?.1);
+    }
+    let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
+    // The CPU's answer: the significant part by multi_exp, the ones summed.
+    let sig_points: Vec<G::Affine> = input.sig_index.par_iter().map(|&i| points[i as usize]).collect();
+    let ones_sum = input
+        .ones
+        .par_chunks(1 << 16)
+        .map(|c| c.iter().fold(G::P::identity(), |acc, &i| acc + G::P::from(points[i as usize])))
+        .reduce(G::P::identity, |a, b| a + b);
+    let want = cpu_msm::<G>(&sig_points, &input.sig_scalars) + ones_sum;
+    let ok = first == want;
+    let total = med(|t| t.total_ms);
+    println!(
+        "{name:>10} {n:>11} {:>10} {:>10} {total:>10.1} {:>8.1} {:>8.1} {:>10.1} {:>8.1} {:>9.1} {:>8}",
+        input.ones.len(),
+        input.sig_index.len(),
+        med(|t| t.upload_ms),
+        med(|t| t.sort_ms),
+        med(|t| t.accumulate_ms),
+        med(|t| t.reduce_ms),
+        med(|t| t.batch_add_ms),
+        if ok { "match" } else { "MISMATCH" }
+    );
+    if !ok {
+        bail!("GPU split MSM ({name}) differs from the CPU");
+    }
+    Ok((name.to_string(), n, total))
 }

@@ -19,8 +19,8 @@
 //      segments a bucket crosses in a segmented tree, so a bucket holding every entry
 //      costs log rounds rather than a serial chain; msm_fixup then adds that sum to the
 //      right partial of the segment where the bucket starts;
-//   6. msm_bucket_segments + msm_window_sums: Σ_b (b+1)·B_b per window, in segments of
-//      M buckets (running sums), then across segments;
+//   6. msm_bucket_segments, then msm_pair_segments level by level: Σ_b (b+1)·B_b per
+//      window, in segments of M (running sums), each level dividing the count by M;
 //   7. msm_combine_windows: Σ_w 2^(c·w)·W_w.
 #pragma once
 #include "../ec/xyzz.cuh"
@@ -185,40 +185,51 @@ __device__ __forceinline__ void msm_fixup(uint32_t segments, ec::xyzz<F> *bucket
     buckets[g] = acc;
 }
 
-// Window w, segment s of M buckets: total = Σ_j (j+1)·B_{s·M+j}, sum = Σ_j B_{s·M+j}.
+// The bucket reduction W_w = Σ_j (j+1)·B_j is done in levels over pairs (T, Y) that
+// stand for T + i·Y, i being the pair's index within its window's run (runs of equal,
+// power-of-two length, one after another). A segment of M consecutive pairs, s-th of
+// its run, sums to [Σ_j T_j + j·Y_j] + s·(M·Σ_j Y_j): one pair again. Each level
+// divides the run by M, until one pair per window is left, whose T is W_w.
+
+// Level 0, segment s of M buckets: T = Σ_j (j+1)·B_{sM+j}, Y = M·Σ_j B_{sM+j}
+// (bucket j of a window is the pair (B_j, B_j): B_j + j·B_j).
 template <class F>
-__device__ __forceinline__ void msm_bucket_segments(const ec::xyzz<F> *__restrict__ buckets, uint32_t buckets_per_window,
-                                                    uint32_t m, uint32_t count, ec::xyzz<F> *seg_total,
-                                                    ec::xyzz<F> *seg_sum) {
+__device__ __forceinline__ void msm_bucket_segments(const ec::xyzz<F> *__restrict__ buckets, uint32_t m,
+                                                    uint32_t log_m, uint32_t count, ec::xyzz<F> *t_out,
+                                                    ec::xyzz<F> *y_out) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
-    const uint32_t per_window = buckets_per_window / m;
-    const ec::xyzz<F> *b = buckets + (t / per_window) * buckets_per_window + (t % per_window) * m;
+    const ec::xyzz<F> *b = buckets + (size_t)t * m;
     ec::xyzz<F> run = ec::infinity<F>(), total = ec::infinity<F>();
     for (uint32_t j = m; j-- > 0;) {
         run = ec::add(run, b[j]);
         total = ec::add(total, run);
     }
-    seg_total[t] = total;
-    seg_sum[t] = run;
+    for (uint32_t i = 0; i < log_m; i++) run = ec::dbl(run);
+    t_out[t] = total;
+    y_out[t] = run;
 }
 
-// W_w = Σ_s seg_total[s] + M · Σ_s s·seg_sum[s] (bucket s·M + j has weight s·M + j + 1).
+// A later level, segment s of M pairs: T' = Σ_j T_j + j·Y_j, Y' = M·Σ_j Y_j.
 template <class F>
-__device__ __forceinline__ void msm_window_sums(const ec::xyzz<F> *__restrict__ seg_total,
-                                                const ec::xyzz<F> *__restrict__ seg_sum, uint32_t per_window,
-                                                uint32_t log_m, uint32_t windows, ec::xyzz<F> *window_sum) {
-    const uint32_t w = blockIdx.x * blockDim.x + threadIdx.x;
-    if (w >= windows) return;
-    const ec::xyzz<F> *tot = seg_total + w * per_window, *sum = seg_sum + w * per_window;
+__device__ __forceinline__ void msm_pair_segments(const ec::xyzz<F> *__restrict__ t_in,
+                                                  const ec::xyzz<F> *__restrict__ y_in, uint32_t m, uint32_t log_m,
+                                                  uint32_t count, ec::xyzz<F> *t_out, ec::xyzz<F> *y_out) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    const size_t base = (size_t)t * m;
+    // For j = M−1 … 1: run = Σ_{k≥j} Y_k, and acc gains run once per j: Σ_k k·Y_k.
     ec::xyzz<F> run = ec::infinity<F>(), acc = ec::infinity<F>();
-    for (uint32_t s = per_window; s-- > 1;) {
-        run = ec::add(run, sum[s]);
+    for (uint32_t j = m; j-- > 1;) {
+        run = ec::add(run, y_in[base + j]);
         acc = ec::add(acc, run);
+        acc = ec::add(acc, t_in[base + j]);
     }
-    for (uint32_t i = 0; i < log_m; i++) acc = ec::dbl(acc);
-    for (uint32_t s = 0; s < per_window; s++) acc = ec::add(acc, tot[s]);
-    window_sum[w] = acc;
+    acc = ec::add(acc, t_in[base]);
+    run = ec::add(run, y_in[base]);
+    for (uint32_t i = 0; i < log_m; i++) run = ec::dbl(run);
+    t_out[t] = acc;
+    y_out[t] = run;
 }
 
 // out = Σ_w 2^(c·w)·W_w (Horner, one thread).
@@ -257,9 +268,15 @@ __device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ sr
     dst[t] = v;
 }
 
+// Blocks per SM the accumulation is compiled for (its register budget), 128 threads
+// each (CURVE_BLOCK in msm.rs).
+#ifndef MSM_ACCUMULATE_MIN_BLOCKS
+#define MSM_ACCUMULATE_MIN_BLOCKS 1
+#endif
+
 // The curve kernels of one group (G = g1 or g2, F its coordinate field).
 #define MSM_CURVE_KERNELS(G, F)                                                                                      \
-    extern "C" __global__ void msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
+    extern "C" __global__ void __launch_bounds__(128, MSM_ACCUMULATE_MIN_BLOCKS) msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
                                                   const uint32_t *__restrict__ sorted,                                \
                                                   const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,     \
                                                   uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,         \
@@ -278,15 +295,15 @@ __device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ sr
                                              const uint32_t *__restrict__ left_bucket) {                              \
         msm_fixup<F>(segments, buckets, right, right_bucket, left_sums, left_bucket);                                 \
     }                                                                                                                 \
-    extern "C" __global__ void msm_bucket_segments_##G(const ec::xyzz<F> *__restrict__ buckets,                        \
-                                                       uint32_t buckets_per_window, uint32_t m, uint32_t count,       \
-                                                       ec::xyzz<F> *seg_total, ec::xyzz<F> *seg_sum) {                \
-        msm_bucket_segments<F>(buckets, buckets_per_window, m, count, seg_total, seg_sum);                            \
+    extern "C" __global__ void msm_bucket_segments_##G(const ec::xyzz<F> *__restrict__ buckets, uint32_t m,            \
+                                                       uint32_t log_m, uint32_t count, ec::xyzz<F> *t_out,            \
+                                                       ec::xyzz<F> *y_out) {                                          \
+        msm_bucket_segments<F>(buckets, m, log_m, count, t_out, y_out);                                               \
     }                                                                                                                 \
-    extern "C" __global__ void msm_window_sums_##G(const ec::xyzz<F> *__restrict__ seg_total,                          \
-                                                   const ec::xyzz<F> *__restrict__ seg_sum, uint32_t per_window,      \
-                                                   uint32_t log_m, uint32_t windows, ec::xyzz<F> *window_sum) {       \
-        msm_window_sums<F>(seg_total, seg_sum, per_window, log_m, windows, window_sum);                               \
+    extern "C" __global__ void msm_pair_segments_##G(const ec::xyzz<F> *__restrict__ t_in,                             \
+                                                     const ec::xyzz<F> *__restrict__ y_in, uint32_t m, uint32_t log_m, \
+                                                     uint32_t count, ec::xyzz<F> *t_out, ec::xyzz<F> *y_out) {         \
+        msm_pair_segments<F>(t_in, y_in, m, log_m, count, t_out, y_out);                                              \
     }                                                                                                                 \
     extern "C" __global__ void msm_combine_windows_##G(const ec::xyzz<F> *__restrict__ window_sum, uint32_t windows,   \
                                                        uint32_t c, ec::xyzz<F> *out) {                                \

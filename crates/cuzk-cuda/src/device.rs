@@ -94,7 +94,9 @@ pub(crate) struct Kernels {
     pub fr_binary_op: CudaFunction,
     pub fp_binary_op: CudaFunction,
     pub msm_count: CudaFunction,
+    pub msm_tile_sums: CudaFunction,
     pub msm_scan: CudaFunction,
+    pub msm_tile_scan: CudaFunction,
     pub msm_scatter: CudaFunction,
     pub msm_g1: CurveKernels,
     pub msm_g2: CurveKernels,
@@ -113,12 +115,40 @@ impl Kernels {
             fr_binary_op: m.load_function("fr_binary_op")?,
             fp_binary_op: m.load_function("fp_binary_op")?,
             msm_count: m.load_function("msm_count")?,
+            msm_tile_sums: m.load_function("msm_tile_sums")?,
             msm_scan: m.load_function("msm_scan")?,
+            msm_tile_scan: m.load_function("msm_tile_scan")?,
             msm_scatter: m.load_function("msm_scatter")?,
             msm_g1: CurveKernels::load(m, "g1")?,
             msm_g2: CurveKernels::load(m, "g2")?,
         })
     }
+}
+
+/// Device buffers are stream-ordered allocations from the device's default memory
+/// pool. By default the pool hands freed memory back to the driver at every
+/// synchronisation, so each MSM or H polynomial mapped its gigabytes of scratch anew
+/// (tens of milliseconds, on the device's timeline). Keeping it makes later
+/// allocations of the same sizes come from the pool.
+fn keep_pool_memory(ctx: &CudaContext) -> Result<(), GpuError> {
+    use cudarc::driver::sys;
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: `pool` receives the device's default pool handle; the threshold attribute
+    // takes a pointer to a u64, valid for the call. Both results are checked.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result()?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()?;
+    }
+    Ok(())
 }
 
 /// Names a kernel image (fatbin or cubin of kernels/cuzk.cu) to load instead of the
@@ -160,6 +190,7 @@ impl Gpu {
             return Err(GpuError::NoSuchDevice(ordinal, count));
         }
         let ctx = CudaContext::new(ordinal)?;
+        keep_pool_memory(&ctx)?;
         let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
         let k = Kernels::load(&module)?;
         let name = ctx.name()?;

@@ -204,6 +204,9 @@ fn windows(c: u32) -> u32 {
     255 / c + 1
 }
 
+/// Counts per block of the prefix sums (MSM_SCAN_TILE, MSM_SCAN_THREADS in pippenger.cuh).
+const SCAN_TILE: u32 = 4096;
+const SCAN_THREADS: u32 = 256;
 /// Buckets summed per thread in the first reduction level, and pairs per thread in the
 /// later ones: short serial chains, many threads.
 const REDUCE_FIRST_SEGMENT: u32 = 32;
@@ -433,15 +436,26 @@ impl GpuMsm {
         ];
         let mut result = s.alloc_zeros::<G::DeviceXyzz>(1)?;
 
+        // SAFETY: msm_count writes every (window, scalar) digit before msm_scatter reads it.
+        let mut digits = unsafe { s.alloc::<u32>(max_entries as usize)? };
         let mut b = s.launch_builder(&k.msm_count);
-        b.arg(d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts);
-        // SAFETY: matches `msm_count(const fr*, u32, u32, u32, u32*)`; counts holds
-        // windows·2^(c−1) entries and every (window, bucket) index is below that.
+        b.arg(d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts).arg(&mut digits);
+        // SAFETY: matches `msm_count(const fr*, u32, u32, u32, u32*, u32*)`; counts holds
+        // windows·2^(c−1) entries and every (window, bucket) index is below that; digits
+        // holds windows·n entries.
         unsafe { b.launch(blocks(n as u64, 256))? };
+        let tiles = len.div_ceil(SCAN_TILE);
+        let mut tile_sums = s.alloc_zeros::<u32>(tiles as usize)?;
+        let mut tile_offsets = s.alloc_zeros::<u32>(tiles as usize + 1)?;
+        let mut b = s.launch_builder(&k.msm_tile_sums);
+        b.arg(&counts).arg(&len).arg(&mut tile_sums);
+        // SAFETY: matches `msm_tile_sums(const u32*, u32, u32*)`; one block per tile of
+        // SCAN_TILE counts, tile_sums holds `tiles` entries.
+        unsafe { b.launch(blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS))? };
         let mut b = s.launch_builder(&k.msm_scan);
-        b.arg(&counts).arg(&len).arg(&mut offsets);
+        b.arg(&tile_sums).arg(&tiles).arg(&mut tile_offsets);
         // SAFETY: matches `msm_scan(const u32*, u32, u32*)`; one block of 1024 threads;
-        // offsets holds len + 1 entries.
+        // tile_offsets holds tiles + 1 entries.
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (1, 1, 1),
@@ -449,24 +463,32 @@ impl GpuMsm {
                 shared_mem_bytes: 0,
             })?
         };
+        let mut b = s.launch_builder(&k.msm_tile_scan);
+        b.arg(&counts).arg(&len).arg(&tile_offsets).arg(&tiles).arg(&mut offsets);
+        // SAFETY: matches `msm_tile_scan(const u32*, u32, const u32*, u32, u32*)`; one block
+        // per tile; offsets holds len + 1 entries, tile_offsets tiles + 1.
+        unsafe { b.launch(blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS))? };
         let mut cursor = s.clone_dtod(&offsets)?;
         // An unread stand-in when the scalars are not indexed.
-        let cursor_dummy = s.alloc_zeros::<u32>(1)?;
+        let index_dummy = s.alloc_zeros::<u32>(1)?;
         let indexed = base_index.is_some() as u32;
-        let mut b = s.launch_builder(&k.msm_scatter);
-        b.arg(d_scalars)
-            .arg(&n32)
-            .arg(&c)
-            .arg(&w)
-            .arg(&mut cursor)
-            .arg(&mut sorted)
-            .arg(base_index.unwrap_or(&cursor_dummy))
-            .arg(&indexed);
-        // SAFETY: matches `msm_scatter(const fr*, u32, u32, u32, u32*, u32*, const u32*,
-        // u32)`; each bucket's cursor runs from its offset to the next one, all below the
-        // total ≤ n·windows = sorted.len(); base_index (read when `indexed`) holds n
-        // indices below bases.len(), checked by the caller.
-        unsafe { b.launch(blocks(n as u64, 256))? };
+        for window in 0..w {
+            let mut b = s.launch_builder(&k.msm_scatter);
+            b.arg(&digits)
+                .arg(&n32)
+                .arg(&c)
+                .arg(&window)
+                .arg(&mut cursor)
+                .arg(&mut sorted)
+                .arg(base_index.unwrap_or(&index_dummy))
+                .arg(&indexed);
+            // SAFETY: matches `msm_scatter(const u32*, u32, u32, u32, u32*, u32*, const u32*,
+            // u32)`; reads digits[window·n .. window·n + n); each bucket's cursor runs from
+            // its offset to the next one, all below the total ≤ n·windows = sorted.len();
+            // base_index (read when `indexed`) holds n indices below bases.len(), checked
+            // by the caller.
+            unsafe { b.launch(blocks(n as u64, 256))? };
+        }
         events.push(s.record_event(timing)?);
 
         let mut b = s.launch_builder(&ck.accumulate);

@@ -7,10 +7,10 @@
 // (digits.cuh), so a window needs 2^(c−1) buckets: bucket |d| − 1 collects ±P_i.
 //
 // Phases, all on the device (the host only launches; one synchronisation at the end):
-//   1. msm_count: digits of every scalar, counted per (window, bucket);
-//   2. msm_scan: exclusive prefix sums of the counts = each bucket's first slot in one
-//      array sorted by (window, bucket);
-//   3. msm_scatter: the digits again, each entry (point index, sign) written to its
+//   1. msm_count: digits of every scalar, stored and counted per (window, bucket);
+//   2. msm_tile_sums, msm_scan, msm_tile_scan: exclusive prefix sums of the counts =
+//      each bucket's first slot in one array sorted by (window, bucket);
+//   3. msm_scatter, window by window: each entry (point index, sign) written to its
 //      bucket's next free slot;
 //   4. msm_accumulate: the sorted entries cut into equal segments of K, one thread per
 //      segment, so a heavy bucket is spread over many threads; a bucket inside one
@@ -44,16 +44,49 @@ __device__ __forceinline__ void msm_digits(const fr::elem &s_mont, uint32_t c, u
     msm_signed_digits(s.l, c, windows, f);
 }
 
+// No digit in this window (digit 0).
+#define MSM_NO_DIGIT 0xffffffffu
+
+// Digits of every scalar, stored window-major (digits[w·n + i] = bucket << 1 | negative,
+// or MSM_NO_DIGIT) and counted per (window, bucket).
 extern "C" __global__ void msm_count(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,
-                                     uint32_t *counts) {
+                                     uint32_t *counts, uint32_t *digits) {
     const uint32_t buckets = 1u << (c - 1);
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        msm_digits(scalars[i], c, windows,
-                   [&](uint32_t w, uint32_t b, bool) { atomicAdd(&counts[w * buckets + b], 1u); });
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t next = 0;  // windows below `next` are written
+        msm_digits(scalars[i], c, windows, [&](uint32_t w, uint32_t b, bool neg) {
+            atomicAdd(&counts[w * buckets + b], 1u);
+            for (; next < w; next++) digits[(size_t)next * n + i] = MSM_NO_DIGIT;
+            digits[(size_t)w * n + i] = (b << 1) | (neg ? 1u : 0u);
+            next = w + 1;
+        });
+        for (; next < windows; next++) digits[(size_t)next * n + i] = MSM_NO_DIGIT;
+    }
 }
 
-// Exclusive prefix sums of counts[0..len) into offsets[0..len], offsets[len] = total.
-// One block of 1024 threads, each summing a contiguous chunk.
+// Exclusive prefix sums of counts[0..len) into offsets[0..len], offsets[len] = total, in
+// three steps: sums of tiles of MSM_SCAN_TILE counts (msm_tile_sums), the tile sums'
+// prefix sums (msm_scan, one block), each tile's prefix sums (msm_tile_scan).
+#define MSM_SCAN_TILE 4096
+#define MSM_SCAN_THREADS 256
+
+extern "C" __global__ void __launch_bounds__(MSM_SCAN_THREADS)
+    msm_tile_sums(const uint32_t *__restrict__ counts, uint32_t len, uint32_t *tile_sums) {
+    __shared__ uint32_t part[MSM_SCAN_THREADS];
+    const uint32_t begin = blockIdx.x * MSM_SCAN_TILE;
+    uint32_t s = 0;
+    for (uint32_t i = begin + threadIdx.x; i < min(begin + MSM_SCAN_TILE, len); i += MSM_SCAN_THREADS) s += counts[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (uint32_t d = MSM_SCAN_THREADS / 2; d > 0; d >>= 1) {
+        if (threadIdx.x < d) part[threadIdx.x] += part[threadIdx.x + d];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = part[0];
+}
+
+// One block of 1024 threads, each summing a contiguous chunk (for short inputs: the
+// tile sums).
 extern "C" __global__ void __launch_bounds__(1024) msm_scan(const uint32_t *__restrict__ counts, uint32_t len,
                                                             uint32_t *offsets) {
     __shared__ uint32_t sums[1024];
@@ -78,17 +111,48 @@ extern "C" __global__ void __launch_bounds__(1024) msm_scan(const uint32_t *__re
     if (t == 1023) offsets[len] = sums[1023];
 }
 
+// Tile b: thread t takes the MSM_SCAN_TILE / MSM_SCAN_THREADS consecutive counts from
+// b·TILE + t·PER, so its exclusive prefix is the tile offset plus the earlier threads'.
+extern "C" __global__ void __launch_bounds__(MSM_SCAN_THREADS)
+    msm_tile_scan(const uint32_t *__restrict__ counts, uint32_t len, const uint32_t *__restrict__ tile_offsets,
+                  uint32_t tiles, uint32_t *offsets) {
+    const uint32_t PER = MSM_SCAN_TILE / MSM_SCAN_THREADS;
+    __shared__ uint32_t sums[MSM_SCAN_THREADS];
+    const uint32_t t = threadIdx.x;
+    const uint32_t begin = min(blockIdx.x * MSM_SCAN_TILE + t * PER, len), end = min(begin + PER, len);
+    uint32_t s = 0;
+    for (uint32_t i = begin; i < end; i++) s += counts[i];
+    sums[t] = s;
+    __syncthreads();
+    for (uint32_t d = 1; d < MSM_SCAN_THREADS; d <<= 1) {
+        const uint32_t v = t >= d ? sums[t - d] : 0;
+        __syncthreads();
+        sums[t] += v;
+        __syncthreads();
+    }
+    uint32_t run = tile_offsets[blockIdx.x] + (t ? sums[t - 1] : 0);
+    for (uint32_t i = begin; i < end; i++) {
+        offsets[i] = run;
+        run += counts[i];
+    }
+    if (blockIdx.x == 0 && t == 0) offsets[len] = tile_offsets[tiles];
+}
+
+// Window w's entries, each written to its bucket's next free slot. One launch per
+// window: the window's cursors (2^(c−1)) and the slots being filled stay in L2, where a
+// launch over every window at once scattered 4-byte writes over all of memory.
 // Scalar i belongs to base base_index[i] when `indexed` (a split MSM's significant
 // scalars), else to base i.
-extern "C" __global__ void msm_scatter(const fr::elem *__restrict__ scalars, uint32_t n, uint32_t c, uint32_t windows,
+extern "C" __global__ void msm_scatter(const uint32_t *__restrict__ digits, uint32_t n, uint32_t c, uint32_t w,
                                        uint32_t *cursor, uint32_t *sorted, const uint32_t *__restrict__ base_index,
                                        uint32_t indexed) {
     const uint32_t buckets = 1u << (c - 1);
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        msm_digits(scalars[i], c, windows, [&](uint32_t w, uint32_t b, bool neg) {
-            const uint32_t slot = atomicAdd(&cursor[w * buckets + b], 1u);
-            sorted[slot] = ((indexed ? base_index[i] : i) << 1) | (neg ? 1u : 0u);
-        });
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const uint32_t d = digits[(size_t)w * n + i];
+        if (d == MSM_NO_DIGIT) continue;
+        const uint32_t slot = atomicAdd(&cursor[w * buckets + (d >> 1)], 1u);
+        sorted[slot] = ((indexed ? base_index[i] : i) << 1) | (d & 1);
+    }
 }
 
 // The bucket holding sorted slot `pos`: the largest g with offsets[g] ≤ pos

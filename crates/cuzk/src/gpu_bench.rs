@@ -349,7 +349,7 @@ where
             let med = |f: fn(&MsmTimings) -> f32| median(runs.iter().map(|t| f(t) as f64).collect());
             let ok = first == want;
             let total = med(|t| t.total_ms);
-            let c = msm.window_bits_for(n);
+            let c = msm.window_bits_for::<G>(n);
             println!(
                 "{:>9} {c:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
                 format!("{} 2^{log}", G::NAME),

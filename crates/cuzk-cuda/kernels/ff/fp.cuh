@@ -127,10 +127,11 @@ __device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
 
 // Out of line: a curve addition makes ~12 products, and inlining them all made one
 // MSM kernel take ~30 s per architecture to compile (255 registers) against ~3 s.
-// Arguments and result by value: they travel in registers. By reference they went
-// through the stack (local memory) on every call, and the G1 accumulation was 10 %
-// slower, G2's 3.4× (bench/results/2026-11-30-gpu-msm-by-value-*.txt). Grouping two
-// or three independent products per call was 2.4× slower (255 registers, spills).
+// Arguments and result by value: they travel in registers, where by reference they
+// went through the stack (local memory) on every call. G1's accumulation at 2^24 went
+// from 161.8 to 148.2 ms; G2's (three of these per Fp2 product) got slower, 592 to
+// 774 ms, still to be explained (NOTES.md). Grouping two or three independent
+// products per call was 2.4× slower (255 registers, spills).
 __device__ __noinline__ elem mul(elem a, elem b) {
     double da[8], db[8];
     limbs52::split<12, 8, 0>(a.l, da);

@@ -5,15 +5,17 @@
 //! here, and are loaded through the CUDA driver API at run time. A binary built with
 //! the kernels still starts on a machine without a driver or GPU: [`device_count`]
 //! says why no device is usable.
-//! (There is no GPU prover yet, so nothing falls back: proving runs on the CPU.)
+//! [`CudaBackend`] is the GPU proving backend (first version: not yet pipelined).
 
 mod device;
 pub mod field;
 pub mod msm;
 pub mod ntt;
+pub mod prover;
 mod pinned;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use msm::{DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;
+pub use prover::CudaBackend;

@@ -42,7 +42,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--reps must be at least 1");
     }
     let sizes = if args.log_sizes.is_empty() { vec![args.shape.log_size] } else { args.log_sizes.clone() };
-    let backend = backend(args.backend);
+    let backend = backend(args.backend)?;
     println!("cuzk bench: backend {}, {} threads, {} timed reps after 1 warm-up", backend.name(), rayon::current_num_threads(), args.reps);
     for log in sizes {
         let mut shape_args = args.shape.clone();

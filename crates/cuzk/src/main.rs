@@ -94,17 +94,24 @@ enum Command {
 /// Which proving backend to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
-    /// The best backend available (the CPU in this build).
+    /// The best backend validated for production (the CPU until the GPU backend has
+    /// been checked end to end on a GPU).
     Auto,
     /// The CPU backend.
     Cpu,
+    /// The GPU backend on CUDA device 0 (an error where none is usable).
+    Cuda,
 }
 
 /// The backend for `kind`.
-pub fn backend(kind: BackendKind) -> Box<dyn ProvingBackend> {
-    match kind {
+pub fn backend(kind: BackendKind) -> Result<Box<dyn ProvingBackend>> {
+    Ok(match kind {
         BackendKind::Auto | BackendKind::Cpu => Box::new(CpuBackend::new()),
-    }
+        BackendKind::Cuda => {
+            let gpu = cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?;
+            Box::new(cuzk_cuda::CudaBackend::new(gpu))
+        }
+    })
 }
 
 fn init_logging(default_level: &str) {
@@ -159,7 +166,7 @@ fn secs(d: Duration) -> String {
 
 fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
     let shape = shape_args.shape()?;
-    let backend = backend(kind);
+    let backend = backend(kind)?;
     println!(
         "cuzk demo: synthetic C2-shaped circuit, {} constraints, {} inputs, domain 2^{}, backend {}",
         shape.constraints,
@@ -248,7 +255,7 @@ fn prove(
     let inputs = circuits[0].input[1..].to_vec();
     params.check_shape(&circuits[0]).with_context(|| format!("{} does not fit this circuit", params_path.display()))?;
     let t = Instant::now();
-    let proofs = backend(kind).prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?.proofs;
+    let proofs = backend(kind)?.prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?.proofs;
     let prove_time = t.elapsed();
     if !verify_proof(&PreparedVerifyingKey::new(&params.vk), &proofs[0], &inputs)? {
         bail!("the proof failed verification; nothing written");

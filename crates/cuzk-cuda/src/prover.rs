@@ -1,0 +1,274 @@
+//! The GPU proving backend: the H polynomial and every MSM on one GPU, the Groth16
+//! assembly (a few scalar multiplications) on the host.
+//!
+//! First version: correct end to end, not yet the pipelined one. The parameter set's
+//! points are uploaded once per [`ParameterSet`] and stay on the device; a, b, c go up
+//! from host memory, h comes back to the host and goes up again as the H MSM's scalars,
+//! and the split MSMs' index lists are rebuilt on the host per proof. The public-input
+//! parts of the A and B queries (a few hundred points) are summed on the host.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use cuzk_groth16::backend::{check_inputs, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use cuzk_groth16::msm::msm as host_msm;
+use cuzk_groth16::params::ParameterSetId;
+use cuzk_groth16::prover::assemble;
+use cuzk_groth16::synthesis::{Density, ScalarClasses, SynthesizedCircuit};
+use cuzk_groth16::{ParameterSet, Proof};
+use ff::Field;
+use rayon::prelude::*;
+
+use crate::device::{Gpu, GpuError};
+use crate::msm::{DeviceBases, GpuMsm, MsmGroup, G1, G2};
+use crate::ntt::GpuNtt;
+
+fn backend_error(what: &str, e: GpuError) -> ProveError {
+    ProveError::Backend(format!("{what}: {e}"))
+}
+
+/// A parameter set's points on the device.
+struct ResidentParams {
+    h: DeviceBases<G1>,
+    l: DeviceBases<G1>,
+    a: DeviceBases<G1>,
+    b_g1: DeviceBases<G1>,
+    b_g2: DeviceBases<G2>,
+}
+
+/// Groth16 on one GPU.
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+    ntt: GpuNtt,
+    msm: GpuMsm,
+    /// Points per parameter set, uploaded on first use.
+    resident: Mutex<HashMap<ParameterSetId, Arc<ResidentParams>>>,
+}
+
+impl CudaBackend {
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        CudaBackend {
+            ntt: GpuNtt::new(gpu.clone()),
+            msm: GpuMsm::new(gpu.clone()),
+            gpu,
+            resident: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The parameter set's points on the device, uploading them on first use.
+    fn resident(&self, p: &ParameterSet, t: &mut StageTimings) -> Result<Arc<ResidentParams>, ProveError> {
+        let mut map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
+        if let Some(r) = map.get(&p.id()) {
+            return Ok(r.clone());
+        }
+        let up = |what: &str, points: &[blstrs::G1Affine]| {
+            self.msm.upload_bases::<G1>(points).map_err(|e| backend_error(what, e))
+        };
+        let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
+            Ok(ResidentParams {
+                h: up("uploading H", &p.h)?,
+                l: up("uploading L", &p.l)?,
+                a: up("uploading A", &p.a)?,
+                b_g1: up("uploading B (G1)", &p.b_g1)?,
+                b_g2: self.msm.upload_bases::<G2>(&p.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
+            })
+        })?;
+        tracing::info!(points = p.h.len() + p.l.len() + p.a.len() + p.b_g1.len() + p.b_g2.len(), "parameter set resident on the GPU");
+        let r = Arc::new(r);
+        map.insert(p.id(), r.clone());
+        Ok(r)
+    }
+}
+
+impl ProvingBackend for CudaBackend {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.gpu.ordinal)
+    }
+
+    fn prove(
+        &self,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
+        check_inputs(params, circuits, randomness)?;
+        let mut timings = StageTimings::default();
+        let resident = self.resident(params, &mut timings)?;
+        let mut proofs = Vec::with_capacity(circuits.len());
+        for (c, rs) in circuits.iter_mut().zip(randomness) {
+            proofs.push(self.prove_one(params, &resident, c, rs, &mut timings)?);
+        }
+        Ok(ProveOutput { proofs, timings })
+    }
+}
+
+/// A split MSM's input over the aux values selected by `density` (all when None):
+/// zeros dropped, the bases of the ones listed, the significant scalars with their base
+/// indices. The k-th selected aux value belongs to base `first_base + k`.
+#[derive(Debug, Default, PartialEq)]
+pub struct SplitLists {
+    pub ones: Vec<u32>,
+    pub sig_index: Vec<u32>,
+    pub sig_scalars: Vec<Scalar>,
+}
+
+/// Aux positions per parallel chunk (a multiple of 64: whole density words).
+const LIST_CHUNK: usize = 1 << 16;
+
+pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Density>, first_base: usize) -> SplitLists {
+    let chunks = aux.len().div_ceil(LIST_CHUNK);
+    // Selected positions before each chunk.
+    let mut before = Vec::with_capacity(chunks);
+    let mut run = first_base;
+    for ci in 0..chunks {
+        before.push(run);
+        let (lo, hi) = (ci * LIST_CHUNK, ((ci + 1) * LIST_CHUNK).min(aux.len()));
+        run += match density {
+            Some(d) => d.words()[lo / 64..hi.div_ceil(64)].iter().map(|w| w.count_ones() as usize).sum(),
+            None => hi - lo,
+        };
+    }
+    let parts: Vec<SplitLists> = (0..chunks)
+        .into_par_iter()
+        .map(|ci| {
+            let mut part = SplitLists::default();
+            let mut k = before[ci];
+            for i in ci * LIST_CHUNK..((ci + 1) * LIST_CHUNK).min(aux.len()) {
+                if density.is_some_and(|d| !d.get(i)) {
+                    continue;
+                }
+                if classes.one.get(i) {
+                    part.ones.push(k as u32);
+                } else if !classes.zero.get(i) {
+                    part.sig_index.push(k as u32);
+                    part.sig_scalars.push(aux[i]);
+                }
+                k += 1;
+            }
+            part
+        })
+        .collect();
+    let mut out = SplitLists::default();
+    for p in parts {
+        out.ones.extend(p.ones);
+        out.sig_index.extend(p.sig_index);
+        out.sig_scalars.extend(p.sig_scalars);
+    }
+    out
+}
+
+/// The inputs selected by `density`, in order.
+fn selected_inputs(input: &[Scalar], density: &Density) -> Vec<Scalar> {
+    input.iter().enumerate().filter(|(i, _)| density.get(*i)).map(|(_, v)| *v).collect()
+}
+
+impl CudaBackend {
+    fn split<G: MsmGroup>(
+        &self,
+        what: &str,
+        bases: &DeviceBases<G>,
+        lists: &SplitLists,
+    ) -> Result<G::Projective, ProveError> {
+        self.msm
+            .msm_split(bases, &lists.ones, &lists.sig_index, &lists.sig_scalars)
+            .map(|(p, _)| p)
+            .map_err(|e| backend_error(what, e))
+    }
+
+    fn prove_one(
+        &self,
+        p: &ParameterSet,
+        r: &ResidentParams,
+        c: &mut SynthesizedCircuit,
+        rs: &ProofRandomness,
+        t: &mut StageTimings,
+    ) -> Result<Proof, ProveError> {
+        let n = c.domain_size();
+        c.mark_consumed();
+        let mut h = vec![Scalar::ZERO; n];
+        t.time(Stage::HPolynomial, || {
+            self.ntt.h_polynomial(c.a.as_slice(), c.b.as_slice(), c.c.as_slice(), &mut h)
+        })
+        .map_err(|e| backend_error("H polynomial", e))?;
+        let msm_h = t.time(Stage::MsmH, || self.msm.msm(&r.h, &h[..n - 1])).map_err(|e| backend_error("H MSM", e))?.0;
+        drop(h);
+
+        let num_inputs = c.num_inputs();
+        let msm_l = t.time(Stage::MsmL, || {
+            let lists = split_lists(&c.aux, &c.aux_classes, None, 0);
+            self.split("L MSM", &r.l, &lists)
+        })?;
+        let msm_a = t.time(Stage::MsmA, || -> Result<G1Projective, ProveError> {
+            let lists = split_lists(&c.aux, &c.aux_classes, Some(&c.a_aux_density), num_inputs);
+            Ok(host_msm(&p.a[..num_inputs], &c.input) + self.split("A MSM", &r.a, &lists)?)
+        })?;
+        let b_inputs = selected_inputs(&c.input, &c.b_input_density);
+        let b_lists = split_lists(&c.aux, &c.aux_classes, Some(&c.b_aux_density), b_inputs.len());
+        let msm_b_g1 = t.time(Stage::MsmBG1, || -> Result<G1Projective, ProveError> {
+            Ok(host_msm(&p.b_g1[..b_inputs.len()], &b_inputs) + self.split("B MSM (G1)", &r.b_g1, &b_lists)?)
+        })?;
+        let msm_b_g2 = t.time(Stage::MsmBG2, || -> Result<G2Projective, ProveError> {
+            Ok(host_msm(&p.b_g2[..b_inputs.len()], &b_inputs) + self.split("B MSM (G2)", &r.b_g2, &b_lists)?)
+        })?;
+        Ok(t.time(Stage::Assembly, || assemble(p, rs, msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_lists_follow_the_density_and_the_classes() {
+        // 200 aux values cycling 0, 1, 5, 7; density: every third position.
+        let aux: Vec<Scalar> = (0..200u64).map(|i| Scalar::from([0, 1, 5, 7][(i % 4) as usize])).collect();
+        let classes = ScalarClasses::classify(&aux);
+        let density = Density::from_fn(aux.len(), |i| i % 3 == 0);
+        let got = split_lists(&aux, &classes, Some(&density), 10);
+        let mut want = SplitLists::default();
+        for (k, i) in (0..200).filter(|i| i % 3 == 0).enumerate() {
+            match i % 4 {
+                0 => {}
+                1 => want.ones.push(10 + k as u32),
+                _ => {
+                    want.sig_index.push(10 + k as u32);
+                    want.sig_scalars.push(aux[i]);
+                }
+            }
+        }
+        assert_eq!(got, want);
+        // No density: every aux value has its own base.
+        let all = split_lists(&aux, &classes, None, 0);
+        assert_eq!(all.ones.len(), 50);
+        assert_eq!(all.sig_index.len(), 100);
+        assert_eq!(all.sig_index[0], 2);
+        assert_eq!(all.ones[1], 5);
+    }
+
+    #[test]
+    fn split_lists_cross_chunk_boundaries() {
+        // More than two chunks, with a density whose counts differ per chunk.
+        let n = 2 * LIST_CHUNK + 1000;
+        let aux: Vec<Scalar> = (0..n as u64).map(|i| Scalar::from(i % 3)).collect();
+        let classes = ScalarClasses::classify(&aux);
+        let density = Density::from_fn(n, |i| i % 5 != 0 || i > LIST_CHUNK + 7);
+        let got = split_lists(&aux, &classes, Some(&density), 3);
+        let mut k = 3u32;
+        let (mut ones, mut sig) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            if !density.get(i) {
+                continue;
+            }
+            match i % 3 {
+                0 => {}
+                1 => ones.push(k),
+                _ => sig.push(k),
+            }
+            k += 1;
+        }
+        assert_eq!(got.ones, ones);
+        assert_eq!(got.sig_index, sig);
+        assert_eq!(got.sig_scalars.len(), sig.len());
+    }
+}

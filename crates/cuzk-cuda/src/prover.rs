@@ -158,11 +158,6 @@ pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Den
     out
 }
 
-/// The inputs selected by `density`, in order.
-fn selected_inputs(input: &[Scalar], density: &Density) -> Vec<Scalar> {
-    input.iter().enumerate().filter(|(i, _)| density.get(*i)).map(|(_, v)| *v).collect()
-}
-
 impl CudaBackend {
     fn split<G: MsmGroup>(
         &self,
@@ -203,7 +198,7 @@ impl CudaBackend {
             let lists = split_lists(&c.aux, &c.aux_classes, Some(&c.a_aux_density), num_inputs);
             Ok(host_msm(&p.a[..num_inputs], &c.input) + self.split("A MSM", &r.a, &lists)?)
         })?;
-        let b_inputs = selected_inputs(&c.input, &c.b_input_density);
+        let b_inputs = c.b_input_density.select(&c.input);
         let b_lists = split_lists(&c.aux, &c.aux_classes, Some(&c.b_aux_density), b_inputs.len());
         let msm_b_g1 = t.time(Stage::MsmBG1, || -> Result<G1Projective, ProveError> {
             Ok(host_msm(&p.b_g1[..b_inputs.len()], &b_inputs) + self.split("B MSM (G1)", &r.b_g1, &b_lists)?)

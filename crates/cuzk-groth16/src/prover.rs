@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Projective};
 use group::prime::PrimeCurveAffine;
 use group::Curve;
 
@@ -18,7 +18,7 @@ use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::ParameterSet;
 use crate::proof::Proof;
-use crate::synthesis::{Density, SynthesizedCircuit};
+use crate::synthesis::SynthesizedCircuit;
 
 /// Groth16 on the CPU: NTTs with rayon, MSMs with blst's Pippenger.
 #[derive(Default)]
@@ -66,14 +66,9 @@ impl ProvingBackend for CpuBackend {
     }
 }
 
-/// The inputs selected by `density`, in order.
-fn select(values: &[Scalar], density: &Density) -> Vec<Scalar> {
-    values.iter().enumerate().filter(|(i, _)| density.get(*i)).map(|(_, v)| *v).collect()
-}
-
 /// Σ over the B query: the selected inputs, then the split MSM over aux.
 fn b_query<A: MsmAffine>(bases: &[A], c: &SynthesizedCircuit) -> A::Projective {
-    let inputs = select(&c.input, &c.b_input_density);
+    let inputs = c.b_input_density.select(&c.input);
     let (input_bases, aux_bases) = bases.split_at(inputs.len());
     let mut acc = msm(input_bases, &inputs);
     acc += split_msm(aux_bases, &c.aux, &c.aux_classes, Some(&c.b_aux_density)).0;

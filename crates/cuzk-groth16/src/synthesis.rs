@@ -81,6 +81,11 @@ impl Density {
     }
 
     /// The backing words, 64 variables each, least significant bit first.
+    /// The values at the positions in the set, in order.
+    pub fn select<T: Copy>(&self, values: &[T]) -> Vec<T> {
+        values.iter().enumerate().filter(|(i, _)| self.get(*i)).map(|(_, v)| *v).collect()
+    }
+
     pub fn words(&self) -> &[u64] {
         &self.words
     }

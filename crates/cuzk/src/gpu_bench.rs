@@ -10,6 +10,7 @@ use blstrs::{G1Projective, G2Projective};
 use clap::{Args, ValueEnum};
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
+use cuzk_cuda::prover::SplitLists;
 use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmGroup, MsmTimings, PinnedScalars, G1, G2};
 use cuzk_groth16::domain::Domain;
 use cuzk_groth16::Scalar;
@@ -376,15 +377,8 @@ const C2_B_DENSITY: usize = 33_112_281;
 const SIGNIFICANT_SHARE: f64 = 0.097;
 const SIGNIFICANT_SHARE_B: f64 = 0.19;
 
-/// A split MSM's input: the bases whose scalar is 1, and the significant scalars with
-/// their base indices (zeros dropped), positions drawn from the witness model.
-struct SplitInput {
-    ones: Vec<u32>,
-    sig_index: Vec<u32>,
-    sig_scalars: Vec<Scalar>,
-}
-
-fn split_input(n: usize, significant: f64, seed: u64) -> SplitInput {
+/// A split MSM's input with positions drawn from the witness model.
+fn split_input(n: usize, significant: f64, seed: u64) -> SplitLists {
     use rand::RngCore;
     let classes: Vec<(u32, u8)> = (0..n as u32)
         .into_par_iter()
@@ -401,7 +395,7 @@ fn split_input(n: usize, significant: f64, seed: u64) -> SplitInput {
     let ones = classes.iter().filter(|c| c.1 == 1).map(|c| c.0).collect();
     let sig_index: Vec<u32> = classes.iter().filter(|c| c.1 == 2).map(|c| c.0).collect();
     let sig_scalars = random(sig_index.len(), seed ^ 0x51);
-    SplitInput { ones, sig_index, sig_scalars }
+    SplitLists { ones, sig_index, sig_scalars }
 }
 
 fn run_split(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {

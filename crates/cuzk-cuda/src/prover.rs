@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use blstrs::{G1Projective, G2Projective, Scalar};
-use cuzk_groth16::backend::{check_inputs, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use cuzk_groth16::backend::{check_inputs, prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::params::ParameterSetId;
 use cuzk_groth16::prover::assemble;
@@ -92,14 +92,11 @@ impl ProvingBackend for CudaBackend {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError> {
-        check_inputs(params, circuits, randomness)?;
         let mut timings = StageTimings::default();
+        // Shapes are checked before the (long, first-use) upload of the points.
+        check_inputs(params, circuits, randomness)?;
         let resident = self.resident(params, &mut timings)?;
-        let mut proofs = Vec::with_capacity(circuits.len());
-        for (c, rs) in circuits.iter_mut().zip(randomness) {
-            proofs.push(self.prove_one(params, &resident, c, rs, &mut timings)?);
-        }
-        Ok(ProveOutput { proofs, timings })
+        prove_each(params, circuits, randomness, timings, |c, rs, t| self.prove_one(params, &resident, c, rs, t))
     }
 }
 

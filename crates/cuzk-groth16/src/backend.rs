@@ -157,6 +157,23 @@ pub trait ProvingBackend: Send + Sync {
     ) -> Result<ProveOutput, ProveError>;
 }
 
+/// Proves the circuits one by one with `prove_one(circuit, r_s, timings)`, after the
+/// contract's checks, collecting the proofs in order: the loop every backend shares.
+pub fn prove_each(
+    params: &ParameterSet,
+    circuits: &mut [SynthesizedCircuit],
+    randomness: &[ProofRandomness],
+    mut timings: StageTimings,
+    mut prove_one: impl FnMut(&mut SynthesizedCircuit, &ProofRandomness, &mut StageTimings) -> Result<Proof, ProveError>,
+) -> Result<ProveOutput, ProveError> {
+    check_inputs(params, circuits, randomness)?;
+    let mut proofs = Vec::with_capacity(circuits.len());
+    for (c, rs) in circuits.iter_mut().zip(randomness) {
+        proofs.push(prove_one(c, rs, &mut timings)?);
+    }
+    Ok(ProveOutput { proofs, timings })
+}
+
 /// Checks the parts of the contract every backend must check before proving.
 pub fn check_inputs(
     params: &ParameterSet,

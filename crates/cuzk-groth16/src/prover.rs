@@ -13,7 +13,7 @@ use blstrs::{G1Affine, G1Projective, G2Projective};
 use group::prime::PrimeCurveAffine;
 use group::Curve;
 
-use crate::backend::{check_inputs, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use crate::backend::{prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::ParameterSet;
@@ -55,14 +55,10 @@ impl ProvingBackend for CpuBackend {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError> {
-        check_inputs(params, circuits, randomness)?;
-        let mut timings = StageTimings::default();
-        let mut proofs = Vec::with_capacity(circuits.len());
-        for (c, rs) in circuits.iter_mut().zip(randomness) {
+        prove_each(params, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
-            proofs.push(prove_one(params, &domain, c, rs, &mut timings)?);
-        }
-        Ok(ProveOutput { proofs, timings })
+            prove_one(params, &domain, c, rs, t)
+        })
     }
 }
 

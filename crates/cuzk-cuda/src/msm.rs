@@ -12,7 +12,7 @@ use blst::{
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
@@ -239,6 +239,23 @@ fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
     }
 }
 
+/// Where an MSM's scalars are: host memory (uploaded by the call) or already on the
+/// device (e.g. the H polynomial's coefficients, left where the NTTs wrote them).
+#[derive(Clone, Copy)]
+pub enum Scalars<'a> {
+    Host(&'a [Scalar]),
+    Device(&'a CudaView<'a, DeviceFr>),
+}
+
+impl Scalars<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Scalars::Host(s) => s.len(),
+            Scalars::Device(v) => v.len(),
+        }
+    }
+}
+
 /// MSM engine of one GPU.
 pub struct GpuMsm {
     gpu: Arc<Gpu>,
@@ -292,7 +309,7 @@ impl GpuMsm {
         sig_index: &[u32],
         sig_scalars: &[Scalar],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = self.msm_inner(bases, sig_scalars, Some(sig_index), ones);
+        let r = self.msm_inner(bases, Scalars::Host(sig_scalars), Some(sig_index), ones);
         self.settle(r)
     }
 
@@ -313,6 +330,16 @@ impl GpuMsm {
         bases: &DeviceBases<G>,
         scalars: &[Scalar],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
+        self.msm_from(bases, Scalars::Host(scalars))
+    }
+
+    /// [`GpuMsm::msm`] with the scalars in host or device memory. Device scalars must
+    /// have been written on this GPU's compute stream (or before it, in stream order).
+    pub fn msm_from<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        scalars: Scalars<'_>,
+    ) -> Result<(G::Projective, MsmTimings), GpuError> {
         let r = self.msm_inner(bases, scalars, None, &[]);
         self.settle(r)
     }
@@ -322,7 +349,7 @@ impl GpuMsm {
     fn msm_inner<G: MsmGroup>(
         &self,
         bases: &DeviceBases<G>,
-        scalars: &[Scalar],
+        scalars: Scalars<'_>,
         sig_index: Option<&[u32]>,
         ones: &[u32],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
@@ -349,7 +376,15 @@ impl GpuMsm {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let t0 = s.record_event(timing)?;
-        let d_scalars = if n > 0 { Some(s.clone_htod(as_device(scalars))?) } else { None };
+        let uploaded;
+        let d_scalars = match scalars {
+            _ if n == 0 => None,
+            Scalars::Host(h) => {
+                uploaded = s.clone_htod(as_device(h))?;
+                Some(uploaded.as_view())
+            }
+            Scalars::Device(v) => Some(v.slice(..)),
+        };
         let d_index = match sig_index {
             Some(idx) if n > 0 => Some(s.clone_htod(idx)?),
             _ => None,
@@ -401,7 +436,7 @@ impl GpuMsm {
     fn enqueue_pippenger<G: MsmGroup>(
         &self,
         bases: &DeviceBases<G>,
-        d_scalars: &CudaSlice<DeviceFr>,
+        d_scalars: &CudaView<'_, DeviceFr>,
         n: usize,
         base_index: Option<&CudaSlice<u32>>,
         events: &mut Vec<cudarc::driver::CudaEvent>,

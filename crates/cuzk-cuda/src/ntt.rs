@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use cuzk_groth16::domain::{coset_shift, powers, Domain};
 use ff::{Field, PrimeField};
 
@@ -102,6 +102,15 @@ pub enum NttKind {
     Inverse,
     CosetForward,
     CosetInverse,
+}
+
+/// Events of an H-polynomial run on the device: on the copy stream, before the first
+/// and after the last upload; on the compute stream, around the NTTs.
+pub struct HPolyEvents {
+    pub upload_start: CudaEvent,
+    pub uploaded: CudaEvent,
+    pub compute_start: CudaEvent,
+    pub computed: CudaEvent,
 }
 
 /// Device time of one H-polynomial call, from CUDA events. The upload of b and c
@@ -489,18 +498,59 @@ impl GpuNtt {
         c: &[Scalar],
         out: &mut [Scalar],
     ) -> Result<HPolyTimings, GpuError> {
-        let len = a.len().max(b.len()).max(c.len());
-        let n = len.max(1).next_power_of_two();
+        let n = Self::h_domain(a, b, c);
         if out.len() < n {
             return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
         }
+        self.with_h_on_device(a, b, c, |h, ev| {
+            let s = &self.gpu.stream;
+            // SAFETY: the H-polynomial kernels write reduced field elements.
+            s.memcpy_dtoh(h, unsafe { as_device_mut(&mut out[..n]) })?;
+            let t4 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            s.synchronize()?;
+            Ok(HPolyTimings {
+                upload_ms: ev.upload_start.elapsed_ms(&ev.uploaded)?,
+                compute_ms: ev.compute_start.elapsed_ms(&ev.computed)?,
+                download_ms: ev.computed.elapsed_ms(&t4)?,
+            })
+        })
+    }
+
+    /// The H polynomial's domain size for inputs a, b, c.
+    fn h_domain(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> usize {
+        a.len().max(b.len()).max(c.len()).max(1).next_power_of_two()
+    }
+
+    /// The H polynomial from host vectors, left on the device: `then` gets h (domain
+    /// size n, natural order) while the workspace holding it is locked, and enqueues its
+    /// work on the compute stream, after the H polynomial. No host synchronization here:
+    /// `then` decides when to wait. On an error, both streams are synchronized.
+    pub fn h_polynomial_then<R>(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        then: impl FnOnce(&CudaView<'_, DeviceFr>, &HPolyEvents) -> Result<R, GpuError>,
+    ) -> Result<R, GpuError> {
+        let r = self.with_h_on_device(a, b, c, then);
+        self.settle(r)
+    }
+
+    fn with_h_on_device<R>(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        then: impl FnOnce(&CudaView<'_, DeviceFr>, &HPolyEvents) -> Result<R, GpuError>,
+    ) -> Result<R, GpuError> {
+        let n = Self::h_domain(a, b, c);
         let d = self.domain(n.trailing_zeros())?;
         let mut ws = self.workspace(n)?;
         let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         // The copy stream must not overwrite the workspace while earlier compute reads it.
         cp.join(s)?;
-        let t0 = cp.record_event(timing)?;
+        let upload_start = cp.record_event(timing)?;
         let (wa, rest) = ws.split_at_mut(1);
         let (wb, wc) = rest.split_at_mut(1);
         let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
@@ -513,23 +563,16 @@ impl GpuNtt {
             uploaded.push(cp.record_event(timing)?);
         }
         s.wait(&uploaded[0])?;
-        let t2 = s.record_event(timing)?;
+        let compute_start = s.record_event(timing)?;
         for ((v, ready), is_c) in views.iter_mut().zip(&uploaded).zip([false, false, true]) {
             s.wait(ready)?;
             self.h_input(&d, v, is_c)?;
         }
         let [va, vb, vc] = &mut views;
         self.h_from_coset_evaluations(&d, va, vb, vc)?;
-        let t3 = s.record_event(timing)?;
-        // SAFETY: the H-polynomial kernels write reduced field elements.
-        s.memcpy_dtoh(&*va, unsafe { as_device_mut(&mut out[..n]) })?;
-        let t4 = s.record_event(timing)?;
-        s.synchronize()?;
-        Ok(HPolyTimings {
-            upload_ms: t0.elapsed_ms(&uploaded[2])?,
-            compute_ms: t2.elapsed_ms(&t3)?,
-            download_ms: t3.elapsed_ms(&t4)?,
-        })
+        let computed = s.record_event(timing)?;
+        let uploaded = uploaded.pop().ok_or_else(|| GpuError::Invalid("no upload event".into()))?;
+        then(&va.as_view(), &HPolyEvents { upload_start, uploaded, compute_start, computed })
     }
 
     /// Runs one transform on host data (upload, transform, download; one host sync).

@@ -16,9 +16,11 @@ __device__ __forceinline__ elem add(const elem &a, const elem &b) { return elem{
 __device__ __forceinline__ elem sub(const elem &a, const elem &b) { return elem{fp::sub(a.c0, b.c0), fp::sub(a.c1, b.c1)}; }
 
 // Three Fp products (Karatsuba): c0 = a0·b0 − a1·b1, c1 = (a0 + a1)(b0 + b1) − a0·b0 − a1·b1.
-// Out of line, like fp::mul (and like it, arguments by value), to keep the G2 kernels'
-// size and compile time down.
-__device__ __noinline__ elem mul(elem a, elem b) {
+// Out of line, like fp::mul, to keep the G2 kernels' size and compile time down. Unlike
+// fp::mul, the operands are taken by reference: measured on the H200, by value made G2
+// accumulation 1.4× slower (2^22: 198 → 143 ms by reference), by-reference fp::mul
+// made G1 8 % slower.
+__device__ __noinline__ elem mul(const elem &a, const elem &b) {
     // The sums first: a and b need not stay live across the products.
     const fp::elem sa = fp::add(a.c0, a.c1), sb = fp::add(b.c0, b.c1);
     const fp::elem t0 = fp::mul(a.c0, b.c0), t1 = fp::mul(a.c1, b.c1), t2 = fp::mul(sa, sb);
@@ -26,7 +28,7 @@ __device__ __noinline__ elem mul(elem a, elem b) {
 }
 
 // Two Fp products: c0 = (a0 + a1)(a0 − a1), c1 = 2·a0·a1.
-__device__ __noinline__ elem sqr(elem a) {
+__device__ __noinline__ elem sqr(const elem &a) {
     const fp::elem s = fp::add(a.c0, a.c1), d = fp::sub(a.c0, a.c1);
     const fp::elem c0 = fp::mul(s, d), t = fp::mul(a.c0, a.c1);
     return elem{c0, fp::add(t, t)};

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::domain::{powers, Domain, DomainError};
 use crate::params::{ParameterSet, VerifyingKey};
-use crate::synthesis::Density;
+use crate::synthesis::{Density, SynthesizedCircuit};
 use crate::Progress;
 
 #[derive(Debug, thiserror::Error)]
@@ -173,10 +173,36 @@ struct FixedBase<A> {
 
 const WINDOW: usize = 8;
 
+/// Projective → affine for many points with one field inversion (blst's batch
+/// conversion). The `group` crate's default `batch_normalize` inverts once per point:
+/// it made setup and random points ~10× slower.
+pub trait BatchAffine: Curve {
+    fn to_affine_batch(p: &[Self], out: &mut [Self::AffineRepr]);
+}
+
+impl BatchAffine for G1Projective {
+    fn to_affine_batch(p: &[Self], out: &mut [G1Affine]) {
+        assert_eq!(p.len(), out.len(), "batch conversion needs equal lengths");
+        let ptrs: Vec<*const blst::blst_p1> = p.iter().map(|x| x as *const G1Projective as *const blst::blst_p1).collect();
+        // SAFETY: G1Projective and G1Affine are #[repr(transparent)] wrappers of blst_p1
+        // and blst_p1_affine; `ptrs` holds p.len() valid pointers and `out` as many slots.
+        unsafe { blst::blst_p1s_to_affine(out.as_mut_ptr() as *mut blst::blst_p1_affine, ptrs.as_ptr(), p.len()) }
+    }
+}
+
+impl BatchAffine for G2Projective {
+    fn to_affine_batch(p: &[Self], out: &mut [G2Affine]) {
+        assert_eq!(p.len(), out.len(), "batch conversion needs equal lengths");
+        let ptrs: Vec<*const blst::blst_p2> = p.iter().map(|x| x as *const G2Projective as *const blst::blst_p2).collect();
+        // SAFETY: as for G1, with blst_p2 and blst_p2_affine.
+        unsafe { blst::blst_p2s_to_affine(out.as_mut_ptr() as *mut blst::blst_p2_affine, ptrs.as_ptr(), p.len()) }
+    }
+}
+
 impl<A> FixedBase<A>
 where
     A: PrimeCurveAffine + Send + Sync,
-    A::Curve: Curve<AffineRepr = A> + Send + Sync,
+    A::Curve: Curve<AffineRepr = A> + BatchAffine + Send + Sync,
 {
     fn new(base: A::Curve) -> Self {
         let windows = (Scalar::NUM_BITS as usize).div_ceil(WINDOW);
@@ -188,7 +214,7 @@ where
                 row[d] = row[d - 1] + window_base;
             }
             let mut affine = vec![A::identity(); row.len()];
-            A::Curve::batch_normalize(&row, &mut affine);
+            A::Curve::to_affine_batch(&row, &mut affine);
             table.push(affine);
             for _ in 0..WINDOW {
                 window_base = window_base.double();
@@ -216,7 +242,7 @@ where
         let mut out = vec![A::identity(); ks.len()];
         out.par_chunks_mut(CHUNK).zip(ks.par_chunks(CHUNK)).for_each(|(o, k)| {
             let proj: Vec<A::Curve> = k.iter().map(|k| self.mul(k)).collect();
-            A::Curve::batch_normalize(&proj, o);
+            A::Curve::to_affine_batch(&proj, o);
             progress.advance(k.len() as u64);
         });
         out
@@ -312,6 +338,59 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
 }
 
+/// A parameter set of the shape `c` needs whose points are random curve points,
+/// unrelated to any setup: proofs made with it do NOT verify. It times full-size proofs
+/// without a full setup (hours of fixed-base multiplications on a CPU), and, written to
+/// a file, lets other provers be timed on the very same points.
+pub fn timing_parameters(c: &SynthesizedCircuit, rng: &mut impl RngCore, progress: &dyn Progress) -> ParameterSet {
+    let b = c.b_input_density.count() + c.b_aux_density.count();
+    let (n_in, h_len, n_aux, a_len) = (c.num_inputs(), c.domain_size() - 1, c.num_aux(), c.num_inputs() + c.a_aux_density.count());
+    progress.stage("timing parameters: random G1 points", (n_in + h_len + n_aux + a_len + b) as u64);
+    let ic = random_points::<G1Affine>(n_in, rng, progress);
+    let h = random_points::<G1Affine>(h_len, rng, progress);
+    let l = random_points::<G1Affine>(n_aux, rng, progress);
+    let a = random_points::<G1Affine>(a_len, rng, progress);
+    let b_g1 = random_points::<G1Affine>(b, rng, progress);
+    progress.stage("timing parameters: random G2 points", b as u64);
+    let b_g2 = random_points::<G2Affine>(b, rng, progress);
+    let vk = VerifyingKey {
+        alpha_g1: G1Projective::random(&mut *rng).to_affine(),
+        beta_g1: G1Projective::random(&mut *rng).to_affine(),
+        beta_g2: G2Projective::random(&mut *rng).to_affine(),
+        gamma_g2: G2Projective::random(&mut *rng).to_affine(),
+        delta_g1: G1Projective::random(&mut *rng).to_affine(),
+        delta_g2: G2Projective::random(&mut *rng).to_affine(),
+        ic,
+    };
+    ParameterSet::new(vk, h, l, a, b_g1, b_g2)
+}
+
+/// n distinct points P + i·Q, P and Q random: one addition per point, chunks in
+/// parallel, each chunk normalized with one inversion.
+pub fn random_points<A>(n: usize, rng: &mut impl RngCore, progress: &dyn Progress) -> Vec<A>
+where
+    A: PrimeCurveAffine + Send + Sync,
+    A::Curve: Curve<AffineRepr = A> + BatchAffine + Send + Sync,
+{
+    const CHUNK: usize = 1 << 12;
+    let (p, q) = (A::Curve::random(&mut *rng), A::Curve::random(&mut *rng));
+    let q_affine = q.to_affine();
+    let mut out = vec![A::identity(); n];
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(k, o)| {
+        let mut acc = p + q * A::Scalar::from((k * CHUNK) as u64);
+        let proj: Vec<A::Curve> = (0..o.len())
+            .map(|_| {
+                let r = acc;
+                acc = acc + q_affine;
+                r
+            })
+            .collect();
+        A::Curve::to_affine_batch(&proj, o);
+        progress.advance(o.len() as u64);
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +410,24 @@ mod tests {
         }
         let r = generate_parameters(Loose, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1), &NoProgress);
         assert!(matches!(r, Err(SetupError::UnconstrainedVariable(1))));
+    }
+
+    #[test]
+    fn timing_parameters_fit_the_circuit_and_hold_distinct_points() {
+        let shape = crate::synthetic::SyntheticShape::for_domain(8);
+        let c = crate::synthesize(shape.circuit(1)).unwrap();
+        let p = timing_parameters(&c, &mut rand_chacha::ChaCha20Rng::seed_from_u64(5), &NoProgress);
+        p.check_shape(&c).unwrap();
+        let mut all: Vec<[u8; 48]> = p.h.iter().chain(&p.l).chain(&p.a).map(|q| q.to_compressed()).collect();
+        assert!(p.h.iter().all(|q| bool::from(q.is_on_curve()) && !bool::from(q.is_identity())));
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "random points repeat");
+        // The chain P + i·Q across a chunk boundary.
+        let pts = random_points::<G1Affine>(3 << 11, &mut rand_chacha::ChaCha20Rng::seed_from_u64(6), &NoProgress);
+        let q = G1Projective::from(pts[1]) - G1Projective::from(pts[0]);
+        assert_eq!(G1Projective::from(pts[4096]) - G1Projective::from(pts[4095]), q);
     }
 
     #[test]

@@ -13,7 +13,10 @@ use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
 use cuzk_cuda::prover::SplitLists;
 use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmGroup, MsmTimings, PinnedScalars, G1, G2};
 use cuzk_groth16::domain::Domain;
+use cuzk_groth16::generator::{self, BatchAffine};
+use cuzk_groth16::NoProgress;
 use cuzk_groth16::Scalar;
+use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 use ff::Field;
 use rand::SeedableRng;
@@ -242,8 +245,8 @@ fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
 }
 
 /// A group the benchmark runs the MSM in: its CPU reference.
-trait BenchGroup: MsmGroup<Projective = Self::P> {
-    type P: Curve<AffineRepr = Self::Affine> + Group<Scalar = Scalar> + From<Self::Affine> + Send + Sync;
+trait BenchGroup: MsmGroup<Projective = Self::P, Affine: PrimeCurveAffine<Curve = Self::P> + Send + Sync> {
+    type P: Curve<AffineRepr = Self::Affine> + BatchAffine + Group<Scalar = Scalar> + From<Self::Affine> + Send + Sync;
     fn multi_exp(points: &[Self::P], scalars: &[Scalar]) -> Self::P;
 }
 
@@ -261,28 +264,10 @@ impl BenchGroup for G2 {
     }
 }
 
-/// n distinct pseudo-random points: per chunk a random start, then repeated additions
-/// of a random step (a scalar multiplication per point would take minutes at 2^27).
-fn random_points<G: BenchGroup>(n: usize, seed: u64) -> Vec<G::Affine>
-where
-    G::Affine: Send + Sync,
-{
-    let identity: G::Affine = G::P::identity().to_affine();
-    let mut out = vec![identity; n];
-    let chunk = n.div_ceil(rayon::current_num_threads()).max(1);
-    out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| {
-        let mut r = ChaCha20Rng::seed_from_u64(seed ^ (i as u64) << 32);
-        let mut p = G::P::generator() * Scalar::random(&mut r);
-        let step = G::P::generator() * Scalar::random(&mut r);
-        let proj: Vec<G::P> = (0..c.len())
-            .map(|_| {
-                p += step;
-                p
-            })
-            .collect();
-        G::P::batch_normalize(&proj, c);
-    });
-    out
+/// n distinct pseudo-random points (the generator's P + i·Q; a scalar multiplication
+/// per point would take minutes at 2^27).
+fn random_points<G: BenchGroup>(n: usize, seed: u64) -> Vec<G::Affine> {
+    generator::random_points::<G::Affine>(n, &mut ChaCha20Rng::seed_from_u64(seed), &NoProgress)
 }
 
 /// The CPU's answer: blstrs' multi_exp on one chunk per thread, summed.

@@ -17,6 +17,7 @@ use cuzk_groth16::params::ParameterSetId;
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, ScalarClasses, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
+use ff::Field;
 use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
@@ -112,45 +113,67 @@ pub struct SplitLists {
 /// Aux positions per parallel chunk (a multiple of 64: whole density words).
 const LIST_CHUNK: usize = 1 << 16;
 
+/// Bits of density word `w` that are real positions below `n` and selected.
+fn selected_word(density: Option<&Density>, w: usize, n: usize) -> u64 {
+    let valid = if (w + 1) * 64 <= n { u64::MAX } else { (1u64 << (n % 64)) - 1 };
+    density.map_or(valid, |d| d.words()[w] & valid)
+}
+
+/// Two parallel passes, no serial merge (at C2 size the lists are ~700 MB): per chunk,
+/// counts from word popcounts; then every chunk fills its own part of the outputs.
 pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Density>, first_base: usize) -> SplitLists {
-    let chunks = aux.len().div_ceil(LIST_CHUNK);
-    // Selected positions before each chunk.
-    let mut before = Vec::with_capacity(chunks);
-    let mut run = first_base;
-    for ci in 0..chunks {
-        before.push(run);
-        let (lo, hi) = (ci * LIST_CHUNK, ((ci + 1) * LIST_CHUNK).min(aux.len()));
-        run += match density {
-            Some(d) => d.words()[lo / 64..hi.div_ceil(64)].iter().map(|w| w.count_ones() as usize).sum(),
-            None => hi - lo,
-        };
-    }
-    let parts: Vec<SplitLists> = (0..chunks)
+    let n = aux.len();
+    let chunks = n.div_ceil(LIST_CHUNK);
+    let (one, zero) = (classes.one.words(), classes.zero.words());
+    // [selected, ones, significant] per chunk.
+    let counts: Vec<[usize; 3]> = (0..chunks)
         .into_par_iter()
         .map(|ci| {
-            let mut part = SplitLists::default();
-            let mut k = before[ci];
-            for i in ci * LIST_CHUNK..((ci + 1) * LIST_CHUNK).min(aux.len()) {
-                if density.is_some_and(|d| !d.get(i)) {
-                    continue;
-                }
-                if classes.one.get(i) {
-                    part.ones.push(k as u32);
-                } else if !classes.zero.get(i) {
-                    part.sig_index.push(k as u32);
-                    part.sig_scalars.push(aux[i]);
-                }
-                k += 1;
+            let mut c = [0usize; 3];
+            for w in ci * LIST_CHUNK / 64..(((ci + 1) * LIST_CHUNK).min(n)).div_ceil(64) {
+                let sel = selected_word(density, w, n);
+                c[0] += sel.count_ones() as usize;
+                c[1] += (sel & one[w]).count_ones() as usize;
+                c[2] += (sel & !one[w] & !zero[w]).count_ones() as usize;
             }
-            part
+            c
         })
         .collect();
-    let mut out = SplitLists::default();
-    for p in parts {
-        out.ones.extend(p.ones);
-        out.sig_index.extend(p.sig_index);
-        out.sig_scalars.extend(p.sig_scalars);
+    let (total_ones, total_sig) = counts.iter().fold((0, 0), |(o, g), c| (o + c[1], g + c[2]));
+    let mut out = SplitLists {
+        ones: vec![0; total_ones],
+        sig_index: vec![0; total_sig],
+        sig_scalars: (0..total_sig).into_par_iter().map(|_| Scalar::ZERO).collect(),
+    };
+    // Each chunk's slices of the three outputs, and its first base index.
+    let mut parts = Vec::with_capacity(chunks);
+    let (mut ones, mut idx, mut sc) = (&mut out.ones[..], &mut out.sig_index[..], &mut out.sig_scalars[..]);
+    let mut k = first_base;
+    for c in &counts {
+        let (o, o_rest) = std::mem::take(&mut ones).split_at_mut(c[1]);
+        let (i, i_rest) = std::mem::take(&mut idx).split_at_mut(c[2]);
+        let (s, s_rest) = std::mem::take(&mut sc).split_at_mut(c[2]);
+        parts.push((o, i, s, k));
+        (ones, idx, sc) = (o_rest, i_rest, s_rest);
+        k += c[0];
     }
+    parts.into_par_iter().enumerate().for_each(|(ci, (o, si, ss, mut k))| {
+        let (mut jo, mut js) = (0, 0);
+        for i in ci * LIST_CHUNK..((ci + 1) * LIST_CHUNK).min(n) {
+            if density.is_some_and(|d| !d.get(i)) {
+                continue;
+            }
+            if classes.one.get(i) {
+                o[jo] = k as u32;
+                jo += 1;
+            } else if !classes.zero.get(i) {
+                si[js] = k as u32;
+                ss[js] = aux[i];
+                js += 1;
+            }
+            k += 1;
+        }
+    });
     out
 }
 

@@ -3,12 +3,16 @@
 //! Per size: one setup, one warm-up proof, then `--reps` timed proofs, each on a fresh
 //! witness and each verified; medians are reported. The last line per size is a
 //! `RESULT` line for scripts.
+//!
+//! With `--timing-params` the setup is replaced by a parameter set of random points of
+//! the right shape (seconds instead of hours at full size): the proofs are timed but
+//! cannot verify, so verification is skipped, and the output says so.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_groth16::generator::generate_parameters;
+use cuzk_groth16::generator::{generate_parameters, timing_parameters};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, ProofRandomness, Stage};
 use rand::SeedableRng;
@@ -28,6 +32,10 @@ pub struct BenchArgs {
     /// Timed repetitions per size (after one warm-up).
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Time with random parameter points of the circuit's shape instead of a real setup.
+    /// The proofs are NOT valid and are not verified: for timing only.
+    #[arg(long)]
+    timing_params: bool,
     #[command(flatten)]
     shape: ShapeArgs,
 }
@@ -48,17 +56,25 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut shape_args = args.shape.clone();
         shape_args.log_size = log;
         let shape = shape_args.shape()?;
+        // With --constraints the domain follows from the shape, not from --log-sizes.
+        let log = shape.domain_size().trailing_zeros();
         let bars = Bars::new();
         let t = Instant::now();
-        let params = generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(log as u64), &bars)
-            .context("setup failed")?;
+        let mut setup_rng = ChaCha20Rng::seed_from_u64(log as u64);
+        let params = if args.timing_params {
+            let c = synthesize(shape.circuit(0)).context("synthesis failed")?;
+            timing_parameters(&c, &mut setup_rng, &bars)
+        } else {
+            generate_parameters(shape.circuit(0), &mut setup_rng, &bars).context("setup failed")?
+        };
         bars.finish();
         let setup = t.elapsed();
         let pvk = PreparedVerifyingKey::new(&params.vk);
         println!(
-            "\n== 2^{log}: {} constraints, {} inputs; setup {:.2} s",
+            "\n== 2^{log}: {} constraints, {} inputs; {} {:.2} s",
             shape.constraints,
             shape.inputs,
+            if args.timing_params { "random timing parameters (proofs will NOT verify; verification skipped)" } else { "setup" },
             setup.as_secs_f64()
         );
         let mut rng = ChaCha20Rng::seed_from_u64(1000 + log as u64);
@@ -73,7 +89,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let t = Instant::now();
             let out = backend.prove(&params, &mut circuits, &[ProofRandomness::random(&mut rng)])?;
             let prove = t.elapsed();
-            if !verify_proof(&pvk, &out.proofs[0], &inputs)? {
+            if !args.timing_params && !verify_proof(&pvk, &out.proofs[0], &inputs)? {
                 bail!("2^{log}, rep {rep}: proof failed verification");
             }
             if rep == 0 {
@@ -95,7 +111,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         println!("  {:<18} {:>9.3} s", "prove (total)", prove.as_secs_f64());
         println!("  {:<18} {:>9.3} s", "synthesis + prove", (synth + prove).as_secs_f64());
-        println!("  all {} proofs verified", args.reps + 1);
+        if args.timing_params {
+            println!("  {} proofs timed, none verified (random timing parameters)", args.reps + 1);
+        } else {
+            println!("  all {} proofs verified", args.reps + 1);
+        }
         println!(
             "RESULT backend={} log_size={log} synthesis_s={:.4} prove_s={:.4} total_s={:.4}",
             backend.name(),

@@ -53,18 +53,18 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         None => MemoryBudget::auto_total(config.safety_margin)
             .context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
     };
-    // The CUDA prover is not part of this build yet: every partition is proved on the
-    // CPU, and the log says so rather than leaving it to be guessed.
-    let backends: Vec<Arc<dyn ProvingBackend>> = vec![Arc::new(CpuBackend::new())];
+    let backends: Vec<Arc<dyn ProvingBackend>> = match crate::cuda_backends(&config.gpu_devices)? {
+        Some(gpus) => gpus,
+        None => vec![Arc::new(CpuBackend::new())],
+    };
     tracing::info!(
         config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
         memory_budget_bytes = budget,
         param_cache = %config.param_cache.display(),
-        "proving on the CPU backend (this build has no GPU prover yet)"
+        backends = %backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
+        workers_per_backend = config.workers_per_device,
+        "proving backends ready"
     );
-    if !config.gpu_devices.is_empty() {
-        tracing::warn!(devices = ?config.gpu_devices, "gpus.devices is set, but this build proves on the CPU only");
-    }
     let engine = Arc::new(
         Engine::start(
             EngineConfig {

@@ -9,6 +9,7 @@ mod timeline;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -94,8 +95,8 @@ enum Command {
 /// Which proving backend to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
-    /// The best backend validated for production (the CPU until the GPU backend has
-    /// been checked end to end on a GPU).
+    /// The GPU backend on CUDA device 0 when this build has kernels and the machine a
+    /// usable GPU; otherwise the CPU backend (the log says which, and why).
     Auto,
     /// The CPU backend.
     Cpu,
@@ -106,12 +107,43 @@ pub enum BackendKind {
 /// The backend for `kind`.
 pub fn backend(kind: BackendKind) -> Result<Box<dyn ProvingBackend>> {
     Ok(match kind {
-        BackendKind::Auto | BackendKind::Cpu => Box::new(CpuBackend::new()),
+        BackendKind::Cpu => Box::new(CpuBackend::new()),
         BackendKind::Cuda => {
             let gpu = cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?;
             Box::new(cuzk_cuda::CudaBackend::new(gpu))
         }
+        BackendKind::Auto => match cuzk_cuda::device_count() {
+            Ok(_) => {
+                let gpu = cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to prove on the CPU)")?;
+                Box::new(cuzk_cuda::CudaBackend::new(gpu))
+            }
+            Err(why) => {
+                tracing::info!(reason = %why, "no usable GPU: proving on the CPU");
+                Box::new(CpuBackend::new())
+            }
+        },
     })
+}
+
+/// One GPU backend per device in `devices` (every device when empty). None when
+/// `devices` is empty and the machine has no usable GPU (the caller falls back to the
+/// CPU); an error when a device that was asked for cannot be used.
+pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<dyn ProvingBackend>>>> {
+    let count = match cuzk_cuda::device_count() {
+        Ok(n) => n,
+        Err(why) if devices.is_empty() => {
+            tracing::info!(reason = %why, "no usable GPU: proving on the CPU");
+            return Ok(None);
+        }
+        Err(why) => bail!("gpus.devices = {devices:?}, but there is no usable GPU: {why}"),
+    };
+    let ordinals: Vec<usize> = if devices.is_empty() { (0..count).collect() } else { devices.iter().map(|&d| d as usize).collect() };
+    let mut out: Vec<Arc<dyn ProvingBackend>> = Vec::with_capacity(ordinals.len());
+    for o in ordinals {
+        let gpu = cuzk_cuda::Gpu::open(o).with_context(|| format!("opening GPU {o} (gpus.devices)"))?;
+        out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu)));
+    }
+    Ok(Some(out))
 }
 
 fn init_logging(default_level: &str) {

@@ -1,0 +1,95 @@
+//! What the daemon tests share: an in-process server on a loopback TCP port, a client
+//! generated from the .proto, synthetic requests and the check of returned proofs.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuzk_engine::synthetic::SyntheticKind;
+use cuzk_engine::{Engine, EngineConfig};
+use cuzk_groth16::synthetic::SyntheticShape;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{synthesize, CpuBackend, Proof, ProvingBackend};
+use cuzk_server::pb::proving_engine_client::ProvingEngineClient;
+use cuzk_server::pb::{self, ProofKind};
+use cuzk_server::{serve, ListenAddr, Listener, MAX_MESSAGE_BYTES};
+use tonic::transport::Channel;
+
+pub struct Daemon {
+    pub addr: SocketAddr,
+    pub engine: Arc<Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// On the CPU backend.
+    pub async fn start(cfg: EngineConfig) -> Daemon {
+        Daemon::start_with(cfg, vec![Arc::new(CpuBackend::new())]).await
+    }
+
+    pub async fn start_with(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>) -> Daemon {
+        let engine = Arc::new(Engine::start(cfg, backends, vec![Arc::new(SyntheticKind::new(14))]).unwrap());
+        let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let e = engine.clone();
+        let served = tokio::spawn(async move {
+            serve(listener, e, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        Daemon { addr, engine, stop: Some(stop), served: Some(served) }
+    }
+
+    pub async fn client(&self) -> ProvingEngineClient<Channel> {
+        ProvingEngineClient::connect(format!("http://{}", self.addr))
+            .await
+            .unwrap()
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES + (4 << 20))
+    }
+
+    /// Engine shutdown with the given grace, then the server.
+    pub async fn stop(mut self, grace: Duration) {
+        let e = self.engine.clone();
+        tokio::task::spawn_blocking(move || e.shutdown(grace)).await.unwrap();
+        let _ = self.stop.take().unwrap().send(());
+        self.served.take().unwrap().await.unwrap();
+    }
+}
+
+pub fn config() -> EngineConfig {
+    EngineConfig { memory_budget_bytes: 2 << 30, ..EngineConfig::default() }
+}
+
+pub fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: pb::Priority, request_id: &str) -> pb::SubmitProofRequest {
+    pb::SubmitProofRequest {
+        request_id: request_id.into(),
+        proof_kind: ProofKind::Synthetic as i32,
+        priority: priority as i32,
+        vanilla_proof: format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).into_bytes(),
+        ..Default::default()
+    }
+}
+
+pub fn check_proof(bytes: &[u8], log_size: u32, partitions: u32, seed: u64) {
+    assert_eq!(bytes.len(), 192 * partitions as usize);
+    let params = SyntheticKind::parameters(log_size).unwrap();
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let shape = SyntheticShape::for_domain(log_size);
+    for i in 0..partitions as usize {
+        let chunk = &bytes[i * 192..(i + 1) * 192];
+        let inputs = synthesize(shape.circuit(seed + i as u64)).unwrap().input[1..].to_vec();
+        assert!(verify_proof(&pvk, &Proof::from_bytes(chunk).unwrap(), &inputs).unwrap(), "partition {i}");
+        // A tampered proof does not verify (or does not even decode).
+        let mut bad = chunk.to_vec();
+        bad[100] ^= 1;
+        let ok = Proof::from_bytes(&bad).map(|p| verify_proof(&pvk, &p, &inputs).unwrap_or(false)).unwrap_or(false);
+        assert!(!ok, "a tampered partition {i} proof verified");
+    }
+}
+

@@ -474,8 +474,22 @@ impl GpuNtt {
         c: &[Scalar],
         out: &mut [Scalar],
     ) -> Result<HPolyTimings, GpuError> {
-        let r = self.h_polynomial_inner(a, b, c, out);
-        self.settle(r)
+        let n = Self::h_domain(a, b, c);
+        if out.len() < n {
+            return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
+        }
+        self.h_polynomial_then(a, b, c, |h, ev| {
+            let s = &self.gpu.stream;
+            // SAFETY: the H-polynomial kernels write reduced field elements.
+            s.memcpy_dtoh(h, unsafe { as_device_mut(&mut out[..n]) })?;
+            let t4 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            s.synchronize()?;
+            Ok(HPolyTimings {
+                upload_ms: ev.upload_start.elapsed_ms(&ev.uploaded)?,
+                compute_ms: ev.compute_start.elapsed_ms(&ev.computed)?,
+                download_ms: ev.computed.elapsed_ms(&t4)?,
+            })
+        })
     }
 
     /// On an error, waits for both streams so no transfer still touches the caller's
@@ -491,30 +505,6 @@ impl GpuNtt {
         r
     }
 
-    fn h_polynomial_inner(
-        &self,
-        a: &[Scalar],
-        b: &[Scalar],
-        c: &[Scalar],
-        out: &mut [Scalar],
-    ) -> Result<HPolyTimings, GpuError> {
-        let n = Self::h_domain(a, b, c);
-        if out.len() < n {
-            return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
-        }
-        self.with_h_on_device(a, b, c, |h, ev| {
-            let s = &self.gpu.stream;
-            // SAFETY: the H-polynomial kernels write reduced field elements.
-            s.memcpy_dtoh(h, unsafe { as_device_mut(&mut out[..n]) })?;
-            let t4 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-            s.synchronize()?;
-            Ok(HPolyTimings {
-                upload_ms: ev.upload_start.elapsed_ms(&ev.uploaded)?,
-                compute_ms: ev.compute_start.elapsed_ms(&ev.computed)?,
-                download_ms: ev.computed.elapsed_ms(&t4)?,
-            })
-        })
-    }
 
     /// The H polynomial's domain size for inputs a, b, c.
     fn h_domain(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> usize {
@@ -532,47 +522,39 @@ impl GpuNtt {
         c: &[Scalar],
         then: impl FnOnce(&CudaView<'_, DeviceFr>, &HPolyEvents) -> Result<R, GpuError>,
     ) -> Result<R, GpuError> {
-        let r = self.with_h_on_device(a, b, c, then);
-        self.settle(r)
-    }
-
-    fn with_h_on_device<R>(
-        &self,
-        a: &[Scalar],
-        b: &[Scalar],
-        c: &[Scalar],
-        then: impl FnOnce(&CudaView<'_, DeviceFr>, &HPolyEvents) -> Result<R, GpuError>,
-    ) -> Result<R, GpuError> {
-        let n = Self::h_domain(a, b, c);
-        let d = self.domain(n.trailing_zeros())?;
-        let mut ws = self.workspace(n)?;
-        let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        // The copy stream must not overwrite the workspace while earlier compute reads it.
-        cp.join(s)?;
-        let upload_start = cp.record_event(timing)?;
-        let (wa, rest) = ws.split_at_mut(1);
-        let (wb, wc) = rest.split_at_mut(1);
-        let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
-        let mut uploaded = Vec::with_capacity(3);
-        for (v, src) in views.iter_mut().zip([a, b, c]) {
-            cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
-            if src.len() < n {
-                cp.memset_zeros(&mut v.slice_mut(src.len()..))?;
+        let r = (|| -> Result<R, GpuError> {
+            let n = Self::h_domain(a, b, c);
+            let d = self.domain(n.trailing_zeros())?;
+            let mut ws = self.workspace(n)?;
+            let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
+            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            // The copy stream must not overwrite the workspace while earlier compute reads it.
+            cp.join(s)?;
+            let upload_start = cp.record_event(timing)?;
+            let (wa, rest) = ws.split_at_mut(1);
+            let (wb, wc) = rest.split_at_mut(1);
+            let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
+            let mut uploaded = Vec::with_capacity(3);
+            for (v, src) in views.iter_mut().zip([a, b, c]) {
+                cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
+                if src.len() < n {
+                    cp.memset_zeros(&mut v.slice_mut(src.len()..))?;
+                }
+                uploaded.push(cp.record_event(timing)?);
             }
-            uploaded.push(cp.record_event(timing)?);
-        }
-        s.wait(&uploaded[0])?;
-        let compute_start = s.record_event(timing)?;
-        for ((v, ready), is_c) in views.iter_mut().zip(&uploaded).zip([false, false, true]) {
-            s.wait(ready)?;
-            self.h_input(&d, v, is_c)?;
-        }
-        let [va, vb, vc] = &mut views;
-        self.h_from_coset_evaluations(&d, va, vb, vc)?;
-        let computed = s.record_event(timing)?;
-        let uploaded = uploaded.pop().ok_or_else(|| GpuError::Invalid("no upload event".into()))?;
-        then(&va.as_view(), &HPolyEvents { upload_start, uploaded, compute_start, computed })
+            s.wait(&uploaded[0])?;
+            let compute_start = s.record_event(timing)?;
+            for ((v, ready), is_c) in views.iter_mut().zip(&uploaded).zip([false, false, true]) {
+                s.wait(ready)?;
+                self.h_input(&d, v, is_c)?;
+            }
+            let [va, vb, vc] = &mut views;
+            self.h_from_coset_evaluations(&d, va, vb, vc)?;
+            let computed = s.record_event(timing)?;
+            let uploaded = uploaded.pop().ok_or_else(|| GpuError::Invalid("no upload event".into()))?;
+            then(&va.as_view(), &HPolyEvents { upload_start, uploaded, compute_start, computed })
+        })();
+        self.settle(r)
     }
 
     /// Runs one transform on host data (upload, transform, download; one host sync).

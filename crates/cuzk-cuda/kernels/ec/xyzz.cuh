@@ -28,48 +28,33 @@ struct three {
     E v0, v1, v2;
 };
 
-// The coordinate fields, as template arguments.
-struct fp_field {
-    typedef fp::elem elem;
-    __device__ __forceinline__ static elem zero() { return fp::zero(); }
-    __device__ __forceinline__ static elem one() { return fp::one(); }
-    __device__ __forceinline__ static bool is_zero(const elem &a) { return fp::is_zero(a); }
-    __device__ __forceinline__ static elem add(const elem &a, const elem &b) { return fp::add(a, b); }
-    __device__ __forceinline__ static elem sub(const elem &a, const elem &b) { return fp::sub(a, b); }
-    __device__ __forceinline__ static elem mul(const elem &a, const elem &b) { return fp::mul(a, b); }
-    __device__ __forceinline__ static elem sqr(const elem &a) { return fp::sqr(a); }
-    __device__ __forceinline__ static two<elem> mul2(const elem &a0, const elem &b0, const elem &a1, const elem &b1) {
-        return two<elem>{fp::mul(a0, b0), fp::mul(a1, b1)};
-    }
-    __device__ __forceinline__ static two<elem> sqr2(const elem &a0, const elem &a1) {
-        return two<elem>{fp::sqr(a0), fp::sqr(a1)};
-    }
-    __device__ __forceinline__ static three<elem> mul3(const elem &a0, const elem &b0, const elem &a1, const elem &b1,
-                                                       const elem &a2, const elem &b2) {
-        return three<elem>{fp::mul(a0, b0), fp::mul(a1, b1), fp::mul(a2, b2)};
-    }
-};
+// The coordinate fields, as template arguments: namespace NS provides elem, zero, one,
+// is_zero, add, sub, mul and sqr; a group of products is separate calls.
+#define EC_COORDINATE_FIELD(NAME, NS)                                                                          \
+    struct NAME {                                                                                              \
+        typedef NS::elem elem;                                                                                 \
+        __device__ __forceinline__ static elem zero() { return NS::zero(); }                                   \
+        __device__ __forceinline__ static elem one() { return NS::one(); }                                     \
+        __device__ __forceinline__ static bool is_zero(const elem &a) { return NS::is_zero(a); }               \
+        __device__ __forceinline__ static elem add(const elem &a, const elem &b) { return NS::add(a, b); }     \
+        __device__ __forceinline__ static elem sub(const elem &a, const elem &b) { return NS::sub(a, b); }     \
+        __device__ __forceinline__ static elem mul(const elem &a, const elem &b) { return NS::mul(a, b); }     \
+        __device__ __forceinline__ static elem sqr(const elem &a) { return NS::sqr(a); }                       \
+        __device__ __forceinline__ static two<elem> mul2(const elem &a0, const elem &b0, const elem &a1,       \
+                                                         const elem &b1) {                                     \
+            return two<elem>{NS::mul(a0, b0), NS::mul(a1, b1)};                                                \
+        }                                                                                                      \
+        __device__ __forceinline__ static two<elem> sqr2(const elem &a0, const elem &a1) {                     \
+            return two<elem>{NS::sqr(a0), NS::sqr(a1)};                                                        \
+        }                                                                                                      \
+        __device__ __forceinline__ static three<elem> mul3(const elem &a0, const elem &b0, const elem &a1,     \
+                                                           const elem &b1, const elem &a2, const elem &b2) {   \
+            return three<elem>{NS::mul(a0, b0), NS::mul(a1, b1), NS::mul(a2, b2)};                             \
+        }                                                                                                      \
+    };
 
-struct fp2_field {
-    typedef fp2::elem elem;
-    __device__ __forceinline__ static elem zero() { return fp2::zero(); }
-    __device__ __forceinline__ static elem one() { return fp2::one(); }
-    __device__ __forceinline__ static bool is_zero(const elem &a) { return fp2::is_zero(a); }
-    __device__ __forceinline__ static elem add(const elem &a, const elem &b) { return fp2::add(a, b); }
-    __device__ __forceinline__ static elem sub(const elem &a, const elem &b) { return fp2::sub(a, b); }
-    __device__ __forceinline__ static elem mul(const elem &a, const elem &b) { return fp2::mul(a, b); }
-    __device__ __forceinline__ static elem sqr(const elem &a) { return fp2::sqr(a); }
-    __device__ __forceinline__ static two<elem> mul2(const elem &a0, const elem &b0, const elem &a1, const elem &b1) {
-        return two<elem>{fp2::mul(a0, b0), fp2::mul(a1, b1)};
-    }
-    __device__ __forceinline__ static two<elem> sqr2(const elem &a0, const elem &a1) {
-        return two<elem>{fp2::sqr(a0), fp2::sqr(a1)};
-    }
-    __device__ __forceinline__ static three<elem> mul3(const elem &a0, const elem &b0, const elem &a1, const elem &b1,
-                                                       const elem &a2, const elem &b2) {
-        return three<elem>{fp2::mul(a0, b0), fp2::mul(a1, b1), fp2::mul(a2, b2)};
-    }
-};
+EC_COORDINATE_FIELD(fp_field, fp)
+EC_COORDINATE_FIELD(fp2_field, fp2)
 
 template <class F>
 struct affine {

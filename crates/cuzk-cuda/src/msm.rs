@@ -2,7 +2,10 @@
 //! bucket sorting and segment-balanced accumulation, all on the device (kernels/msm/
 //! pippenger.cuh has the phases). Bases are uploaded once into [`DeviceBases`] and
 //! stay resident; a call uploads the scalars, enqueues every phase on the compute
-//! stream and synchronises the host once, at its end.
+//! stream and synchronises the host once, at its end. The prover uses the parts on
+//! their own: [`GpuMsm::upload_split`] on the copy stream, [`GpuMsm::enqueue_split`]
+//! / [`GpuMsm::enqueue_device`] with no wait, and [`PendingMsm::finish`] after one
+//! synchronization for every MSM of a partition.
 
 use std::sync::Arc;
 
@@ -12,7 +15,8 @@ use blst::{
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use rayon::prelude::*;
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
@@ -247,12 +251,56 @@ pub enum Scalars<'a> {
     Device(&'a CudaView<'a, DeviceFr>),
 }
 
-impl Scalars<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Scalars::Host(s) => s.len(),
-            Scalars::Device(v) => v.len(),
+/// A split MSM's lists on the device ([`GpuMsm::upload_split`]).
+pub struct DeviceSplit {
+    sig_scalars: Option<CudaSlice<DeviceFr>>,
+    sig_index: Option<CudaSlice<u32>>,
+    ones: Option<CudaSlice<u32>>,
+    /// Bytes sent to the device.
+    pub bytes: u64,
+}
+
+/// An MSM enqueued on the compute stream and not yet waited for. [`PendingMsm::finish`]
+/// reads its result: call it after synchronizing the stream (else it waits itself).
+pub struct PendingMsm<G: MsmGroup> {
+    result: Option<CudaSlice<G::DeviceXyzz>>,
+    ones_result: Option<CudaSlice<G::DeviceXyzz>>,
+    /// Before the call's own upload of host scalars, if it made one.
+    t0: Option<CudaEvent>,
+    start: CudaEvent,
+    /// After sorting, accumulation and reduction (Pippenger only).
+    events: Vec<CudaEvent>,
+    end: CudaEvent,
+}
+
+impl<G: MsmGroup> PendingMsm<G> {
+    /// Events on the compute stream before the MSM's first kernel and after its last.
+    pub fn span(&self) -> (&CudaEvent, &CudaEvent) {
+        (&self.start, &self.end)
+    }
+
+    /// The sum, and the phases' device times. Each result is a single point: its
+    /// download waits for the stream, which has already finished after a synchronization.
+    pub fn finish(self) -> Result<(G::Projective, MsmTimings), GpuError> {
+        let mut total = G::identity();
+        for r in self.result.iter().chain(&self.ones_result) {
+            let p = r.stream().clone_dtoh(r)?;
+            total = total + G::Projective::from(G::to_affine(&p[0])?);
         }
+        let mut timings = MsmTimings { total_ms: self.start.elapsed_ms(&self.end)?, ..MsmTimings::default() };
+        if let Some(t0) = &self.t0 {
+            timings.upload_ms = t0.elapsed_ms(&self.start)?;
+            timings.total_ms += timings.upload_ms;
+        }
+        if let [t2, t3, t4] = &self.events[..] {
+            timings.sort_ms = self.start.elapsed_ms(t2)?;
+            timings.accumulate_ms = t2.elapsed_ms(t3)?;
+            timings.reduce_ms = t3.elapsed_ms(t4)?;
+            timings.batch_add_ms = t4.elapsed_ms(&self.end)?;
+        } else {
+            timings.batch_add_ms = self.start.elapsed_ms(&self.end)?;
+        }
+        Ok((total, timings))
     }
 }
 
@@ -309,16 +357,23 @@ impl GpuMsm {
         sig_index: &[u32],
         sig_scalars: &[Scalar],
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = self.msm_inner(bases, Scalars::Host(sig_scalars), Some(sig_index), ones);
+        let r = (|| {
+            let split = self.upload_split(bases, ones, sig_index, sig_scalars)?;
+            let pending = self.enqueue_split(bases, &split)?;
+            self.gpu.stream.synchronize()?;
+            pending.finish()
+        })();
         self.settle(r)
     }
 
-    /// On an error, waits for the stream so nothing still reads the caller's memory
+    /// On an error, waits for both streams so nothing still reads the caller's memory
     /// when the borrow ends.
     fn settle<T>(&self, r: Result<T, GpuError>) -> Result<T, GpuError> {
         if r.is_err() {
-            if let Err(e) = self.gpu.stream.synchronize() {
-                tracing::error!(error = %e, "synchronizing after a failed MSM");
+            for s in [&self.gpu.copy, &self.gpu.stream] {
+                if let Err(e) = s.synchronize() {
+                    tracing::error!(error = %e, "synchronizing after a failed MSM");
+                }
             }
         }
         r
@@ -340,95 +395,94 @@ impl GpuMsm {
         bases: &DeviceBases<G>,
         scalars: Scalars<'_>,
     ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = self.msm_inner(bases, scalars, None, &[]);
+        let r = (|| {
+            let (uploaded, t0);
+            let d = match scalars {
+                Scalars::Host(h) if h.is_empty() => return Ok((G::identity(), MsmTimings::default())),
+                Scalars::Host(h) => {
+                    t0 = Some(self.gpu.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?);
+                    uploaded = self.gpu.stream.clone_htod(as_device(h))?;
+                    uploaded.as_view()
+                }
+                Scalars::Device(v) => {
+                    t0 = None;
+                    v.slice(..)
+                }
+            };
+            let mut pending = self.enqueue_device(bases, &d)?;
+            pending.t0 = t0;
+            self.gpu.stream.synchronize()?;
+            pending.finish()
+        })();
         self.settle(r)
     }
 
-    /// Σ scalars[i]·bases[index(i)] + Σ_j bases[ones[j]], index(i) = sig_index[i] when
-    /// given, else i: the dense MSM (no index, no ones) and the split one.
-    fn msm_inner<G: MsmGroup>(
+    /// Uploads a split MSM's lists on the copy stream (after checking them against
+    /// the bases). The compute stream waits for them when it first reads them.
+    pub fn upload_split<G: MsmGroup>(
         &self,
         bases: &DeviceBases<G>,
-        scalars: Scalars<'_>,
-        sig_index: Option<&[u32]>,
         ones: &[u32],
-    ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let n = scalars.len();
-        match sig_index {
-            None if n > bases.len() => {
-                return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())))
-            }
-            Some(idx) if idx.len() != n => {
-                return Err(GpuError::Invalid(format!("{n} scalars but {} base indices", idx.len())))
-            }
-            _ => {}
+        sig_index: &[u32],
+        sig_scalars: &[Scalar],
+    ) -> Result<DeviceSplit, GpuError> {
+        let n = sig_scalars.len();
+        if sig_index.len() != n {
+            return Err(GpuError::Invalid(format!("{n} scalars but {} base indices", sig_index.len())));
         }
         if n >= 1 << 31 || ones.len() >= 1 << 31 {
             return Err(GpuError::Invalid("at most 2^31 − 1 scalars or ones per MSM".into()));
         }
-        let in_range = |v: &[u32]| v.iter().all(|&i| (i as usize) < bases.len());
-        if !sig_index.map_or(true, in_range) || !in_range(ones) {
+        let in_range = |v: &[u32]| v.par_iter().all(|&i| (i as usize) < bases.len());
+        if !in_range(sig_index) || !in_range(ones) {
             return Err(GpuError::Invalid(format!("a base index is not below the {} bases", bases.len())));
         }
-        if n == 0 && ones.is_empty() {
-            return Ok((G::identity(), MsmTimings::default()));
-        }
+        let cp = &self.gpu.copy;
+        let up = |v: &[u32]| if v.is_empty() { Ok(None) } else { cp.clone_htod(v).map(Some) };
+        let sig_scalars = if n == 0 { None } else { Some(cp.clone_htod(as_device(sig_scalars))?) };
+        let bytes = (ones.len() + sig_index.len()) as u64 * 4 + n as u64 * std::mem::size_of::<Scalar>() as u64;
+        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes })
+    }
+
+    /// Enqueues a split MSM on the compute stream; no host wait.
+    pub fn enqueue_split<G: MsmGroup>(&self, bases: &DeviceBases<G>, split: &DeviceSplit) -> Result<PendingMsm<G>, GpuError> {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let t0 = s.record_event(timing)?;
-        let uploaded;
-        let d_scalars = match scalars {
-            _ if n == 0 => None,
-            Scalars::Host(h) => {
-                uploaded = s.clone_htod(as_device(h))?;
-                Some(uploaded.as_view())
-            }
-            Scalars::Device(v) => Some(v.slice(..)),
-        };
-        let d_index = match sig_index {
-            Some(idx) if n > 0 => Some(s.clone_htod(idx)?),
+        let start = s.record_event(timing)?;
+        let mut events = Vec::with_capacity(3);
+        let result = match (&split.sig_scalars, &split.sig_index) {
+            (Some(sc), Some(idx)) => Some(self.enqueue_pippenger(bases, &sc.as_view(), sc.len(), Some(idx), &mut events)?),
             _ => None,
         };
-        let d_ones = if ones.is_empty() { None } else { Some(s.clone_htod(ones)?) };
-        let t1 = s.record_event(timing)?;
-        // Pippenger's events: after sorting, accumulation and reduction.
-        let mut events = Vec::with_capacity(3);
-        let result = match &d_scalars {
-            Some(d) => Some(self.enqueue_pippenger(bases, d, n, d_index.as_ref(), &mut events)?),
-            None => None,
-        };
-        let ones_result = match &d_ones {
+        let ones_result = match &split.ones {
             Some(d) => Some(self.enqueue_sum_indexed(bases, d)?),
             None => None,
         };
-        let t_end = s.record_event(timing)?;
-        let out = match &result {
-            Some(r) => Some(s.clone_dtoh(r)?),
-            None => None,
-        };
-        let ones_out = match &ones_result {
-            Some(r) => Some(s.clone_dtoh(r)?),
-            None => None,
-        };
-        s.synchronize()?;
-        let mut timings = MsmTimings {
-            upload_ms: t0.elapsed_ms(&t1)?,
-            total_ms: t0.elapsed_ms(&t_end)?,
-            ..MsmTimings::default()
-        };
-        if let [t2, t3, t4] = &events[..] {
-            timings.sort_ms = t1.elapsed_ms(t2)?;
-            timings.accumulate_ms = t2.elapsed_ms(t3)?;
-            timings.reduce_ms = t3.elapsed_ms(t4)?;
-            timings.batch_add_ms = t4.elapsed_ms(&t_end)?;
-        } else {
-            timings.batch_add_ms = t1.elapsed_ms(&t_end)?;
+        let end = s.record_event(timing)?;
+        Ok(PendingMsm { result, ones_result, t0: None, start, events, end })
+    }
+
+    /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on
+    /// the compute stream or ordered before it); no host wait.
+    pub fn enqueue_device<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        scalars: &CudaView<'_, DeviceFr>,
+    ) -> Result<PendingMsm<G>, GpuError> {
+        let n = scalars.len();
+        if n > bases.len() {
+            return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())));
         }
-        let mut total = G::identity();
-        for p in out.iter().chain(&ones_out) {
-            total = total + G::Projective::from(G::to_affine(&p[0])?);
+        if n >= 1 << 31 {
+            return Err(GpuError::Invalid("at most 2^31 − 1 scalars per MSM".into()));
         }
-        Ok((total, timings))
+        let s = &self.gpu.stream;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = s.record_event(timing)?;
+        let mut events = Vec::with_capacity(3);
+        let result = if n == 0 { None } else { Some(self.enqueue_pippenger(bases, scalars, n, None, &mut events)?) };
+        let end = s.record_event(timing)?;
+        Ok(PendingMsm { result, ones_result: None, t0: None, start, events, end })
     }
 
     /// Enqueues Pippenger over n scalars already on the device; pushes an event after

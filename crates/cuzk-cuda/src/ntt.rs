@@ -2,13 +2,15 @@
 //!
 //! Per domain size the device keeps the stage-major twiddle tables of ω and ω^{-1}
 //! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
-//! and scaling steps; per device a workspace of three vectors is allocated once and
-//! reused by every call of that size or smaller. A call enqueues its kernels on the compute stream and its host
-//! transfers on the copy stream (ordered by events), and synchronizes the host once,
-//! at its end (or, on an error, before returning it).
+//! and scaling steps. a, b and c live in one of [`STAGING_SLOTS`] device slots of
+//! three vectors each, allocated once and reused by every call of that size or smaller:
+//! with two, the next partition's a, b, c upload on the copy stream while this one's
+//! are still in use on the compute stream. Kernels go on the compute stream, host
+//! transfers on the copy stream, ordered by events (cudarc's per-buffer event
+//! tracking orders a slot's reuse after its last reader).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
@@ -105,10 +107,11 @@ pub enum NttKind {
 }
 
 /// Events of an H-polynomial run on the device: on the copy stream, before the first
-/// and after the last upload; on the compute stream, around the NTTs.
-pub struct HPolyEvents {
-    pub upload_start: CudaEvent,
-    pub uploaded: CudaEvent,
+/// and after the last upload (the staging's); on the compute stream, around the NTTs
+/// (owned: the callback may keep them to read after its synchronization).
+pub struct HPolyEvents<'e> {
+    pub upload_start: &'e CudaEvent,
+    pub uploaded: &'e CudaEvent,
     pub compute_start: CudaEvent,
     pub computed: CudaEvent,
 }
@@ -123,12 +126,63 @@ pub struct HPolyTimings {
     pub download_ms: f32,
 }
 
+/// Device slots for a, b and c: one in use by the compute stream while the next
+/// partition uploads into the other.
+pub const STAGING_SLOTS: usize = 2;
+
+/// a, b and c of one H polynomial on the device (three vectors of equal length).
+struct Slot {
+    v: [CudaSlice<DeviceFr>; 3],
+}
+
+#[derive(Default)]
+struct SlotPool {
+    free: Vec<Slot>,
+    /// Slots in existence, free or taken.
+    total: usize,
+}
+
 /// NTT engine of one GPU.
 pub struct GpuNtt {
     gpu: Arc<Gpu>,
     domains: Mutex<HashMap<u32, Arc<DeviceDomain>>>,
-    /// a, b, c on the device; grown only when a larger domain arrives.
-    workspace: Mutex<Vec<CudaSlice<DeviceFr>>>,
+    slots: Mutex<SlotPool>,
+    slot_freed: Condvar,
+}
+
+/// a, b and c of one partition uploaded (or uploading, on the copy stream) into a
+/// device slot, zero-padded to the domain. Holds the slot until dropped; the drop
+/// waits for the uploads, so the host vectors borrowed for `'h` are free again.
+pub struct StagedAbc<'h> {
+    ntt: &'h GpuNtt,
+    slot: Option<Slot>,
+    n: usize,
+    pub upload_start: CudaEvent,
+    /// After each of a, b, c (copy stream).
+    pub uploaded: [CudaEvent; 3],
+    /// Bytes sent to the device.
+    pub bytes: u64,
+    _host: std::marker::PhantomData<&'h [Scalar]>,
+}
+
+impl StagedAbc<'_> {
+    /// The domain size n.
+    pub fn domain_size(&self) -> usize {
+        self.n
+    }
+}
+
+impl Drop for StagedAbc<'_> {
+    fn drop(&mut self) {
+        for e in &self.uploaded {
+            if let Err(e) = e.synchronize() {
+                tracing::error!(error = %e, "waiting for an upload of a, b, c");
+            }
+        }
+        if let Some(slot) = self.slot.take() {
+            self.ntt.put_slot(slot);
+        }
+    }
 }
 
 fn grid_1d(n: u64) -> LaunchConfig {
@@ -138,7 +192,7 @@ fn grid_1d(n: u64) -> LaunchConfig {
 
 impl GpuNtt {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), workspace: Mutex::new(Vec::new()) }
+        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), slots: Mutex::new(SlotPool::default()), slot_freed: Condvar::new() }
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
@@ -445,21 +499,87 @@ impl GpuNtt {
         self.bit_reverse(a, d.log_n)
     }
 
-    /// The three workspace vectors, (re)allocated only when a larger size arrives.
-    /// Their contents are whatever the last call left: every user writes the part it
-    /// reads first.
-    fn workspace(&self, n: usize) -> Result<std::sync::MutexGuard<'_, Vec<CudaSlice<DeviceFr>>>, GpuError> {
-        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("workspace poisoned".into()))?;
-        if ws.len() != 3 || ws[0].len() < n {
-            ws.clear();
-            for _ in 0..3 {
-                // SAFETY: uninitialised device memory is only read after the caller has
-                // written it (upload, zero padding or poisoning).
-                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
+    /// A free slot of at least n elements per vector: a free one, else a new one while
+    /// fewer than [`STAGING_SLOTS`] exist, else the next one freed. A slot too small is
+    /// freed and allocated again at the larger size. Contents are whatever the last
+    /// user left: every user writes the part it reads first.
+    fn take_slot(&self, n: usize) -> Result<Slot, GpuError> {
+        let poisoned = || GpuError::Invalid("staging slots poisoned".into());
+        let mut pool = self.slots.lock().map_err(|_| poisoned())?;
+        loop {
+            if let Some(slot) = pool.free.pop() {
+                if slot.v[0].len() >= n {
+                    return Ok(slot);
+                }
+                pool.total -= 1; // too small: dropped (stream-ordered free), replaced below
             }
-            tracing::debug!(n, "NTT workspace allocated");
+            if pool.total < STAGING_SLOTS {
+                pool.total += 1;
+                drop(pool);
+                let alloc = || -> Result<Slot, GpuError> {
+                    // SAFETY: uninitialised device memory is only read after the caller
+                    // has written it (upload, zero padding or poisoning).
+                    let one = || unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1)) };
+                    Ok(Slot { v: [one()?, one()?, one()?] })
+                };
+                let r = alloc();
+                if r.is_err() {
+                    self.slots.lock().map_err(|_| poisoned())?.total -= 1;
+                    self.slot_freed.notify_one();
+                } else {
+                    tracing::debug!(n, "NTT staging slot allocated");
+                }
+                return r;
+            }
+            pool = self.slot_freed.wait(pool).map_err(|_| poisoned())?;
         }
-        Ok(ws)
+    }
+
+    fn put_slot(&self, slot: Slot) {
+        match self.slots.lock() {
+            Ok(mut pool) => pool.free.push(slot),
+            Err(_) => tracing::error!("staging slots poisoned; a slot is dropped"),
+        }
+        self.slot_freed.notify_one();
+    }
+
+    /// Uploads a, b, c (zero-padded to the domain, the next power of two of the
+    /// longest) into a staging slot, on the copy stream, and returns at once for pinned
+    /// host memory (pageable memory is copied through the driver before the call
+    /// returns). The slot is taken when free, and written only after the compute
+    /// stream's last use of it.
+    pub fn stage<'h>(&'h self, a: &'h [Scalar], b: &'h [Scalar], c: &'h [Scalar]) -> Result<StagedAbc<'h>, GpuError> {
+        let n = Self::h_domain(a, b, c);
+        let mut slot = self.take_slot(n)?;
+        let cp = &self.gpu.copy;
+        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3]), GpuError> {
+            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            let upload_start = cp.record_event(timing)?;
+            let mut ev = Vec::with_capacity(3);
+            for (v, src) in slot.v.iter_mut().zip([a, b, c]) {
+                cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
+                if src.len() < n {
+                    cp.memset_zeros(&mut v.slice_mut(src.len()..n))?;
+                }
+                ev.push(cp.record_event(timing)?);
+            }
+            let uploaded: [CudaEvent; 3] = ev.try_into().map_err(|_| GpuError::Invalid("upload events".into()))?;
+            Ok((upload_start, uploaded))
+        })();
+        match r {
+            Ok((upload_start, uploaded)) => {
+                let bytes = (a.len() + b.len() + c.len()) as u64 * std::mem::size_of::<Scalar>() as u64;
+                Ok(StagedAbc { ntt: self, slot: Some(slot), n, upload_start, uploaded, bytes, _host: std::marker::PhantomData })
+            }
+            Err(e) => {
+                // Nothing may still read the caller's memory; the slot goes back.
+                if let Err(e) = cp.synchronize() {
+                    tracing::error!(error = %e, "synchronizing after a failed upload");
+                }
+                self.put_slot(slot);
+                Err(e)
+            }
+        }
     }
 
     /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
@@ -485,7 +605,7 @@ impl GpuNtt {
             let t4 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
             s.synchronize()?;
             Ok(HPolyTimings {
-                upload_ms: ev.upload_start.elapsed_ms(&ev.uploaded)?,
+                upload_ms: ev.upload_start.elapsed_ms(ev.uploaded)?,
                 compute_ms: ev.compute_start.elapsed_ms(&ev.computed)?,
                 download_ms: ev.computed.elapsed_ms(&t4)?,
             })
@@ -511,48 +631,53 @@ impl GpuNtt {
         a.len().max(b.len()).max(c.len()).max(1).next_power_of_two()
     }
 
-    /// The H polynomial from host vectors, left on the device: `then` gets h (domain
-    /// size n, natural order) while the workspace holding it is locked, and enqueues its
-    /// work on the compute stream, after the H polynomial. No host synchronization here:
-    /// `then` decides when to wait. On an error, both streams are synchronized.
+    /// The H polynomial from host vectors, left on the device: [`GpuNtt::stage`],
+    /// then [`GpuNtt::h_polynomial_staged`].
     pub fn h_polynomial_then<R>(
         &self,
         a: &[Scalar],
         b: &[Scalar],
         c: &[Scalar],
-        then: impl FnOnce(&CudaView<'_, DeviceFr>, &HPolyEvents) -> Result<R, GpuError>,
+        then: impl FnOnce(&CudaView<'_, DeviceFr>, HPolyEvents<'_>) -> Result<R, GpuError>,
+    ) -> Result<R, GpuError> {
+        let mut staged = self.stage(a, b, c)?;
+        self.h_polynomial_staged(&mut staged, then)
+    }
+
+    /// The H polynomial of staged a, b, c, left on the device in the slot's first
+    /// vector: `then` gets h (domain size n, natural order) and enqueues its work on
+    /// the compute stream, after the H polynomial. The compute stream starts on each
+    /// vector as soon as its upload event fires. No host synchronization here: `then`
+    /// decides when to wait. On an error, both streams are synchronized.
+    pub fn h_polynomial_staged<R>(
+        &self,
+        staged: &mut StagedAbc<'_>,
+        then: impl FnOnce(&CudaView<'_, DeviceFr>, HPolyEvents<'_>) -> Result<R, GpuError>,
     ) -> Result<R, GpuError> {
         let r = (|| -> Result<R, GpuError> {
-            let n = Self::h_domain(a, b, c);
+            let n = staged.n;
             let d = self.domain(n.trailing_zeros())?;
-            let mut ws = self.workspace(n)?;
-            let (s, cp) = (&self.gpu.stream, &self.gpu.copy);
+            let s = &self.gpu.stream;
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-            // The copy stream must not overwrite the workspace while earlier compute reads it.
-            cp.join(s)?;
-            let upload_start = cp.record_event(timing)?;
-            let (wa, rest) = ws.split_at_mut(1);
-            let (wb, wc) = rest.split_at_mut(1);
-            let mut views = [wa[0].slice_mut(..n), wb[0].slice_mut(..n), wc[0].slice_mut(..n)];
-            let mut uploaded = Vec::with_capacity(3);
-            for (v, src) in views.iter_mut().zip([a, b, c]) {
-                cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
-                if src.len() < n {
-                    cp.memset_zeros(&mut v.slice_mut(src.len()..))?;
-                }
-                uploaded.push(cp.record_event(timing)?);
-            }
-            s.wait(&uploaded[0])?;
+            let slot = staged.slot.as_mut().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?;
+            let [wa, wb, wc] = &mut slot.v;
+            let mut views = [wa.slice_mut(..n), wb.slice_mut(..n), wc.slice_mut(..n)];
+            s.wait(&staged.uploaded[0])?;
             let compute_start = s.record_event(timing)?;
-            for ((v, ready), is_c) in views.iter_mut().zip(&uploaded).zip([false, false, true]) {
+            for ((v, ready), is_c) in views.iter_mut().zip(&staged.uploaded).zip([false, false, true]) {
                 s.wait(ready)?;
                 self.h_input(&d, v, is_c)?;
             }
             let [va, vb, vc] = &mut views;
             self.h_from_coset_evaluations(&d, va, vb, vc)?;
             let computed = s.record_event(timing)?;
-            let uploaded = uploaded.pop().ok_or_else(|| GpuError::Invalid("no upload event".into()))?;
-            then(&va.as_view(), &HPolyEvents { upload_start, uploaded, compute_start, computed })
+            let events = HPolyEvents {
+                upload_start: &staged.upload_start,
+                uploaded: &staged.uploaded[2],
+                compute_start,
+                computed,
+            };
+            then(&va.as_view(), events)
         })();
         self.settle(r)
     }
@@ -566,9 +691,16 @@ impl GpuNtt {
 
     fn transform_host_inner(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
         let n = v.len();
-        let mut ws = self.workspace(n)?;
+        let mut slot = self.take_slot(n)?;
+        let r = self.transform_in(&mut slot.v[0], kind, v);
+        self.put_slot(slot);
+        r
+    }
+
+    fn transform_in(&self, ws: &mut CudaSlice<DeviceFr>, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
+        let n = v.len();
         let s = &self.gpu.stream;
-        let mut view = ws[0].slice_mut(..n);
+        let mut view = ws.slice_mut(..n);
         s.memcpy_htod(as_device(v), &mut view)?;
         match kind {
             NttKind::Forward => self.fft(&mut view)?,
@@ -582,16 +714,27 @@ impl GpuNtt {
         Ok(())
     }
 
-    /// Fills the workspace with bytes 0xff (not a reduced field element), so tests can
-    /// catch elements a later call fails to write.
+    /// Fills every staging slot (at least n elements each) with bytes 0xff (not a
+    /// reduced field element), so tests can catch elements a later call fails to write.
     pub fn poison_workspace(&self, n: usize) -> Result<(), GpuError> {
-        let mut ws = self.workspace(n)?;
-        let garbage = vec![DeviceFr([u32::MAX; 8]); ws[0].len()];
-        for w in ws.iter_mut() {
-            self.gpu.stream.memcpy_htod(&garbage, w)?;
+        let mut taken = Vec::with_capacity(STAGING_SLOTS);
+        let r = (|| -> Result<(), GpuError> {
+            for _ in 0..STAGING_SLOTS {
+                taken.push(self.take_slot(n)?);
+            }
+            for slot in taken.iter_mut() {
+                for w in slot.v.iter_mut() {
+                    let garbage = vec![DeviceFr([u32::MAX; 8]); w.len()];
+                    self.gpu.stream.memcpy_htod(&garbage, w)?;
+                }
+            }
+            self.gpu.stream.synchronize()?;
+            Ok(())
+        })();
+        for slot in taken {
+            self.put_slot(slot);
         }
-        self.gpu.stream.synchronize()?;
-        Ok(())
+        r
     }
 }
 

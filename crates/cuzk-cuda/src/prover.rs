@@ -1,17 +1,29 @@
 //! The GPU proving backend: the H polynomial and every MSM on one GPU, the Groth16
 //! assembly (a few scalar multiplications) on the host.
 //!
-//! Correct end to end, not yet the pipelined one. The parameter set's points are
-//! uploaded once per [`ParameterSet`] and stay on the device; a, b, c go up from host
-//! memory on the copy stream, h stays on the device and the H MSM reads it there; the
-//! split MSMs' index lists are rebuilt on the host per proof. The public-input parts of
-//! the A and B queries (a few hundred points) are summed on the host.
+//! A proof has two phases. *Prepare*, on the caller's thread with the device free for
+//! others: a, b, c go into a staging slot on the copy stream (at full PCIe speed from
+//! pinned memory) while the host builds the split MSMs' index lists, which follow on
+//! the copy stream; the public-input parts of the A and B queries (a few hundred
+//! points) are summed on the host. *Compute*, holding the device: the H polynomial
+//! and the five MSMs are enqueued on the compute stream with no wait between them (h
+//! stays in its slot for the H MSM), then the host waits once and reads the five
+//! points. Two callers at once overlap one's prepare with the other's compute.
+//!
+//! The parameter set's points are uploaded once per [`ParameterSet`] and stay on the
+//! device.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use blstrs::{G1Projective, G2Projective, Scalar};
-use cuzk_groth16::backend::{check_inputs, prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
+use cuzk_groth16::backend::{
+    check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings,
+};
 use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::params::ParameterSetId;
 use cuzk_groth16::prover::assemble;
@@ -21,8 +33,8 @@ use ff::Field;
 use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
-use crate::msm::{DeviceBases, GpuMsm, MsmGroup, Scalars, G1, G2};
-use crate::ntt::GpuNtt;
+use crate::msm::{DeviceBases, DeviceSplit, GpuMsm, PendingMsm, G1, G2};
+use crate::ntt::{GpuNtt, StagedAbc};
 
 fn backend_error(what: &str, e: GpuError) -> ProveError {
     ProveError::Backend(format!("{what}: {e}"))
@@ -44,6 +56,8 @@ pub struct CudaBackend {
     msm: GpuMsm,
     /// Points per parameter set, uploaded on first use.
     resident: Mutex<HashMap<ParameterSetId, Arc<ResidentParams>>>,
+    /// Held for a proof's compute region only (see the module comment).
+    device: Mutex<()>,
 }
 
 impl CudaBackend {
@@ -53,6 +67,7 @@ impl CudaBackend {
             msm: GpuMsm::new(gpu.clone()),
             gpu,
             resident: Mutex::new(HashMap::new()),
+            device: Mutex::new(()),
         }
     }
 
@@ -96,7 +111,18 @@ impl ProvingBackend for CudaBackend {
         // Shapes are checked before the (long, first-use) upload of the points.
         check_inputs(params, circuits, randomness)?;
         let resident = self.resident(params, &mut timings)?;
-        prove_each(params, circuits, randomness, timings, |c, rs, t| self.prove_one(params, &resident, c, rs, t))
+        let mut device = DeviceReport::default();
+        let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
+            let (proof, report) = self.prove_one(params, &resident, c, rs, t)?;
+            device.add(&report);
+            Ok(proof)
+        })?;
+        out.device = Some(device);
+        Ok(out)
+    }
+
+    fn keeps_evaluations(&self) -> bool {
+        true // a, b, c are only read, for the upload
     }
 }
 
@@ -177,17 +203,127 @@ pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Den
     out
 }
 
+/// A partition ready for the device: a, b, c staged, the split lists uploaded (all on
+/// the copy stream), the public-input parts summed.
+struct Prepared<'c> {
+    abc: StagedAbc<'c>,
+    l: DeviceSplit,
+    a: DeviceSplit,
+    /// The B query's lists, shared by its G1 and G2 MSMs.
+    b: DeviceSplit,
+    /// On the copy stream after the last list.
+    uploaded: CudaEvent,
+    a_inputs: G1Projective,
+    b_inputs_g1: G1Projective,
+    b_inputs_g2: G2Projective,
+}
+
+/// The five MSMs of a partition, enqueued.
+struct PendingMsms {
+    h: PendingMsm<G1>,
+    l: PendingMsm<G1>,
+    a: PendingMsm<G1>,
+    b_g1: PendingMsm<G1>,
+    b_g2: PendingMsm<G2>,
+}
+
+fn ms(ms: f32) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) as f64 / 1e3)
+}
+
 impl CudaBackend {
-    fn split<G: MsmGroup>(
+    fn prepare<'c>(&'c self, p: &ParameterSet, r: &ResidentParams, c: &'c SynthesizedCircuit) -> Result<Prepared<'c>, ProveError> {
+        let num_inputs = c.num_inputs();
+        let b_inputs = c.b_input_density.select(&c.input);
+        // Staging returns at once from pinned memory; the lists are built meanwhile.
+        let (abc, (l, (a, b))) = rayon::join(
+            || self.ntt.stage(c.a.as_slice(), c.b.as_slice(), c.c.as_slice()),
+            || {
+                rayon::join(
+                    || split_lists(&c.aux, &c.aux_classes, None, 0),
+                    || {
+                        rayon::join(
+                            || split_lists(&c.aux, &c.aux_classes, Some(&c.a_aux_density), num_inputs),
+                            || split_lists(&c.aux, &c.aux_classes, Some(&c.b_aux_density), b_inputs.len()),
+                        )
+                    },
+                )
+            },
+        );
+        let abc = abc.map_err(|e| backend_error("uploading a, b, c", e))?;
+        // Pageable lists: each call returns once the driver has taken its bytes.
+        let l = self.msm.upload_split(&r.l, &l.ones, &l.sig_index, &l.sig_scalars).map_err(|e| backend_error("uploading the L lists", e))?;
+        let a = self.msm.upload_split(&r.a, &a.ones, &a.sig_index, &a.sig_scalars).map_err(|e| backend_error("uploading the A lists", e))?;
+        if r.b_g2.len() != r.b_g1.len() {
+            return Err(ProveError::Backend(format!("B query: {} G1 points but {} G2 points", r.b_g1.len(), r.b_g2.len())));
+        }
+        let b = self.msm.upload_split(&r.b_g1, &b.ones, &b.sig_index, &b.sig_scalars).map_err(|e| backend_error("uploading the B lists", e))?;
+        let uploaded = self.gpu.copy.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| backend_error("recording an event", e.into()))?;
+        Ok(Prepared {
+            abc,
+            l,
+            a,
+            b,
+            uploaded,
+            a_inputs: host_msm(&p.a[..num_inputs], &c.input),
+            b_inputs_g1: host_msm(&p.b_g1[..b_inputs.len()], &b_inputs),
+            b_inputs_g2: host_msm(&p.b_g2[..b_inputs.len()], &b_inputs),
+        })
+    }
+
+    /// Enqueues the H polynomial and the five MSMs; no host wait. Returns them with
+    /// the NTTs' events.
+    fn enqueue(&self, r: &ResidentParams, x: &mut Prepared<'_>) -> Result<(PendingMsms, CudaEvent, CudaEvent), GpuError> {
+        let n = x.abc.domain_size();
+        let (l, a, b, msm) = (&x.l, &x.a, &x.b, &self.msm);
+        self.ntt.h_polynomial_staged(&mut x.abc, |h, ev| {
+            let pending = PendingMsms {
+                h: msm.enqueue_device(&r.h, &h.slice(..n - 1))?,
+                l: msm.enqueue_split(&r.l, l)?,
+                a: msm.enqueue_split(&r.a, a)?,
+                b_g1: msm.enqueue_split(&r.b_g1, b)?,
+                b_g2: msm.enqueue_split(&r.b_g2, b)?,
+            };
+            Ok((pending, ev.compute_start, ev.computed))
+        })
+    }
+
+    /// The compute region: holds the device from the first enqueue to the results.
+    fn compute(
         &self,
-        what: &str,
-        bases: &DeviceBases<G>,
-        lists: &SplitLists,
-    ) -> Result<G::Projective, ProveError> {
-        self.msm
-            .msm_split(bases, &lists.ones, &lists.sig_index, &lists.sig_scalars)
-            .map(|(p, _)| p)
-            .map_err(|e| backend_error(what, e))
+        r: &ResidentParams,
+        x: &mut Prepared<'_>,
+        t: &mut StageTimings,
+    ) -> Result<(G1Projective, G1Projective, G1Projective, G1Projective, G2Projective, DeviceReport), GpuError> {
+        let _device = self.device.lock().map_err(|_| GpuError::Invalid("device lock poisoned".into()))?;
+        let held = Instant::now();
+        let (m, h0, h1) = self.enqueue(r, x)?;
+        // The partition's one host wait.
+        self.gpu.stream().synchronize()?;
+        let span = |p: (&CudaEvent, &CudaEvent)| p.0.elapsed_ms(p.1).map(ms);
+        let stages = [
+            (Stage::HPolynomial, h0.elapsed_ms(&h1).map(ms)?),
+            (Stage::MsmH, span(m.h.span())?),
+            (Stage::MsmL, span(m.l.span())?),
+            (Stage::MsmA, span(m.a.span())?),
+            (Stage::MsmBG1, span(m.b_g1.span())?),
+            (Stage::MsmBG2, span(m.b_g2.span())?),
+        ];
+        let up = x.abc.upload_start.elapsed_ms(&x.uploaded).map(ms)?;
+        let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
+        let mut report = DeviceReport {
+            held: held.elapsed(),
+            bytes_up: x.abc.bytes + x.l.bytes + x.a.bytes + x.b.bytes,
+            bytes_down: (4 * 4 * 48 + 4 * 96) as u64, // the five results, XYZZ
+            host_syncs: 1,
+            ..DeviceReport::default()
+        };
+        t.add(Stage::Upload, up);
+        for (stage, d) in stages {
+            report.busy += d;
+            t.add(stage, d);
+        }
+        Ok((h, l, a, b_g1, b_g2, report))
     }
 
     fn prove_one(
@@ -197,43 +333,25 @@ impl CudaBackend {
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
         t: &mut StageTimings,
-    ) -> Result<Proof, ProveError> {
-        let n = c.domain_size();
+    ) -> Result<(Proof, DeviceReport), ProveError> {
         c.mark_consumed();
-        // h stays on the device: the H MSM reads its first n − 1 coefficients where the
-        // last NTT pass wrote them. One host synchronization, at the MSM's end.
-        let start = std::time::Instant::now();
-        let (msm_h, h_ms) = self
-            .ntt
-            .h_polynomial_then(c.a.as_slice(), c.b.as_slice(), c.c.as_slice(), |h, ev| {
-                let (p, _) = self.msm.msm_from(&r.h, Scalars::Device(&h.slice(..n - 1)))?;
-                Ok((p, ev.compute_start.elapsed_ms(&ev.computed)?))
-            })
-            .map_err(|e| backend_error("H polynomial and H MSM", e))?;
-        // Split by the device's clock: the NTTs' time, and the rest of the call (uploads
-        // of a, b, c not overlapped by the NTTs, then the MSM) as the H MSM's.
-        let h_time = std::time::Duration::from_secs_f64(h_ms as f64 / 1e3);
-        t.add(Stage::HPolynomial, h_time);
-        t.add(Stage::MsmH, start.elapsed().saturating_sub(h_time));
-
-        let num_inputs = c.num_inputs();
-        let msm_l = t.time(Stage::MsmL, || {
-            let lists = split_lists(&c.aux, &c.aux_classes, None, 0);
-            self.split("L MSM", &r.l, &lists)
-        })?;
-        let msm_a = t.time(Stage::MsmA, || -> Result<G1Projective, ProveError> {
-            let lists = split_lists(&c.aux, &c.aux_classes, Some(&c.a_aux_density), num_inputs);
-            Ok(host_msm(&p.a[..num_inputs], &c.input) + self.split("A MSM", &r.a, &lists)?)
-        })?;
-        let b_inputs = c.b_input_density.select(&c.input);
-        let b_lists = split_lists(&c.aux, &c.aux_classes, Some(&c.b_aux_density), b_inputs.len());
-        let msm_b_g1 = t.time(Stage::MsmBG1, || -> Result<G1Projective, ProveError> {
-            Ok(host_msm(&p.b_g1[..b_inputs.len()], &b_inputs) + self.split("B MSM (G1)", &r.b_g1, &b_lists)?)
-        })?;
-        let msm_b_g2 = t.time(Stage::MsmBG2, || -> Result<G2Projective, ProveError> {
-            Ok(host_msm(&p.b_g2[..b_inputs.len()], &b_inputs) + self.split("B MSM (G2)", &r.b_g2, &b_lists)?)
-        })?;
-        Ok(t.time(Stage::Assembly, || assemble(p, rs, msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2)))
+        let t0 = Instant::now();
+        let mut x = self.prepare(p, r, c)?;
+        t.add(Stage::Prepare, t0.elapsed());
+        let computed = self.compute(r, &mut x, t);
+        if computed.is_err() {
+            // Nothing may still read the circuit's memory when the borrow ends.
+            for s in [&self.gpu.copy, self.gpu.stream()] {
+                if let Err(e) = s.synchronize() {
+                    tracing::error!(error = %e, "synchronizing after a failed proof");
+                }
+            }
+        }
+        let (h, l, a, b_g1, b_g2, report) = computed.map_err(|e| backend_error("proving on the GPU", e))?;
+        let (a, b_g1, b_g2) = (a + x.a_inputs, b_g1 + x.b_inputs_g1, b_g2 + x.b_inputs_g2);
+        drop(x);
+        let proof = t.time(Stage::Assembly, || assemble(p, rs, h, l, a, b_g1, b_g2));
+        Ok((proof, report))
     }
 }
 

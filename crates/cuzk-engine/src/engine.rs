@@ -1,5 +1,6 @@
 //! The engine: jobs → partitions → synthesis pool → bounded queue → prover workers
-//! (N per backend, each backend's lock held only around `prove`) → verification →
+//! (N per backend; the backend serializes its own compute region, so one worker's
+//! preparation overlaps another's kernels) → verification →
 //! assembly in partition order.
 
 use std::collections::HashMap;
@@ -266,8 +267,6 @@ struct ReadyPartition {
 
 struct BackendSlot {
     backend: Arc<dyn ProvingBackend>,
-    /// Held only around `prove`: the device's compute region.
-    device: Mutex<()>,
     current: Mutex<Option<(JobId, ProofKind)>>,
 }
 
@@ -377,7 +376,8 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the synthesis and prover threads. Each backend gets
-    /// `workers_per_backend` workers sharing its device lock. a, b, c are plain vectors
+    /// `workers_per_backend` workers (the backend holds its device only for a proof's
+    /// compute region). a, b, c are plain vectors
     /// from a reused pool.
     pub fn start(
         config: EngineConfig,
@@ -418,7 +418,7 @@ impl Engine {
             jobs: Mutex::new(JobTable::default()),
             backends: backends
                 .into_iter()
-                .map(|b| Arc::new(BackendSlot { backend: b, device: Mutex::new(()), current: Mutex::new(None) }))
+                .map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None) }))
                 .collect(),
             stats: Arc::new(Mutex::new(Stats::default())),
             timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
@@ -883,7 +883,6 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
         let inputs = circuit.input.get(1..).unwrap_or_default().to_vec();
         let randomness = [ProofRandomness::random(&mut rng)];
         let (result, took) = {
-            let _device = lock(&slot.device);
             *lock(&slot.current) = Some((job.id.clone(), job.kind));
             job.set_part(task.index, PartitionState::Proving);
             inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveStart, lane);
@@ -893,7 +892,13 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             });
             inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveEnd, lane);
             *lock(&slot.current) = None;
-            (r, t.elapsed())
+            // The device's own time where the backend reports it (the call also
+            // includes host preparation that overlaps other workers' kernels).
+            let took = match &r {
+                Ok(out) => out.device.map_or(t.elapsed(), |d| d.held),
+                _ => t.elapsed(),
+            };
+            (r, took)
         };
         // The witness and a/b/c are no longer needed: release their memory before
         // verifying.

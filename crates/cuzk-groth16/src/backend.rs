@@ -32,8 +32,10 @@ impl ProofRandomness {
 /// Stages of a proof, for per-stage timing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stage {
-    /// Host-to-device transfer (GPU backends).
+    /// Host-to-device transfer (GPU backends; on a copy stream, overlapping compute).
     Upload,
+    /// Host work before the device is taken: index lists, the public-input parts.
+    Prepare,
     /// The NTTs and pointwise passes of the H polynomial.
     HPolynomial,
     MsmH,
@@ -45,8 +47,9 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Upload,
+        Stage::Prepare,
         Stage::HPolynomial,
         Stage::MsmH,
         Stage::MsmL,
@@ -59,6 +62,7 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Upload => "upload",
+            Stage::Prepare => "prepare",
             Stage::HPolynomial => "h_poly",
             Stage::MsmH => "msm_h",
             Stage::MsmL => "msm_l",
@@ -101,11 +105,43 @@ impl StageTimings {
     }
 }
 
+/// What a device backend measured of its device over one `prove` call.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeviceReport {
+    /// Host time the device was held (the compute regions, summed over the circuits).
+    pub held: Duration,
+    /// Device time of the kernels inside those regions (CUDA events).
+    pub busy: Duration,
+    /// Bytes moved host → device and device → host.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Host waits for the device.
+    pub host_syncs: u32,
+}
+
+impl DeviceReport {
+    /// Time the device sat idle while held (gaps between kernels, waits for uploads,
+    /// launch latency, the final download).
+    pub fn idle(&self) -> Duration {
+        self.held.saturating_sub(self.busy)
+    }
+
+    pub fn add(&mut self, o: &DeviceReport) {
+        self.held += o.held;
+        self.busy += o.busy;
+        self.bytes_up += o.bytes_up;
+        self.bytes_down += o.bytes_down;
+        self.host_syncs += o.host_syncs;
+    }
+}
+
 /// What a backend returns: one proof per circuit, in order, and where the time went.
 #[derive(Debug)]
 pub struct ProveOutput {
     pub proofs: Vec<Proof>,
     pub timings: StageTimings,
+    /// Device figures, from backends that run on one.
+    pub device: Option<DeviceReport>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +181,9 @@ pub enum ProveError {
 ///   backend share work between them.
 /// - Backends do not verify; the caller does (see [`crate::verifier`]).
 /// - Implementations are `Send + Sync` and may be called from several threads at once.
+///   A backend serializes its own device's compute region and nothing more, so one
+///   caller's preparation (uploads, index lists) overlaps another's kernels: callers
+///   take no lock around `prove`.
 pub trait ProvingBackend: Send + Sync {
     /// A short name for logs and reports ("cpu", "cuda:0", …).
     fn name(&self) -> String;
@@ -155,6 +194,13 @@ pub trait ProvingBackend: Send + Sync {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError>;
+
+    /// Whether `prove` leaves a, b and c as they were (it computes on copies), so a
+    /// caller may prove the same synthesized circuit again
+    /// ([`SynthesizedCircuit::reuse_evaluations`]): benchmarks with pre-made partitions.
+    fn keeps_evaluations(&self) -> bool {
+        false
+    }
 }
 
 /// Proves the circuits one by one with `prove_one(circuit, r_s, timings)`, after the
@@ -171,7 +217,7 @@ pub fn prove_each(
     for (c, rs) in circuits.iter_mut().zip(randomness) {
         proofs.push(prove_one(c, rs, &mut timings)?);
     }
-    Ok(ProveOutput { proofs, timings })
+    Ok(ProveOutput { proofs, timings, device: None })
 }
 
 /// Checks the parts of the contract every backend must check before proving.

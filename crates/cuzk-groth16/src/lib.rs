@@ -25,7 +25,7 @@ pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;
 
-pub use backend::{ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+pub use backend::{DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
 pub use proof::Proof;
 pub use prover::CpuBackend;

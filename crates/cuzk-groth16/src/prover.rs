@@ -25,6 +25,9 @@ use crate::synthesis::SynthesizedCircuit;
 pub struct CpuBackend {
     /// Domains (twiddle tables) by log size, built once.
     domains: Mutex<HashMap<u32, Arc<Domain>>>,
+    /// Held while proving: the CPU is this backend's device, and every proof already
+    /// uses all its cores (callers take no lock, per the backend contract).
+    busy: Mutex<()>,
 }
 
 impl CpuBackend {
@@ -57,6 +60,7 @@ impl ProvingBackend for CpuBackend {
     ) -> Result<ProveOutput, ProveError> {
         prove_each(params, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
+            let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
             prove_one(params, &domain, c, rs, t)
         })
     }

@@ -140,6 +140,10 @@ impl ScalarClasses {
 /// The engine supplies buffers from its pinned pool so a GPU can upload them directly;
 /// by default a `Vec` is used. The whole slice is the capacity; [`EvalVec`] tracks the
 /// length.
+///
+/// Invariant: the memory behind `as_mut_slice` keeps its address and length until
+/// `grow` is called or the storage is dropped ([`EvalVec`] writes through a pointer it
+/// takes once, not through a call per value: synthesis pushes ~10^8 values per vector).
 pub trait EvalStorage: Send + Sync {
     fn as_slice(&self) -> &[Scalar];
     fn as_mut_slice(&mut self) -> &mut [Scalar];
@@ -164,10 +168,20 @@ impl EvalStorage for Vec<Scalar> {
 /// An evaluation vector written into an [`EvalStorage`].
 pub struct EvalVec {
     storage: Box<dyn EvalStorage>,
+    /// `storage.as_mut_slice()`, taken at creation and after every `grow`.
+    ptr: *mut Scalar,
+    cap: usize,
     len: usize,
     /// Set when fixed-size storage ran out; the synthesis then fails with a clear error.
     overflowed: bool,
 }
+
+// SAFETY: `ptr` points into `storage`, which this EvalVec owns exclusively (a Box of
+// a Send + Sync storage); every access through it follows EvalVec's own & / &mut
+// borrows, as if the slice were a field.
+unsafe impl Send for EvalVec {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for EvalVec {}
 
 impl std::fmt::Debug for EvalVec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -182,23 +196,35 @@ impl Default for EvalVec {
 }
 
 impl EvalVec {
-    pub fn new(storage: Box<dyn EvalStorage>) -> Self {
-        EvalVec { storage, len: 0, overflowed: false }
+    pub fn new(mut storage: Box<dyn EvalStorage>) -> Self {
+        let s = storage.as_mut_slice();
+        let (ptr, cap) = (s.as_mut_ptr(), s.len());
+        EvalVec { storage, ptr, cap, len: 0, overflowed: false }
     }
 
     pub fn with_capacity(n: usize) -> Self {
         Self::new(Box::new(vec![Scalar::ZERO; n]))
     }
 
+    /// Grows the storage to at least `min`, refreshing the cached pointer.
+    fn grow(&mut self, min: usize) -> bool {
+        if !self.storage.grow(min) {
+            return false;
+        }
+        let s = self.storage.as_mut_slice();
+        (self.ptr, self.cap) = (s.as_mut_ptr(), s.len());
+        self.cap >= min
+    }
+
     #[inline]
     pub fn push(&mut self, v: Scalar) {
-        if self.len == self.storage.as_slice().len() && !self.storage.grow(self.len + 1) {
+        if self.len == self.cap && !self.overflowed && !self.grow(self.len + 1) {
             self.overflowed = true;
-            self.len += 1;
-            return;
         }
         if !self.overflowed {
-            self.storage.as_mut_slice()[self.len] = v;
+            // SAFETY: len < cap (checked or grown above), and ptr/cap describe the
+            // storage's current slice (EvalStorage invariant).
+            unsafe { self.ptr.add(self.len).write(v) };
         }
         self.len += 1;
     }
@@ -212,26 +238,28 @@ impl EvalVec {
     }
 
     pub fn capacity(&self) -> usize {
-        self.storage.as_slice().len()
+        self.cap
     }
 
+    /// The first `len` values (all of the storage's, if it overflowed).
     pub fn as_slice(&self) -> &[Scalar] {
-        &self.storage.as_slice()[..self.len]
+        // SAFETY: ptr/cap describe the owned storage's slice; min(len, cap) ≤ cap.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len.min(self.cap)) }
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [Scalar] {
-        &mut self.storage.as_mut_slice()[..self.len]
+        // SAFETY: as in `as_slice`, with exclusive access through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len.min(self.cap)) }
     }
 
     /// Zero-pads (or truncates) to `n` elements; fails if fixed storage is too small.
     pub fn resize(&mut self, n: usize) -> Result<(), SynthesisError> {
-        if n > self.capacity() && !self.storage.grow(n) {
+        if n > self.cap && !self.grow(n) {
             return Err(SynthesisError::Unsatisfiable);
         }
-        if n > self.len {
-            self.storage.as_mut_slice()[self.len..n].par_iter_mut().for_each(|x| *x = Scalar::ZERO);
-        }
+        let old = self.len.min(n);
         self.len = n;
+        self.as_mut_slice()[old..].par_iter_mut().for_each(|x| *x = Scalar::ZERO);
         Ok(())
     }
 
@@ -286,6 +314,20 @@ impl SynthesizedCircuit {
     /// Records that a/b/c no longer hold the evaluations (backends call this).
     pub fn mark_consumed(&mut self) {
         self.consumed = true;
+    }
+
+    /// Makes a circuit proven by `backend` provable again, when that backend leaves
+    /// a, b and c as they were ([`ProvingBackend::keeps_evaluations`]); otherwise an
+    /// error, and the circuit stays consumed.
+    pub fn reuse_evaluations(&mut self, backend: &dyn crate::backend::ProvingBackend) -> Result<(), crate::backend::ProveError> {
+        if !backend.keeps_evaluations() {
+            return Err(crate::backend::ProveError::Backend(format!(
+                "{} uses a, b, c as scratch: synthesize the circuit again",
+                backend.name()
+            )));
+        }
+        self.consumed = false;
+        Ok(())
     }
 
     pub fn num_inputs(&self) -> usize {

@@ -7,20 +7,31 @@
 //! With `--timing-params` the setup is replaced by a parameter set of random points of
 //! the right shape (seconds instead of hours at full size): the proofs are timed but
 //! cannot verify, so verification is skipped, and the output says so.
+//!
+//! On a GPU, a, b, c are synthesized into pinned buffers (allocated once, reused), and
+//! the device's own figures are printed: time held, kernel time, idle share, PCIe
+//! bytes, host waits. `--back-to-back N` then proves N partitions with two threads, as
+//! the engine's two workers per device do (one uploads while the other computes), on
+//! pre-made partitions: the last two synthesized, proven again (a GPU backend leaves
+//! a, b, c unchanged).
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_groth16::generator::{generate_parameters, timing_parameters};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{synthesize, ProofRandomness, Stage};
+use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
-use crate::{backend, BackendKind};
+use crate::{backend_on, BackendKind};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -36,6 +47,10 @@ pub struct BenchArgs {
     /// The proofs are NOT valid and are not verified: for timing only.
     #[arg(long)]
     timing_params: bool,
+    /// Then prove this many partitions back to back, two threads sharing the device
+    /// (GPU backends; pre-made partitions proven again).
+    #[arg(long, default_value_t = 0)]
+    back_to_back: usize,
     #[command(flatten)]
     shape: ShapeArgs,
 }
@@ -45,12 +60,51 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// a, b, c storage for one circuit: pinned on a GPU (slow to allocate: reused).
+fn new_buffers(gpu: Option<&Arc<cuzk_cuda::Gpu>>, n: usize) -> Result<EvalBuffers> {
+    Ok(match gpu {
+        Some(g) => {
+            let one = || -> Result<Box<dyn cuzk_groth16::synthesis::EvalStorage>> {
+                Ok(Box::new(cuzk_cuda::PinnedScalars::new(g, n).context("allocating pinned host memory")?))
+            };
+            EvalBuffers { a: one()?, b: one()?, c: one()? }
+        }
+        None => EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
+    })
+}
+
+/// The circuit's a, b, c storage, for the next synthesis.
+fn take_buffers(mut c: SynthesizedCircuit) -> EvalBuffers {
+    EvalBuffers {
+        a: std::mem::take(&mut c.a).into_storage(),
+        b: std::mem::take(&mut c.b).into_storage(),
+        c: std::mem::take(&mut c.c).into_storage(),
+    }
+}
+
+fn print_device(d: &DeviceReport, partitions: usize) {
+    let per = |x: Duration| x.as_secs_f64() / partitions.max(1) as f64;
+    println!(
+        "  device per partition: held {:.3} s, kernels {:.3} s, idle {:.3} s ({:.1} % of held); {:.2} GB up, {} B down; {} host wait(s)",
+        per(d.held),
+        per(d.busy),
+        per(d.idle()),
+        100.0 * d.idle().as_secs_f64() / d.held.as_secs_f64().max(1e-9),
+        d.bytes_up as f64 / 1e9 / partitions.max(1) as f64,
+        d.bytes_down / partitions.max(1) as u64,
+        d.host_syncs as f64 / partitions.max(1) as f64,
+    );
+}
+
 pub fn run(args: &BenchArgs) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
     let sizes = if args.log_sizes.is_empty() { vec![args.shape.log_size] } else { args.log_sizes.clone() };
-    let backend = backend(args.backend)?;
+    let (backend, gpu) = backend_on(args.backend)?;
+    if args.back_to_back > 0 && !backend.keeps_evaluations() {
+        bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
+    }
     println!("cuzk bench: backend {}, {} threads, {} timed reps after 1 warm-up", backend.name(), rayon::current_num_threads(), args.reps);
     for log in sizes {
         let mut shape_args = args.shape.clone();
@@ -58,12 +112,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let shape = shape_args.shape()?;
         // With --constraints the domain follows from the shape, not from --log-sizes.
         let log = shape.domain_size().trailing_zeros();
+        let n = shape.domain_size();
         let bars = Bars::new();
         let t = Instant::now();
         let mut setup_rng = ChaCha20Rng::seed_from_u64(log as u64);
+        let mut spare: Vec<EvalBuffers> = Vec::new();
         let params = if args.timing_params {
-            let c = synthesize(shape.circuit(0)).context("synthesis failed")?;
-            timing_parameters(&c, &mut setup_rng, &bars)
+            let c = synthesize_into(shape.circuit(0), new_buffers(gpu.as_ref(), n)?).context("synthesis failed")?;
+            let p = timing_parameters(&c, &mut setup_rng, &bars);
+            spare.push(take_buffers(c));
+            p
         } else {
             generate_parameters(shape.circuit(0), &mut setup_rng, &bars).context("setup failed")?
         };
@@ -81,9 +139,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut synth_times = Vec::new();
         let mut prove_times = Vec::new();
         let mut stage_times: Vec<Vec<Duration>> = vec![Vec::new(); Stage::ALL.len()];
+        let mut device = DeviceReport::default();
+        // The last two circuits, kept for --back-to-back.
+        let mut kept: VecDeque<SynthesizedCircuit> = VecDeque::new();
         for rep in 0..=args.reps {
+            let buffers = match spare.pop() {
+                Some(b) => b,
+                None => new_buffers(gpu.as_ref(), n)?,
+            };
             let t = Instant::now();
-            let mut circuits = vec![synthesize(shape.circuit(rep as u64 + 1)).context("synthesis failed")?];
+            let mut circuits = vec![synthesize_into(shape.circuit(rep as u64 + 1), buffers).context("synthesis failed")?];
             let synth = t.elapsed();
             let inputs = circuits[0].input[1..].to_vec();
             let t = Instant::now();
@@ -92,6 +157,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             if !args.timing_params && !verify_proof(&pvk, &out.proofs[0], &inputs)? {
                 bail!("2^{log}, rep {rep}: proof failed verification");
             }
+            let c = circuits.pop().context("no circuit")?;
+            if args.back_to_back > 0 {
+                kept.push_back(c);
+                if kept.len() > 2 {
+                    spare.extend(kept.pop_front().map(take_buffers));
+                }
+            } else {
+                spare.push(take_buffers(c));
+            }
             if rep == 0 {
                 continue; // warm-up
             }
@@ -99,6 +173,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             prove_times.push(prove);
             for (i, s) in Stage::ALL.iter().enumerate() {
                 stage_times[i].push(out.timings.get(*s));
+            }
+            if let Some(d) = out.device {
+                device.add(&d);
             }
         }
         let (synth, prove) = (median(synth_times), median(prove_times));
@@ -111,6 +188,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         println!("  {:<18} {:>9.3} s", "prove (total)", prove.as_secs_f64());
         println!("  {:<18} {:>9.3} s", "synthesis + prove", (synth + prove).as_secs_f64());
+        if device.held > Duration::ZERO {
+            print_device(&device, args.reps);
+        }
         if args.timing_params {
             println!("  {} proofs timed, none verified (random timing parameters)", args.reps + 1);
         } else {
@@ -123,6 +203,69 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             prove.as_secs_f64(),
             (synth + prove).as_secs_f64()
         );
+        if args.back_to_back > 0 {
+            back_to_back(args, &*backend, &params, &pvk, kept, log)?;
+        }
     }
+    Ok(())
+}
+
+/// `count` partitions on two threads, each proving its pre-made circuit again.
+fn back_to_back(
+    args: &BenchArgs,
+    backend: &dyn ProvingBackend,
+    params: &cuzk_groth16::ParameterSet,
+    pvk: &PreparedVerifyingKey,
+    kept: VecDeque<SynthesizedCircuit>,
+    log: u32,
+) -> Result<()> {
+    let count = args.back_to_back;
+    let next = AtomicUsize::new(0);
+    let device = Mutex::new(DeviceReport::default());
+    let t = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        let workers: Vec<_> = kept
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut c)| {
+                let (next, device) = (&next, &device);
+                scope.spawn(move || -> Result<()> {
+                    let mut rng = ChaCha20Rng::seed_from_u64(7000 + w as u64);
+                    let inputs = c.input[1..].to_vec();
+                    while next.fetch_add(1, Ordering::Relaxed) < count {
+                        c.reuse_evaluations(backend)?;
+                        let out = backend.prove(params, std::slice::from_mut(&mut c), &[ProofRandomness::random(&mut rng)])?;
+                        if !args.timing_params && !verify_proof(pvk, &out.proofs[0], &inputs)? {
+                            bail!("2^{log}: a back-to-back proof failed verification");
+                        }
+                        if let Some(d) = out.device {
+                            device.lock().unwrap_or_else(|e| e.into_inner()).add(&d);
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| anyhow::anyhow!("a back-to-back worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    let wall = t.elapsed();
+    let d = *device.lock().unwrap_or_else(|e| e.into_inner());
+    println!(
+        "  back to back: {count} partitions in {:.3} s ({:.3} s each), two threads; device kernels {:.1} % of the wall time",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / count as f64,
+        100.0 * d.busy.as_secs_f64() / wall.as_secs_f64()
+    );
+    print_device(&d, count);
+    println!(
+        "RESULT_BACK_TO_BACK backend={} log_size={log} partitions={count} wall_s={:.4} per_partition_s={:.4} kernel_share={:.4}",
+        backend.name(),
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / count as f64,
+        d.busy.as_secs_f64() / wall.as_secs_f64()
+    );
     Ok(())
 }

@@ -106,20 +106,22 @@ pub enum BackendKind {
 
 /// The backend for `kind`.
 pub fn backend(kind: BackendKind) -> Result<Box<dyn ProvingBackend>> {
+    Ok(backend_on(kind)?.0)
+}
+
+/// The backend for `kind`, and its GPU when it runs on one (for pinned buffers).
+pub fn backend_on(kind: BackendKind) -> Result<(Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>)> {
+    let on_gpu = |gpu: Arc<cuzk_cuda::Gpu>| -> (Box<dyn ProvingBackend>, _) {
+        (Box::new(cuzk_cuda::CudaBackend::new(gpu.clone())), Some(gpu))
+    };
     Ok(match kind {
-        BackendKind::Cpu => Box::new(CpuBackend::new()),
-        BackendKind::Cuda => {
-            let gpu = cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?;
-            Box::new(cuzk_cuda::CudaBackend::new(gpu))
-        }
+        BackendKind::Cpu => (Box::new(CpuBackend::new()), None),
+        BackendKind::Cuda => on_gpu(cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?),
         BackendKind::Auto => match cuzk_cuda::device_count() {
-            Ok(_) => {
-                let gpu = cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to prove on the CPU)")?;
-                Box::new(cuzk_cuda::CudaBackend::new(gpu))
-            }
+            Ok(_) => on_gpu(cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to prove on the CPU)")?),
             Err(why) => {
                 tracing::info!(reason = %why, "no usable GPU: proving on the CPU");
-                Box::new(CpuBackend::new())
+                (Box::new(CpuBackend::new()), None)
             }
         },
     })

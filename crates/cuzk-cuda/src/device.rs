@@ -138,14 +138,25 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), GpuError> {
     }
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
     let mut threshold: u64 = u64::MAX;
+    let mut no: i32 = 0;
     // SAFETY: `pool` receives the device's default pool handle; the threshold attribute
-    // takes a pointer to a u64, valid for the call. Both results are checked.
+    // takes a pointer to a u64, the reuse one to an int, each valid for its call. All
+    // results are checked.
     unsafe {
         sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result()?;
         sys::cuMemPoolSetAttribute(
             pool,
             sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
             (&mut threshold as *mut u64).cast(),
+        )
+        .result()?;
+        // Memory freed on the compute stream must not be handed to the copy stream with
+        // a dependency on that free: the next partition's uploads would wait for this
+        // partition's kernels. The pool grows instead (once: it keeps what it holds).
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+            (&mut no as *mut i32).cast(),
         )
         .result()?;
     }

@@ -80,6 +80,7 @@ impl CudaBackend {
         let up = |what: &str, points: &[blstrs::G1Affine]| {
             self.msm.upload_bases::<G1>(points).map_err(|e| backend_error(what, e))
         };
+        let start = Instant::now();
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
             Ok(ResidentParams {
                 h: up("uploading H", &p.h)?,
@@ -89,7 +90,14 @@ impl CudaBackend {
                 b_g2: self.msm.upload_bases::<G2>(&p.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
             })
         })?;
-        tracing::info!(points = p.h.len() + p.l.len() + p.a.len() + p.b_g1.len() + p.b_g2.len(), "parameter set resident on the GPU");
+        let gb = p.size_bytes() as f64 / 1e9;
+        let secs = start.elapsed().as_secs_f64();
+        tracing::info!(
+            points = p.h.len() + p.l.len() + p.a.len() + p.b_g1.len() + p.b_g2.len(),
+            gb = format!("{gb:.2}"),
+            seconds = format!("{secs:.2}"),
+            "parameter set resident on the GPU"
+        );
         let r = Arc::new(r);
         map.insert(p.id(), r.clone());
         Ok(r)
@@ -313,6 +321,8 @@ impl CudaBackend {
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
         let mut report = DeviceReport {
             held: held.elapsed(),
+            held_from: Some(held),
+            held_to: Some(Instant::now()),
             bytes_up: x.abc.bytes + x.l.bytes + x.a.bytes + x.b.bytes,
             bytes_down: (4 * 4 * 48 + 4 * 96) as u64, // the five results, XYZZ
             host_syncs: 1,

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::verify_proof;
-use cuzk_groth16::{ProofRandomness, ProvingBackend, SynthesizedCircuit};
+use cuzk_groth16::{DeviceReport, ProofRandomness, ProveOutput, ProvingBackend, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -885,12 +885,18 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
         let (result, took) = {
             *lock(&slot.current) = Some((job.id.clone(), job.kind));
             job.set_part(task.index, PartitionState::Proving);
-            inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveStart, lane);
             let t = Instant::now();
             let r = catch_panic("the backend", || {
                 slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness).map_err(|e| e.to_string())
             });
-            inner.timeline.record(&job.id.0, Some(task.index), EventKind::ProveEnd, lane);
+            // The prover lane shows the device's compute region where the backend
+            // reports it (its preparation overlaps the other worker's kernels).
+            let (from, to) = match &r {
+                Ok(ProveOutput { device: Some(DeviceReport { held_from: Some(a), held_to: Some(b), .. }), .. }) => (*a, *b),
+                _ => (t, Instant::now()),
+            };
+            inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::ProveStart, lane, from);
+            inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::ProveEnd, lane, to);
             *lock(&slot.current) = None;
             // The device's own time where the backend reports it (the call also
             // includes host preparation that overlaps other workers' kernels).

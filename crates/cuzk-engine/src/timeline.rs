@@ -50,8 +50,13 @@ impl Timeline {
     }
 
     pub fn record(&self, job: &str, partition: Option<usize>, kind: EventKind, lane: &str) {
+        self.record_at(job, partition, kind, lane, Instant::now());
+    }
+
+    /// Records an event that happened at `at` (not before the timeline began).
+    pub fn record_at(&self, job: &str, partition: Option<usize>, kind: EventKind, lane: &str, at: Instant) {
         let e = TimelineEvent {
-            t_us: self.start.elapsed().as_micros() as u64,
+            t_us: at.saturating_duration_since(self.start).as_micros() as u64,
             job: job.to_string(),
             partition: partition.map(|p| p as u32),
             kind,

@@ -110,6 +110,9 @@ impl StageTimings {
 pub struct DeviceReport {
     /// Host time the device was held (the compute regions, summed over the circuits).
     pub held: Duration,
+    /// When the first compute region began and the last one ended.
+    pub held_from: Option<std::time::Instant>,
+    pub held_to: Option<std::time::Instant>,
     /// Device time of the kernels inside those regions (CUDA events).
     pub busy: Duration,
     /// Bytes moved host → device and device → host.
@@ -128,6 +131,11 @@ impl DeviceReport {
 
     pub fn add(&mut self, o: &DeviceReport) {
         self.held += o.held;
+        self.held_from = match (self.held_from, o.held_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.held_to = self.held_to.max(o.held_to);
         self.busy += o.busy;
         self.bytes_up += o.bytes_up;
         self.bytes_down += o.bytes_down;

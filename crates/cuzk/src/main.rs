@@ -51,6 +51,10 @@ enum Command {
         /// Seed for the toxic waste (only for reproducible test fixtures; default: OS randomness).
         #[arg(long)]
         seed: Option<u64>,
+        /// Write random points of the circuit's shape instead of a real setup: a file for
+        /// timing provers on (`cuzk bench --params`); proofs made with it do NOT verify.
+        #[arg(long)]
+        timing_params: bool,
     },
     /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
     Prove {
@@ -169,7 +173,7 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { shape, out, seed }) => setup(&shape, &out, seed),
+        Some(Command::Setup { shape, out, seed, timing_params }) => setup(&shape, &out, seed, timing_params),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
             prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
         }
@@ -250,15 +254,21 @@ fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
     Ok(())
 }
 
-fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>) -> Result<()> {
+fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: bool) -> Result<()> {
     let shape = shape_args.shape()?;
     let bars = Bars::new();
     let t = Instant::now();
-    let params = match seed {
-        Some(s) => generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(s), &bars),
-        None => generate_parameters(shape.circuit(0), &mut rand::rngs::OsRng, &bars),
-    }
-    .context("setup failed")?;
+    let mut rng: Box<dyn rand::RngCore> = match seed {
+        Some(s) => Box::new(ChaCha20Rng::seed_from_u64(s)),
+        None => Box::new(rand::rngs::OsRng),
+    };
+    let params = if timing_params {
+        let c = synthesize(shape.circuit(0)).context("synthesis failed")?;
+        println!("random timing parameters: proofs made with this file will NOT verify");
+        cuzk_groth16::generator::timing_parameters(&c, &mut rng, &bars)
+    } else {
+        generate_parameters(shape.circuit(0), &mut rng, &bars).context("setup failed")?
+    };
     bars.finish();
     save(&params, out)?;
     println!(

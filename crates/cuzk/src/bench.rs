@@ -183,7 +183,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 bail!("2^{log}, rep {rep}: proof failed verification");
             }
             if rep == 0 {
-                println!("  warm-up proof (parameters onto the device on a GPU): {:.3} s", prove.as_secs_f64());
+                let what = if gpu.is_some() { " (includes moving the parameters onto the device)" } else { "" };
+                println!("  warm-up proof{what}: {:.3} s", prove.as_secs_f64());
             }
             let c = circuits.pop().context("no circuit")?;
             if args.back_to_back > 0 {

@@ -374,6 +374,22 @@ pub struct Engine {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// The job a resubmission of `request_id` gets: the same one while it is queued,
+/// running or completed (its proof can be awaited again). A failed or cancelled job's
+/// request id is released, so resubmitting it is a retry with a new job.
+fn reusable(table: &mut JobTable, request_id: &str) -> Option<JobId> {
+    if request_id.is_empty() {
+        return None;
+    }
+    let id = table.by_request.get(request_id)?.clone();
+    let retry = table.by_id.get(&id).is_some_and(|j| matches!(j.state().status, JobStatus::Failed | JobStatus::Cancelled));
+    if retry {
+        table.by_request.remove(request_id);
+        return None;
+    }
+    Some(id)
+}
+
 impl Engine {
     /// Starts the synthesis and prover threads. Each backend gets
     /// `workers_per_backend` workers (the backend holds its device only for a proof's
@@ -483,9 +499,9 @@ impl Engine {
         }
         let mut table = lock(&inner.jobs);
         self.prune(&mut table);
-        if let Some(id) = table.by_request.get(&req.request_id) {
+        if let Some(id) = reusable(&mut table, &req.request_id) {
             // Submitted concurrently under the same request id: keep the first.
-            return Ok(Submitted { job_id: id.clone(), queue_position: 0, existing: true });
+            return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         let seq = inner.next_seq.fetch_add(1, Ordering::SeqCst);
         let id = JobId(format!("job-{:08x}-{seq}", inner.tag));
@@ -536,9 +552,8 @@ impl Engine {
         if request_id.is_empty() {
             return None;
         }
-        let table = lock(&self.inner.jobs);
-        let id = table.by_request.get(request_id)?;
-        Some(Submitted { job_id: id.clone(), queue_position: 0, existing: true })
+        let id = reusable(&mut lock(&self.inner.jobs), request_id)?;
+        Some(Submitted { job_id: id, queue_position: 0, existing: true })
     }
 
     /// Forgets finished jobs older than the retention time.

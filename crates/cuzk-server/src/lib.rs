@@ -297,6 +297,28 @@ impl Listener {
     }
 }
 
+/// tonic answers a request over the decoding limit with OUT_OF_RANGE; gRPC's code for
+/// a message too large is RESOURCE_EXHAUSTED (what the issue and other gRPC stacks
+/// use). Every RPC here is unary, and tonic rejects the request before the handler, so
+/// the status travels in a trailers-only response's headers: rewritten there, for that
+/// one message; everything else passes unchanged.
+fn rewrite_oversized(h: &mut http::HeaderMap) {
+    // grpc-message is percent-encoded; tonic's own messages encode only spaces here.
+    let message = h.get("grpc-message").and_then(|m| m.to_str().ok()).unwrap_or_default().replace("%20", " ");
+    if h.get("grpc-status").is_some_and(|v| v == "11") && message.contains("decoded message length too large") {
+        h.insert("grpc-status", http::HeaderValue::from_static("8"));
+        let msg = format!("request larger than the {} MiB message limit ({message})", MAX_MESSAGE_BYTES >> 20);
+        if let Ok(v) = http::HeaderValue::from_str(&msg.replace('%', "%25").replace(' ', "%20")) {
+            h.insert("grpc-message", v);
+        }
+    }
+}
+
+fn oversized_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Response<B> {
+    rewrite_oversized(r.headers_mut());
+    r
+}
+
 /// Serves until `shutdown` resolves; in-flight calls finish first.
 pub async fn serve(
     listener: Listener,
@@ -304,7 +326,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let svc = ProvingService::new(engine).into_server();
-    let router = tonic::transport::Server::builder().add_service(svc);
+    let router = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+        .add_service(svc);
     match listener {
         Listener::Tcp(l) => {
             router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?

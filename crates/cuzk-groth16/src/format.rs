@@ -17,6 +17,7 @@ use blstrs::{G1Affine, G2Affine};
 use rayon::prelude::*;
 
 use crate::params::{ParameterSet, VerifyingKey};
+use crate::{NoProgress, Progress};
 
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
@@ -86,7 +87,11 @@ struct Cursor<'a> {
     data: &'a [u8],
     pos: usize,
     check: PointCheck,
+    progress: &'a dyn Progress,
 }
+
+/// Points decoded between two progress reports.
+const PROGRESS_EVERY: usize = 1 << 16;
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, section: &'static str, n: u64) -> Result<&'a [u8], FormatError> {
@@ -107,13 +112,19 @@ impl<'a> Cursor<'a> {
     fn points<P: FilePoint>(&mut self, section: &'static str, n: usize) -> Result<Vec<P>, FormatError> {
         let start = self.pos as u64;
         let bytes = self.take(section, (n * P::BYTES) as u64)?;
-        let check = self.check;
+        let (check, progress) = (self.check, self.progress);
+        if n >= PROGRESS_EVERY {
+            progress.stage(&format!("reading {section}"), n as u64);
+        }
         // Collecting into Result<Vec<_>> writes the points straight into the vector
         // (no per-point Result buffer); on failure one of the errors is returned.
-        bytes
+        let points = bytes
             .par_chunks_exact(P::BYTES)
             .enumerate()
             .map(|(index, b)| {
+                if index % PROGRESS_EVERY == PROGRESS_EVERY - 1 {
+                    progress.advance(PROGRESS_EVERY as u64);
+                }
                 let err = |reason| FormatError::InvalidPoint {
                     section,
                     index,
@@ -135,7 +146,11 @@ impl<'a> Cursor<'a> {
                 }
                 Ok(p)
             })
-            .collect()
+            .collect();
+        if n >= PROGRESS_EVERY {
+            progress.advance((n % PROGRESS_EVERY) as u64);
+        }
+        points
     }
 
     fn counted<P: FilePoint>(&mut self, section: &'static str) -> Result<Vec<P>, FormatError> {
@@ -172,7 +187,7 @@ fn read_vk_from(c: &mut Cursor<'_>) -> Result<VerifyingKey, FormatError> {
 
 /// Decodes a verifying key (a whole `.vk` file).
 pub fn decode_vk(data: &[u8], check: PointCheck) -> Result<VerifyingKey, FormatError> {
-    let mut c = Cursor { data, pos: 0, check };
+    let mut c = Cursor { data, pos: 0, check, progress: &NoProgress };
     let vk = read_vk_from(&mut c)?;
     c.finish()?;
     if vk.ic.is_empty() {
@@ -183,7 +198,11 @@ pub fn decode_vk(data: &[u8], check: PointCheck) -> Result<VerifyingKey, FormatE
 
 /// Decodes a whole `.params` file.
 pub fn decode_params(data: &[u8], check: PointCheck) -> Result<ParameterSet, FormatError> {
-    let mut c = Cursor { data, pos: 0, check };
+    decode_params_with(data, check, &NoProgress)
+}
+
+fn decode_params_with(data: &[u8], check: PointCheck, progress: &dyn Progress) -> Result<ParameterSet, FormatError> {
+    let mut c = Cursor { data, pos: 0, check, progress };
     let vk = read_vk_from(&mut c)?;
     let h = c.counted("h")?;
     let l = c.counted("l")?;
@@ -227,7 +246,13 @@ fn map_file(path: &Path) -> Result<memmap2::Mmap, FormatError> {
 
 /// Reads a `.params` file (memory-mapped, decoded in parallel).
 pub fn read_params(path: &Path, check: PointCheck) -> Result<ParameterSet, FormatError> {
-    decode_params(&map_file(path)?, check)
+    read_params_with(path, check, &NoProgress)
+}
+
+/// [`read_params`], reporting each section's decoding to `progress` (a C2 file holds
+/// 460 million points: tens of seconds).
+pub fn read_params_with(path: &Path, check: PointCheck, progress: &dyn Progress) -> Result<ParameterSet, FormatError> {
+    decode_params_with(&map_file(path)?, check, progress)
 }
 
 /// Reads a `.vk` file (small: read, not mapped).

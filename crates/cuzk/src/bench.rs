@@ -124,10 +124,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut spare: Vec<EvalBuffers> = Vec::new();
         let params = if let Some(path) = &args.params {
             let t = Instant::now();
-            let sp = crate::progress::spinner(&format!("reading {}", path.display()));
-            let p = cuzk_groth16::format::read_params(path, cuzk_groth16::format::PointCheck::OnCurve)
+            let p = cuzk_groth16::format::read_params_with(path, cuzk_groth16::format::PointCheck::OnCurve, &bars)
                 .with_context(|| format!("reading {}", path.display()))?;
-            sp.finish_and_clear();
             println!(
                 "read {} ({:.2} GB of points) in {:.2} s",
                 path.display(),

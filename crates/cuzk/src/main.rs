@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use cuzk_groth16::format::{read_params, read_vk, save, PointCheck};
+use cuzk_groth16::format::{read_params_with, read_vk, save, PointCheck};
 use cuzk_groth16::generator::generate_parameters;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, CpuBackend, ProofRandomness, ProvingBackend, Scalar, Stage};
@@ -292,9 +292,9 @@ fn prove(
 ) -> Result<()> {
     let shape = shape_args.shape()?;
     let check = if check_subgroup { PointCheck::Subgroup } else { PointCheck::OnCurve };
-    let sp = spinner("loading parameters");
-    let params = read_params(params_path, check)?;
-    sp.finish_and_clear();
+    let bars = Bars::new();
+    let params = read_params_with(params_path, check, &bars)?;
+    bars.finish();
     let mut circuits = vec![synthesize(shape.circuit(witness_seed)).context("synthesis failed")?];
     let inputs = circuits[0].input[1..].to_vec();
     params.check_shape(&circuits[0]).with_context(|| format!("{} does not fit this circuit", params_path.display()))?;

@@ -61,6 +61,10 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
     pub fn new(gpu: Arc<Gpu>) -> Self {
         CudaBackend {
             ntt: GpuNtt::new(gpu.clone()),

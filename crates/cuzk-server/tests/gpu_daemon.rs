@@ -22,7 +22,13 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
             return;
         }
     };
-    let d = Daemon::start_with(config(), vec![Arc::new(CudaBackend::new(gpu))]).await;
+    // a, b, c in pinned buffers, as `cuzk daemon` does on GPUs.
+    let g = gpu.clone();
+    let pinned: Box<cuzk_engine::BufferMaker> = Box::new(move |len| {
+        let b = cuzk_cuda::PinnedScalars::new(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string()))?;
+        Ok(Box::new(b) as Box<dyn cuzk_groth16::synthesis::EvalStorage>)
+    });
+    let d = Daemon::start_with_buffers(config(), vec![Arc::new(CudaBackend::new(gpu))], pinned).await;
     let mut c = d.client().await;
     // Two jobs of three partitions each, in flight together: both workers share the GPU.
     let (mut c1, mut c2) = (c.clone(), c.clone());

@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{Engine, EngineConfig, MemoryBudget};
+use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, MemoryBudget};
+use cuzk_groth16::synthesis::EvalStorage;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::{serve, ListenAddr, Listener};
@@ -53,9 +54,19 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         None => MemoryBudget::auto_total(config.safety_margin)
             .context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
     };
-    let backends: Vec<Arc<dyn ProvingBackend>> = match crate::cuda_backends(&config.gpu_devices)? {
-        Some(gpus) => gpus,
-        None => vec![Arc::new(CpuBackend::new())],
+    // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
+    // their uploads run at full PCIe speed and overlap the other worker's kernels.
+    let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
+        Some(gpus) => {
+            let gpu = gpus[0].gpu().clone();
+            let make: Box<BufferMaker> = Box::new(move |len| {
+                let b = cuzk_cuda::PinnedScalars::new(&gpu, len)
+                    .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))?;
+                Ok(Box::new(b) as Box<dyn EvalStorage>)
+            });
+            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), make)
+        }
+        None => (vec![Arc::new(CpuBackend::new())], vec_buffers()),
     };
     tracing::info!(
         config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
@@ -66,7 +77,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         "proving backends ready"
     );
     let engine = Arc::new(
-        Engine::start(
+        Engine::start_with_buffers(
             EngineConfig {
                 synthesis_threads: config.synthesis_concurrency,
                 synthesis_lookahead: config.synthesis_lookahead,
@@ -77,6 +88,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             },
             backends,
             vec![Arc::new(SyntheticKind::new(config.synthetic_max_log_size))],
+            make_buffer,
         )
         .context("starting the engine")?,
     );

@@ -134,7 +134,7 @@ pub fn backend_on(kind: BackendKind) -> Result<(Box<dyn ProvingBackend>, Option<
 /// One GPU backend per device in `devices` (every device when empty). None when
 /// `devices` is empty and the machine has no usable GPU (the caller falls back to the
 /// CPU); an error when a device that was asked for cannot be used.
-pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<dyn ProvingBackend>>>> {
+pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBackend>>>> {
     let count = match cuzk_cuda::device_count() {
         Ok(n) => n,
         Err(why) if devices.is_empty() => {
@@ -144,7 +144,7 @@ pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<dyn ProvingBacken
         Err(why) => bail!("gpus.devices = {devices:?}, but there is no usable GPU: {why}"),
     };
     let ordinals: Vec<usize> = if devices.is_empty() { (0..count).collect() } else { devices.iter().map(|&d| d as usize).collect() };
-    let mut out: Vec<Arc<dyn ProvingBackend>> = Vec::with_capacity(ordinals.len());
+    let mut out = Vec::with_capacity(ordinals.len());
     for o in ordinals {
         let gpu = cuzk_cuda::Gpu::open(o).with_context(|| format!("opening GPU {o} (gpus.devices)"))?;
         out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu)));

@@ -30,7 +30,17 @@ impl Daemon {
     }
 
     pub async fn start_with(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>) -> Daemon {
-        let engine = Arc::new(Engine::start(cfg, backends, vec![Arc::new(SyntheticKind::new(14))]).unwrap());
+        Daemon::start_with_buffers(cfg, backends, cuzk_engine::vec_buffers()).await
+    }
+
+    /// With a, b, c in buffers from `make_buffer` (pinned memory on a GPU).
+    pub async fn start_with_buffers(
+        cfg: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        make_buffer: Box<cuzk_engine::BufferMaker>,
+    ) -> Daemon {
+        let engine =
+            Arc::new(Engine::start_with_buffers(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], make_buffer).unwrap());
         let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -8,6 +8,8 @@ use crate::error::EngineError;
 pub struct MemoryBudget {
     total: u64,
     used: Mutex<u64>,
+    /// The most ever charged at once (status, tests).
+    peak: std::sync::atomic::AtomicU64,
     freed: Condvar,
 }
 
@@ -20,7 +22,7 @@ pub struct BudgetGuard {
 
 impl MemoryBudget {
     pub fn new(total: u64) -> Arc<Self> {
-        Arc::new(MemoryBudget { total, used: Mutex::new(0), freed: Condvar::new() })
+        Arc::new(MemoryBudget { total, used: Mutex::new(0), peak: Default::default(), freed: Condvar::new() })
     }
 
     /// MemTotal from /proc/meminfo minus `margin` (None where /proc/meminfo is absent).
@@ -37,6 +39,11 @@ impl MemoryBudget {
 
     pub fn used(&self) -> u64 {
         *self.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The most ever charged at once.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Waits until `bytes` fit, or until `give_up()` says the caller no longer wants
@@ -60,6 +67,7 @@ impl MemoryBudget {
                 .0;
         }
         *used += bytes;
+        self.peak.fetch_max(*used, std::sync::atomic::Ordering::Relaxed);
         Ok(Some(BudgetGuard { budget: self.clone(), bytes }))
     }
 }
@@ -90,5 +98,6 @@ mod tests {
         drop(g1);
         assert_eq!(t.join().unwrap(), 50);
         assert_eq!(b.used(), 0);
+        assert_eq!(b.peak(), 60);
     }
 }

@@ -318,6 +318,8 @@ struct Inner {
     params: ParamCache,
     budget: Arc<MemoryBudget>,
     buffers: Arc<BufferPool>,
+    /// Held while a synthesis thread gathers a partition's memory.
+    admit: Mutex<()>,
     queue: PartitionQueue,
     ready: BoundedQueue<ReadyPartition>,
     jobs: Mutex<JobTable>,
@@ -363,6 +365,8 @@ pub struct EngineStatus {
     pub uptime: Duration,
     pub memory_budget_bytes: u64,
     pub memory_used_bytes: u64,
+    /// The most host memory ever charged at once.
+    pub memory_peak_bytes: u64,
 }
 
 /// Timeline events kept (the oldest are dropped first): about 20 MB.
@@ -426,6 +430,7 @@ impl Engine {
         };
         let inner = Arc::new(Inner {
             buffers,
+            admit: Mutex::new(()),
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
             params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle, relieve),
             budget,
@@ -650,6 +655,7 @@ impl Engine {
             uptime: inner.started.elapsed(),
             memory_budget_bytes: inner.budget.total(),
             memory_used_bytes: inner.budget.used(),
+            memory_peak_bytes: inner.budget.peak(),
         }
     }
 
@@ -833,6 +839,10 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
                 continue;
             }
         };
+        // One synthesis thread at a time gathers a partition's memory (its charge,
+        // then three buffers): two gathering at once could each hold part of what the
+        // budget has room for and wait for the rest forever.
+        let admit = lock(&inner.admit);
         let guard = match inner.charge(job.partition_bytes, &|| job.is_finished()) {
             Ok(Some(g)) => g,
             Ok(None) => continue,
@@ -849,6 +859,7 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
                 continue;
             }
         };
+        drop(admit);
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }

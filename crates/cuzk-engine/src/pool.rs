@@ -77,26 +77,36 @@ impl BufferPool {
     /// else a new one once the budget has room (idle buffers that do not fit are freed
     /// first). `give_up` as in [`MemoryBudget::acquire`].
     fn take(&self, len: usize, give_up: &dyn Fn() -> bool) -> Result<Option<Pooled>, EngineError> {
-        {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            let best = idle
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.storage.as_slice().len() >= len)
-                .min_by_key(|(_, b)| b.storage.as_slice().len())
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                // A reused buffer still holds the previous partition's values; synthesis
-                // overwrites what it uses and EvalVec::resize zero-pads the rest.
-                let b = idle.swap_remove(i);
-                return Ok(Some(Pooled { storage: Some(b.storage), charge: Some(b._charge), pool: self.me.clone() }));
+        loop {
+            {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let best = idle
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.storage.as_slice().len() >= len)
+                    .min_by_key(|(_, b)| b.storage.as_slice().len())
+                    .map(|(i, _)| i);
+                if let Some(i) = best {
+                    // A reused buffer still holds the previous partition's values;
+                    // synthesis overwrites what it uses and EvalVec::resize zero-pads
+                    // the rest.
+                    let b = idle.swap_remove(i);
+                    return Ok(Some(Pooled { storage: Some(b.storage), charge: Some(b._charge), pool: self.me.clone() }));
+                }
+                // None fits: free the idle ones, which would only hold budget.
+                idle.clear();
             }
-            // None fits: free the idle ones, which would only hold budget.
-            idle.clear();
+            // Look at the idle list again now and then: a buffer returned meanwhile
+            // holds the budget this wait is for.
+            let retry_at = std::time::Instant::now() + std::time::Duration::from_millis(50);
+            if let Some(charge) = self.budget.acquire(len as u64 * 32, || give_up() || std::time::Instant::now() >= retry_at)? {
+                let storage = (self.make)(len)?;
+                return Ok(Some(Pooled { storage: Some(storage), charge: Some(charge), pool: self.me.clone() }));
+            }
+            if give_up() {
+                return Ok(None);
+            }
         }
-        let Some(charge) = self.budget.acquire(len as u64 * 32, give_up)? else { return Ok(None) };
-        let storage = (self.make)(len)?;
-        Ok(Some(Pooled { storage: Some(storage), charge: Some(charge), pool: self.me.clone() }))
     }
 
     /// a, b and c of `len` scalars each; None if `give_up` said so while waiting.

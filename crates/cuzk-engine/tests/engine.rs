@@ -310,3 +310,28 @@ fn a_rejected_proof_is_retried_on_another_backend() {
     assert!(!e.metrics_text().contains("cuzk_verify_failures_total 0"), "the bad backend was never used");
     e.shutdown(Duration::from_secs(5));
 }
+
+/// Memory pressure: a budget with room for the parameters and one partition only
+/// (its evaluation buffers and its charge), against three jobs of three partitions
+/// with two synthesis threads and two workers. Synthesis must wait for room rather
+/// than overrun the budget, and every proof must still come back verified.
+#[test]
+fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
+    let log = 10u32;
+    let params = SyntheticKind::parameters(log).unwrap().size_bytes() as u64;
+    let one = 4 * 32u64 << log; // three a/b/c buffers and the partition's own charge
+    let budget = params + one + one / 2;
+    let cfg = EngineConfig { memory_budget_bytes: budget, synthesis_threads: 2, workers_per_backend: 2, ..config() };
+    let e = engine_with(Arc::new(CpuBackend::new()), cfg);
+    let ids: Vec<_> =
+        (0..3u64).map(|j| e.submit(synthetic(log, 3, 10 * j, Priority::Normal, &format!("pressure-{j}"))).unwrap().job_id).collect();
+    for (j, id) in ids.iter().enumerate() {
+        let out = e.wait(id, Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+        check_proof(&out.proof, log, 3, 10 * j as u64);
+    }
+    let st = e.status();
+    assert!(st.memory_peak_bytes <= budget, "peak {} over the budget {budget}", st.memory_peak_bytes);
+    assert!(st.memory_peak_bytes >= params + one, "peak {}: the parameters and one partition were never charged together", st.memory_peak_bytes);
+    e.shutdown(Duration::from_secs(5));
+}

@@ -279,6 +279,11 @@ impl<G: MsmGroup> PendingMsm<G> {
         (&self.start, &self.end)
     }
 
+    /// Bytes `finish` downloads: one XYZZ point per result buffer.
+    pub fn bytes_down(&self) -> u64 {
+        (self.result.iter().count() + self.ones_result.iter().count()) as u64 * std::mem::size_of::<G::DeviceXyzz>() as u64
+    }
+
     /// The sum, and the phases' device times. Each result is a single point: its
     /// download waits for the stream, which has already finished after a synchronization.
     pub fn finish(self) -> Result<(G::Projective, MsmTimings), GpuError> {

@@ -35,6 +35,11 @@ impl PinnedScalars {
         Ok(PinnedScalars { buf })
     }
 
+    /// A new buffer as synthesis storage (what the engine's pool and the bench hand out).
+    pub fn storage(gpu: &Gpu, len: usize) -> Result<Box<dyn EvalStorage>, GpuError> {
+        Ok(Box::new(Self::new(gpu, len)?))
+    }
+
     pub fn len(&self) -> usize {
         self.buf.len()
     }

@@ -322,13 +322,14 @@ impl CudaBackend {
             (Stage::MsmBG2, span(m.b_g2.span())?),
         ];
         let up = x.abc.upload_start.elapsed_ms(&x.uploaded).map(ms)?;
+        let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
         let mut report = DeviceReport {
             held: held.elapsed(),
             held_from: Some(held),
             held_to: Some(Instant::now()),
             bytes_up: x.abc.bytes + x.l.bytes + x.a.bytes + x.b.bytes,
-            bytes_down: (4 * 4 * 48 + 4 * 96) as u64, // the five results, XYZZ
+            bytes_down,
             host_syncs: 1,
             ..DeviceReport::default()
         };

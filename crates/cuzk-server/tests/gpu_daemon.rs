@@ -25,8 +25,7 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
     // a, b, c in pinned buffers, as `cuzk daemon` does on GPUs.
     let g = gpu.clone();
     let pinned: Box<cuzk_engine::BufferMaker> = Box::new(move |len| {
-        let b = cuzk_cuda::PinnedScalars::new(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string()))?;
-        Ok(Box::new(b) as Box<dyn cuzk_groth16::synthesis::EvalStorage>)
+        cuzk_cuda::PinnedScalars::storage(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string()))
     });
     let d = Daemon::start_with_buffers(config(), vec![Arc::new(CudaBackend::new(gpu))], pinned).await;
     let mut c = d.client().await;

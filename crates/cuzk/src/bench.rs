@@ -69,9 +69,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn new_buffers(gpu: Option<&Arc<cuzk_cuda::Gpu>>, n: usize) -> Result<EvalBuffers> {
     Ok(match gpu {
         Some(g) => {
-            let one = || -> Result<Box<dyn cuzk_groth16::synthesis::EvalStorage>> {
-                Ok(Box::new(cuzk_cuda::PinnedScalars::new(g, n).context("allocating pinned host memory")?))
-            };
+            let one = || cuzk_cuda::PinnedScalars::storage(g, n).context("allocating pinned host memory");
             EvalBuffers { a: one()?, b: one()?, c: one()? }
         }
         None => EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
@@ -231,7 +229,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             (synth + prove).as_secs_f64()
         );
         if args.back_to_back > 0 {
-            back_to_back(args, &*backend, &params, &pvk, kept, log)?;
+            back_to_back(args, &*backend, &params, (!unverified).then_some(&pvk), kept, log)?;
         }
     }
     Ok(())
@@ -242,7 +240,8 @@ fn back_to_back(
     args: &BenchArgs,
     backend: &dyn ProvingBackend,
     params: &cuzk_groth16::ParameterSet,
-    pvk: &PreparedVerifyingKey,
+    // None: timing parameters, nothing to verify against.
+    pvk: Option<&PreparedVerifyingKey>,
     kept: VecDeque<SynthesizedCircuit>,
     log: u32,
 ) -> Result<()> {
@@ -265,8 +264,10 @@ fn back_to_back(
                     while next.fetch_add(1, Ordering::Relaxed) < count {
                         c.reuse_evaluations(backend)?;
                         let out = backend.prove(params, std::slice::from_mut(&mut c), &[ProofRandomness::random(&mut rng)])?;
-                        if !(args.timing_params || args.params.is_some()) && !verify_proof(pvk, &out.proofs[0], &inputs)? {
-                            bail!("2^{log}: a back-to-back proof failed verification");
+                        if let Some(pvk) = pvk {
+                            if !verify_proof(pvk, &out.proofs[0], &inputs)? {
+                                bail!("2^{log}: a back-to-back proof failed verification");
+                            }
                         }
                         if let Some(d) = out.device {
                             device.lock().unwrap_or_else(|e| e.into_inner()).add(&d);

@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, MemoryBudget};
-use cuzk_groth16::synthesis::EvalStorage;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::{serve, ListenAddr, Listener};
@@ -60,9 +59,8 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
             let make: Box<BufferMaker> = Box::new(move |len| {
-                let b = cuzk_cuda::PinnedScalars::new(&gpu, len)
-                    .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))?;
-                Ok(Box::new(b) as Box<dyn EvalStorage>)
+                cuzk_cuda::PinnedScalars::storage(&gpu, len)
+                    .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
             });
             (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), make)
         }

@@ -3,3 +3,4 @@
 #include "groth16/pointwise.cuh"
 #include "ff/test_ops.cuh"
 #include "msm/pippenger.cuh"
+#include "ec/fixed_base.cuh"

@@ -54,7 +54,8 @@ pub fn device_count() -> Result<usize, GpuError> {
     Ok(n)
 }
 
-/// The MSM kernels of one group (kernels/msm/pippenger.cuh, msm_<phase>_<group>).
+/// The curve kernels of one group: the MSM's (kernels/msm/pippenger.cuh,
+/// msm_<phase>_<group>) and the fixed-base multiplication's (kernels/ec/fixed_base.cuh).
 pub struct CurveKernels {
     pub(crate) accumulate: CudaFunction,
     pub(crate) partials_scan: CudaFunction,
@@ -64,6 +65,8 @@ pub struct CurveKernels {
     pub(crate) combine_windows: CudaFunction,
     pub(crate) sum_indexed: CudaFunction,
     pub(crate) sum_pairs: CudaFunction,
+    pub(crate) fixed_base_mul: CudaFunction,
+    pub(crate) fixed_base_to_affine: CudaFunction,
 }
 
 impl CurveKernels {
@@ -78,6 +81,8 @@ impl CurveKernels {
             combine_windows: f("combine_windows")?,
             sum_indexed: f("sum_indexed")?,
             sum_pairs: f("sum_pairs")?,
+            fixed_base_mul: m.load_function(&format!("fixed_base_mul_{group}"))?,
+            fixed_base_to_affine: m.load_function(&format!("fixed_base_to_affine_{group}"))?,
         })
     }
 }

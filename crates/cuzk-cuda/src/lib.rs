@@ -5,16 +5,18 @@
 //! here, and are loaded through the CUDA driver API at run time. A binary built with
 //! the kernels still starts on a machine without a driver or GPU: [`device_count`]
 //! says why no device is usable.
-//! [`CudaBackend`] is the GPU proving backend (first version: not yet pipelined).
+//! [`CudaBackend`] is the GPU proving backend; [`GpuFixedBase`] makes a setup's points.
 
 mod device;
 pub mod field;
+pub mod fixed_base;
 pub mod msm;
 pub mod ntt;
 pub mod prover;
 mod pinned;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
+pub use fixed_base::GpuFixedBase;
 pub use msm::{DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

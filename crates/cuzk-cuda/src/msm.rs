@@ -66,6 +66,10 @@ pub trait MsmGroup {
     /// Window width from 2^24 scalars on ([`window_bits`]).
     const WIDE_WINDOW_BITS: u32;
     fn as_device(points: &[Self::Affine]) -> &[Self::DeviceAffine];
+    /// The same view, to receive points computed on the device (which must be points
+    /// of the group: the bytes are valid for the type whatever they are, but
+    /// everything built on it assumes curve points).
+    fn as_device_mut(points: &mut [Self::Affine]) -> &mut [Self::DeviceAffine];
     fn kernels(gpu: &Gpu) -> &CurveKernels;
     /// The affine point of an XYZZ result, checked to be in the group: a device result
     /// that is not is an error rather than a wrong proof later.
@@ -95,6 +99,11 @@ impl MsmGroup for G1 {
         // #[repr(transparent)] over blst_p1_affine, #[repr(C)] of two [u64; 6], whose
         // bytes on a little-endian host are the 24 u32 limbs in order.
         unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<24>, points.len()) }
+    }
+
+    fn as_device_mut(points: &mut [G1Affine]) -> &mut [Words<24>] {
+        // SAFETY: as in `as_device`; any 96 bytes are a valid blst_p1_affine value.
+        unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<24>, points.len()) }
     }
 
     fn kernels(gpu: &Gpu) -> &CurveKernels {
@@ -138,6 +147,11 @@ impl MsmGroup for G2 {
         // #[repr(transparent)] over blst_p2_affine, #[repr(C)] of two blst_fp2 (each two
         // [u64; 6]), whose bytes on a little-endian host are the 48 u32 limbs in order.
         unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<48>, points.len()) }
+    }
+
+    fn as_device_mut(points: &mut [G2Affine]) -> &mut [Words<48>] {
+        // SAFETY: as in `as_device`; any 192 bytes are a valid blst_p2_affine value.
+        unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<48>, points.len()) }
     }
 
     fn kernels(gpu: &Gpu) -> &CurveKernels {
@@ -233,9 +247,9 @@ const ACCUMULATE_THREADS: u64 = 1 << 18;
 /// Threads of the batch addition's first step.
 const SUM_THREADS: u32 = 1 << 15;
 /// Threads per block of the curve kernels (up to 255 registers each).
-const CURVE_BLOCK: u32 = 128;
+pub(crate) const CURVE_BLOCK: u32 = 128;
 
-fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
+pub(crate) fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (threads.div_ceil(per_block as u64).max(1) as u32, 1, 1),
         block_dim: (per_block, 1, 1),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use blstrs::G1Projective;
+use blstrs::{G1Projective, Scalar};
 use cuzk_cuda::CudaBackend;
 use cuzk_groth16::generator::generate_parameters;
 use cuzk_groth16::synthetic::SyntheticShape;
@@ -108,4 +108,74 @@ fn concurrent_callers_with_pinned_buffers_get_the_cpu_proofs() {
         assert_eq!(p, want[s as usize - 1], "witness {s}: a GPU proof differs from the CPU's");
     }
     eprintln!("2^{log_n}: 12 proofs from two threads (pinned a, b, c, each circuit twice) equal the CPU's");
+}
+
+/// The GPU's fixed-base multiplications against the CPU's (independent tables: 8-bit
+/// windows there, 16-bit here) for every point: random scalars over more than one chunk
+/// (2^22), and the edge values 0, 1, r − 1 and digit boundaries, some inside a run of
+/// the batch inversion.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fixed_base_multiplication_matches_the_cpu() {
+    use cuzk_cuda::GpuFixedBase;
+    use cuzk_groth16::generator::{CpuFixedBase, FixedBaseMul};
+    use ff::Field;
+    let Some(g) = common::gpu() else { return };
+    let gpu = GpuFixedBase::new(g).unwrap();
+    let cpu = CpuFixedBase::new();
+    let edge = [
+        Scalar::ZERO,
+        Scalar::ONE,
+        -Scalar::ONE,
+        Scalar::from(0xffffu64),
+        Scalar::from(0x1_0000u64),
+        Scalar::from(u64::MAX),
+        Scalar::ZERO,
+        Scalar::from(2u64).pow_vartime([254u64]),
+    ];
+    let mut g1_scalars = common::random_scalars((1 << 22) + 37, 0xf1);
+    for (i, e) in edge.iter().enumerate() {
+        g1_scalars[i * 3] = *e;
+        g1_scalars[(1 << 22) + i] = *e;
+    }
+    let t = std::time::Instant::now();
+    let got = gpu.g1(&g1_scalars, &NoProgress).unwrap();
+    let gpu_secs = t.elapsed().as_secs_f64();
+    let want = cpu.g1(&g1_scalars, &NoProgress).unwrap();
+    assert_eq!(got.len(), want.len());
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!("G1 point {i} differs (scalar {:?})", g1_scalars[i]);
+    }
+    let mut g2_scalars = common::random_scalars(20_011, 0xf2);
+    g2_scalars[..edge.len()].copy_from_slice(&edge);
+    let got2 = gpu.g2(&g2_scalars, &NoProgress).unwrap();
+    assert_eq!(got2, cpu.g2(&g2_scalars, &NoProgress).unwrap(), "G2 points differ");
+    assert!(gpu.g1(&[], &NoProgress).unwrap().is_empty());
+    eprintln!("fixed-base: {} G1 points ({gpu_secs:.3} s on the GPU) and {} G2 points equal the CPU's", got.len(), got2.len());
+}
+
+/// A setup whose multiplications run on the GPU gives the CPU's parameters for the same
+/// secrets, and GPU proofs made with them verify.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_setup_equals_cpu_setup() {
+    use cuzk_cuda::GpuFixedBase;
+    use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, ToxicWaste};
+    let Some(g) = common::gpu() else { return };
+    let gpu = GpuFixedBase::new(g.clone()).unwrap();
+    for log_n in [10u32, 14] {
+        let shape = SyntheticShape::for_domain(log_n);
+        let tw = ToxicWaste::random(&mut ChaCha20Rng::seed_from_u64(0x5e7 + log_n as u64));
+        let on_gpu = generate_parameters_with(shape.circuit(0), &tw, &gpu, &NoProgress).unwrap();
+        let on_cpu = generate_parameters_with(shape.circuit(0), &tw, &CpuFixedBase::new(), &NoProgress).unwrap();
+        assert_eq!(on_gpu.vk, on_cpu.vk, "2^{log_n}: verifying keys differ");
+        assert!(on_gpu.h == on_cpu.h && on_gpu.l == on_cpu.l && on_gpu.a == on_cpu.a, "2^{log_n}: G1 queries differ");
+        assert!(on_gpu.b_g1 == on_cpu.b_g1 && on_gpu.b_g2 == on_cpu.b_g2, "2^{log_n}: B queries differ");
+        let mut rng = ChaCha20Rng::seed_from_u64(0x5e8);
+        let mut synth = synthesize_many(vec![shape.circuit(7)]).unwrap();
+        let inputs = synth[0].input[1..].to_vec();
+        let out = CudaBackend::new(g.clone()).prove(&on_gpu, &mut synth, &[ProofRandomness::random(&mut rng)]).unwrap();
+        assert!(verify_proof(&PreparedVerifyingKey::new(&on_gpu.vk), &out.proofs[0], &inputs).unwrap());
+        eprintln!("2^{log_n}: GPU setup equals the CPU's; its GPU proof verifies");
+    }
 }

@@ -29,6 +29,8 @@ pub enum SetupError {
     ZeroSecret,
     #[error("aux variable {0} appears in no constraint: its L point would be the identity, which bellperson-format readers reject")]
     UnconstrainedVariable(usize),
+    #[error("fixed-base multiplication on {on} failed: {reason}")]
+    FixedBase { on: String, reason: String },
 }
 
 /// The secrets of a setup. Whoever knows them can forge proofs; they are dropped
@@ -166,11 +168,15 @@ fn density_of(terms: &[Term], n_in: usize, n_aux: usize) -> (Density, Density) {
     (din, daux)
 }
 
-/// Precomputed multiples of one base point: `table[w][d] = d · 2^(WINDOW·w) · G`.
-struct FixedBase<A> {
+/// Precomputed multiples of one base point G in windows of `bits` bits:
+/// `table[w][d] = d · 2^(bits·w) · G` (entry 0 is the identity), so k·G is one addition
+/// per non-zero digit of k.
+pub struct FixedBase<A> {
+    bits: usize,
     table: Vec<Vec<A>>,
 }
 
+/// The CPU's window: 32 tables of 256 points.
 const WINDOW: usize = 8;
 
 /// Projective → affine for many points with one field inversion (blst's batch
@@ -204,31 +210,60 @@ where
     A: PrimeCurveAffine + Send + Sync,
     A::Curve: Curve<AffineRepr = A> + BatchAffine + Send + Sync,
 {
-    fn new(base: A::Curve) -> Self {
-        let windows = (Scalar::NUM_BITS as usize).div_ceil(WINDOW);
-        let mut window_base = base;
-        let mut table = Vec::with_capacity(windows);
+    /// Tables of `bits`-bit windows (a divisor of 8 or a multiple of 8, up to 16) for
+    /// `base`, the windows built in parallel.
+    pub fn new(base: A::Curve, bits: usize) -> Self {
+        assert!(matches!(bits, 1 | 2 | 4 | 8 | 16), "window of {bits} bits: must be 1, 2, 4, 8 or 16");
+        let windows = (Scalar::NUM_BITS as usize).div_ceil(bits);
+        let mut window_bases = Vec::with_capacity(windows);
+        let mut b = base;
         for _ in 0..windows {
-            let mut row = vec![A::Curve::identity(); 1 << WINDOW];
-            for d in 1..row.len() {
-                row[d] = row[d - 1] + window_base;
-            }
-            let mut affine = vec![A::identity(); row.len()];
-            A::Curve::to_affine_batch(&row, &mut affine);
-            table.push(affine);
-            for _ in 0..WINDOW {
-                window_base = window_base.double();
+            window_bases.push(b);
+            for _ in 0..bits {
+                b = b.double();
             }
         }
-        FixedBase { table }
+        let table = window_bases
+            .into_par_iter()
+            .map(|wb| {
+                let mut row = vec![A::Curve::identity(); 1 << bits];
+                for d in 1..row.len() {
+                    row[d] = row[d - 1] + wb;
+                }
+                let mut affine = vec![A::identity(); row.len()];
+                A::Curve::to_affine_batch(&row, &mut affine);
+                affine
+            })
+            .collect();
+        FixedBase { bits, table }
     }
 
-    fn mul(&self, k: &Scalar) -> A::Curve {
+    /// The window width in bits.
+    pub fn window_bits(&self) -> usize {
+        self.bits
+    }
+
+    /// The tables, window by window (each 2^bits points, entry 0 the identity).
+    pub fn windows(&self) -> &[Vec<A>] {
+        &self.table
+    }
+
+    /// Window w's digit of k (little-endian, canonical).
+    fn digit(&self, repr: &[u8], w: usize) -> usize {
+        let bit = w * self.bits;
+        let mut d = 0usize;
+        for (j, byte) in repr[bit / 8..].iter().take(self.bits.div_ceil(8)).enumerate() {
+            d |= (*byte as usize) << (8 * j);
+        }
+        (d >> (bit % 8)) & ((1 << self.bits) - 1)
+    }
+
+    /// k·G.
+    pub fn mul(&self, k: &Scalar) -> A::Curve {
         let bytes = k.to_repr();
         let mut acc = A::Curve::identity();
         for (w, row) in self.table.iter().enumerate() {
-            // WINDOW = 8: one digit per little-endian byte.
-            let d = bytes.as_ref()[w] as usize;
+            let d = self.digit(bytes.as_ref(), w);
             if d != 0 {
                 <A::Curve as std::ops::AddAssign<&A>>::add_assign(&mut acc, &row[d]);
             }
@@ -249,19 +284,65 @@ where
     }
 }
 
-/// Generates a parameter set for `circuit` from fresh randomness.
+/// Fixed-base scalar multiplications by the generators of G1 and G2: nearly all of a
+/// setup's time. Implementations must return exactly k·G for every k, in order.
+pub trait FixedBaseMul: Sync {
+    /// Where the multiplications run, for logs ("CPU", "GPU 0 (NVIDIA H200)").
+    fn name(&self) -> String;
+    /// k·G1 for every k, advancing `progress` by one per scalar.
+    fn g1(&self, ks: &[Scalar], progress: &dyn Progress) -> Result<Vec<G1Affine>, SetupError>;
+    /// k·G2 for every k, advancing `progress` by one per scalar.
+    fn g2(&self, ks: &[Scalar], progress: &dyn Progress) -> Result<Vec<G2Affine>, SetupError>;
+}
+
+/// [`FixedBaseMul`] on the CPU: 8-bit window tables, every core.
+pub struct CpuFixedBase {
+    g1: FixedBase<G1Affine>,
+    g2: FixedBase<G2Affine>,
+}
+
+impl CpuFixedBase {
+    pub fn new() -> Self {
+        CpuFixedBase {
+            g1: FixedBase::new(G1Projective::generator(), WINDOW),
+            g2: FixedBase::new(G2Projective::generator(), WINDOW),
+        }
+    }
+}
+
+impl Default for CpuFixedBase {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FixedBaseMul for CpuFixedBase {
+    fn name(&self) -> String {
+        "CPU".into()
+    }
+    fn g1(&self, ks: &[Scalar], progress: &dyn Progress) -> Result<Vec<G1Affine>, SetupError> {
+        Ok(self.g1.mul_many(ks, progress))
+    }
+    fn g2(&self, ks: &[Scalar], progress: &dyn Progress) -> Result<Vec<G2Affine>, SetupError> {
+        Ok(self.g2.mul_many(ks, progress))
+    }
+}
+
+/// Generates a parameter set for `circuit` from fresh randomness, on the CPU.
 pub fn generate_parameters<C: Circuit<Scalar>>(
     circuit: C,
     rng: &mut impl RngCore,
     progress: &dyn Progress,
 ) -> Result<ParameterSet, SetupError> {
-    generate_parameters_with(circuit, &ToxicWaste::random(rng), progress)
+    generate_parameters_with(circuit, &ToxicWaste::random(rng), &CpuFixedBase::new(), progress)
 }
 
-/// Generates a parameter set for `circuit` from the given secrets.
+/// Generates a parameter set for `circuit` from the given secrets, the fixed-base
+/// multiplications done by `mul`.
 pub fn generate_parameters_with<C: Circuit<Scalar>>(
     circuit: C,
     tw: &ToxicWaste,
+    mul: &dyn FixedBaseMul,
     progress: &dyn Progress,
 ) -> Result<ParameterSet, SetupError> {
     if [tw.tau, tw.alpha, tw.beta, tw.gamma, tw.delta].iter().any(|x| x.is_zero_vartime()) {
@@ -283,6 +364,7 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     }
 
     // Lagrange basis at τ: Lⱼ(τ) = (1/m) Σₖ (τ ω^{-j})^k, i.e. the inverse NTT of τ^k.
+    let t = std::time::Instant::now();
     let mut lagrange = powers(tw.tau, Scalar::ONE, m);
     domain.ifft(&mut lagrange);
     let (u, (v, w)) = rayon::join(
@@ -292,6 +374,8 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     drop(lagrange);
     let (_, a_aux) = density_of(&cs.a, n_in, n_aux);
     let (b_in, b_aux) = density_of(&cs.b, n_in, n_aux);
+    drop(cs);
+    tracing::info!(domain = m, inputs = n_in, aux = n_aux, secs = t.elapsed().as_secs_f64(), "setup: QAP evaluated at τ");
 
     // γ and δ were checked non-zero above.
     let gamma_inv = tw.gamma.invert().unwrap();
@@ -299,40 +383,51 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     let combine = |u: &[Scalar], v: &[Scalar], w: &[Scalar], k: Scalar| -> Vec<Scalar> {
         u.par_iter().zip(v).zip(w).map(|((u, v), w)| (tw.beta * u + tw.alpha * v + w) * k).collect()
     };
-    let ic_scalars = combine(&u.input, &v.input, &w.input, gamma_inv);
-    let l_scalars = combine(&u.aux, &v.aux, &w.aux, delta_inv);
-    if let Some(i) = l_scalars.iter().position(|x| x.is_zero_vartime()) {
-        return Err(SetupError::UnconstrainedVariable(i));
-    }
-    let z_over_delta = domain.vanishing_at(tw.tau) * delta_inv;
-    let h_scalars = powers(tw.tau, z_over_delta, m - 1);
     let select = |vals: &QapAtTau, din: Option<&Density>, daux: &Density| -> Vec<Scalar> {
         let inputs = vals.input.iter().enumerate().filter(|(i, _)| din.map_or(true, |d| d.get(*i)));
         let aux = vals.aux.iter().enumerate().filter(|(i, _)| daux.get(*i));
         inputs.chain(aux).map(|(_, x)| *x).collect()
     };
+    let ic_scalars = combine(&u.input, &v.input, &w.input, gamma_inv);
+    let l_scalars = combine(&u.aux, &v.aux, &w.aux, delta_inv);
+    if let Some(i) = l_scalars.iter().position(|x| x.is_zero_vartime()) {
+        return Err(SetupError::UnconstrainedVariable(i));
+    }
+    drop(w);
     let a_scalars = select(&u, None, &a_aux);
+    drop(u);
     let b_scalars = select(&v, Some(&b_in), &b_aux);
+    drop(v);
+    let h_len = m - 1;
 
-    let g1 = FixedBase::<G1Affine>::new(G1Projective::generator());
-    let g2 = FixedBase::<G2Affine>::new(G2Projective::generator());
-    let g1_total = (ic_scalars.len() + l_scalars.len() + h_scalars.len() + a_scalars.len() + b_scalars.len()) as u64;
-    progress.stage("setup: G1 points", g1_total);
-    let ic = g1.mul_many(&ic_scalars, progress);
-    let h = g1.mul_many(&h_scalars, progress);
-    let l = g1.mul_many(&l_scalars, progress);
-    let a = g1.mul_many(&a_scalars, progress);
-    let b_g1 = g1.mul_many(&b_scalars, progress);
-    progress.stage("setup: G2 points", b_scalars.len() as u64);
-    let b_g2 = g2.mul_many(&b_scalars, progress);
+    // Each query's scalars are dropped once its points are made: at 2^27 they are
+    // 4 GB a query, beside ~47 GB of points.
+    let t = std::time::Instant::now();
+    let g1_total = (ic_scalars.len() + l_scalars.len() + h_len + a_scalars.len() + b_scalars.len()) as u64;
+    progress.stage(&format!("setup: G1 points ({})", mul.name()), g1_total);
+    let ic = mul.g1(&ic_scalars, progress)?;
+    let l = mul.g1(&l_scalars, progress)?;
+    drop(l_scalars);
+    let a = mul.g1(&a_scalars, progress)?;
+    drop(a_scalars);
+    let h = {
+        let z_over_delta = domain.vanishing_at(tw.tau) * delta_inv;
+        mul.g1(&powers(tw.tau, z_over_delta, h_len), progress)?
+    };
+    let b_g1 = mul.g1(&b_scalars, progress)?;
+    progress.stage(&format!("setup: G2 points ({})", mul.name()), b_scalars.len() as u64);
+    let b_g2 = mul.g2(&b_scalars, progress)?;
+    tracing::info!(on = %mul.name(), secs = t.elapsed().as_secs_f64(), "setup: fixed-base multiplications done");
 
+    let g1 = |k: &Scalar| (G1Projective::generator() * k).to_affine();
+    let g2 = |k: &Scalar| (G2Projective::generator() * k).to_affine();
     let vk = VerifyingKey {
-        alpha_g1: g1.mul(&tw.alpha).to_affine(),
-        beta_g1: g1.mul(&tw.beta).to_affine(),
-        beta_g2: g2.mul(&tw.beta).to_affine(),
-        gamma_g2: g2.mul(&tw.gamma).to_affine(),
-        delta_g1: g1.mul(&tw.delta).to_affine(),
-        delta_g2: g2.mul(&tw.delta).to_affine(),
+        alpha_g1: g1(&tw.alpha),
+        beta_g1: g1(&tw.beta),
+        beta_g2: g2(&tw.beta),
+        gamma_g2: g2(&tw.gamma),
+        delta_g1: g1(&tw.delta),
+        delta_g2: g2(&tw.delta),
         ic,
     };
     Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
@@ -433,14 +528,16 @@ mod tests {
     #[test]
     fn fixed_base_matches_scalar_multiplication() {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-        let t1 = FixedBase::<G1Affine>::new(G1Projective::generator());
-        let t2 = FixedBase::<G2Affine>::new(G2Projective::generator());
         let mut ks: Vec<Scalar> = (0..50).map(|_| Scalar::random(&mut rng)).collect();
-        ks.extend([Scalar::ZERO, Scalar::ONE, -Scalar::ONE]);
-        let got = t1.mul_many(&ks, &NoProgress);
-        for (k, p) in ks.iter().zip(&got) {
-            assert_eq!(G1Projective::from(*p), G1Projective::generator() * k);
-            assert_eq!(t2.mul(k), G2Projective::generator() * k);
+        ks.extend([Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(0xffffu64), Scalar::from(0x1_0000u64)]);
+        for bits in [4, 8] {
+            let t1 = FixedBase::<G1Affine>::new(G1Projective::generator(), bits);
+            let t2 = FixedBase::<G2Affine>::new(G2Projective::generator(), bits);
+            let got = t1.mul_many(&ks, &NoProgress);
+            for (k, p) in ks.iter().zip(&got) {
+                assert_eq!(G1Projective::from(*p), G1Projective::generator() * k, "{bits}-bit windows");
+                assert_eq!(t2.mul(k), G2Projective::generator() * k, "{bits}-bit windows");
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_groth16::generator::{generate_parameters, timing_parameters};
+use cuzk_groth16::generator::{generate_parameters_with, timing_parameters, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
 use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
@@ -31,7 +31,7 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
-use crate::{backend_on, BackendKind};
+use crate::{backend_on, fixed_base_on, BackendKind};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -109,6 +109,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
     }
     println!("cuzk bench: backend {}, {} threads, {} timed reps after 1 warm-up", backend.name(), rayon::current_num_threads(), args.reps);
+    // A real setup's fixed-base multiplications run where the proofs do.
+    let fixed_base: Option<Box<dyn FixedBaseMul>> =
+        if args.params.is_none() && !args.timing_params { Some(fixed_base_on(gpu.as_ref())?) } else { None };
     for log in sizes {
         let mut shape_args = args.shape.clone();
         shape_args.log_size = log;
@@ -137,7 +140,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             spare.push(take_buffers(c));
             p
         } else {
-            generate_parameters(shape.circuit(0), &mut setup_rng, &bars).context("setup failed")?
+            let mul = fixed_base.as_ref().context("no fixed-base multiplier for the setup")?;
+            let tw = ToxicWaste::random(&mut setup_rng);
+            generate_parameters_with(shape.circuit(0), &tw, mul.as_ref(), &bars).context("setup failed")?
         };
         bars.finish();
         let setup = t.elapsed();
@@ -148,11 +153,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             shape.constraints,
             shape.inputs,
             if args.params.is_some() {
-                "parameters from a file (proofs are not expected to verify; verification skipped)"
+                "parameters from a file (proofs are not expected to verify; verification skipped)".to_string()
             } else if args.timing_params {
-                "random timing parameters (proofs will NOT verify; verification skipped)"
+                "random timing parameters (proofs will NOT verify; verification skipped)".to_string()
             } else {
-                "setup"
+                format!("setup ({})", fixed_base.as_ref().map_or(String::new(), |m| m.name()))
             },
             setup.as_secs_f64()
         );

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use cuzk_groth16::format::{read_params_with, read_vk, save, PointCheck};
-use cuzk_groth16::generator::generate_parameters;
+use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, CpuBackend, ProofRandomness, ProvingBackend, Scalar, Stage};
 use ff::PrimeField;
@@ -55,6 +55,9 @@ enum Command {
         /// timing provers on (`cuzk bench --params`); proofs made with it do NOT verify.
         #[arg(long)]
         timing_params: bool,
+        /// Where the fixed-base multiplications run: a GPU when there is one (auto).
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
     },
     /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
     Prove {
@@ -113,22 +116,40 @@ pub fn backend(kind: BackendKind) -> Result<Box<dyn ProvingBackend>> {
     Ok(backend_on(kind)?.0)
 }
 
-/// The backend for `kind`, and its GPU when it runs on one (for pinned buffers).
-pub fn backend_on(kind: BackendKind) -> Result<(Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>)> {
-    let on_gpu = |gpu: Arc<cuzk_cuda::Gpu>| -> (Box<dyn ProvingBackend>, _) {
-        (Box::new(cuzk_cuda::CudaBackend::new(gpu.clone())), Some(gpu))
-    };
+/// The GPU that `kind` runs on: device 0 for `cuda` (an error where none is usable),
+/// device 0 or none for `auto` (the log says why none), none for `cpu`.
+pub fn gpu_for(kind: BackendKind) -> Result<Option<Arc<cuzk_cuda::Gpu>>> {
     Ok(match kind {
-        BackendKind::Cpu => (Box::new(CpuBackend::new()), None),
-        BackendKind::Cuda => on_gpu(cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?),
+        BackendKind::Cpu => None,
+        BackendKind::Cuda => Some(cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?),
         BackendKind::Auto => match cuzk_cuda::device_count() {
-            Ok(_) => on_gpu(cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to prove on the CPU)")?),
+            Ok(_) => Some(cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to run on the CPU)")?),
             Err(why) => {
-                tracing::info!(reason = %why, "no usable GPU: proving on the CPU");
-                (Box::new(CpuBackend::new()), None)
+                tracing::info!(reason = %why, "no usable GPU: running on the CPU");
+                None
             }
         },
     })
+}
+
+/// The backend for `kind`, and its GPU when it runs on one (for pinned buffers).
+pub fn backend_on(kind: BackendKind) -> Result<(Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>)> {
+    let gpu = gpu_for(kind)?;
+    let backend: Box<dyn ProvingBackend> = match &gpu {
+        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone())),
+        None => Box::new(CpuBackend::new()),
+    };
+    Ok((backend, gpu))
+}
+
+/// The fixed-base multiplications of a setup: on `gpu` when there is one.
+pub fn fixed_base_on(gpu: Option<&Arc<cuzk_cuda::Gpu>>) -> Result<Box<dyn FixedBaseMul>> {
+    let mul: Box<dyn FixedBaseMul> = match gpu {
+        Some(g) => Box::new(cuzk_cuda::GpuFixedBase::new(g.clone()).context("uploading the fixed-base tables to the GPU")?),
+        None => Box::new(CpuFixedBase::new()),
+    };
+    tracing::info!(on = %mul.name(), "setup: fixed-base multiplications");
+    Ok(mul)
 }
 
 /// One GPU backend per device in `devices` (every device when empty). None when
@@ -173,7 +194,7 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { shape, out, seed, timing_params }) => setup(&shape, &out, seed, timing_params),
+        Some(Command::Setup { shape, out, seed, timing_params, backend }) => setup(&shape, &out, seed, timing_params, backend),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
             prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
         }
@@ -204,7 +225,7 @@ fn secs(d: Duration) -> String {
 
 fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
     let shape = shape_args.shape()?;
-    let backend = backend(kind)?;
+    let (backend, gpu) = backend_on(kind)?;
     println!(
         "cuzk demo: synthetic C2-shaped circuit, {} constraints, {} inputs, domain 2^{}, backend {}",
         shape.constraints,
@@ -214,7 +235,9 @@ fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
     );
     let bars = Bars::new();
     let t = Instant::now();
-    let params = generate_parameters(shape.circuit(0), &mut rand::rngs::OsRng, &bars).context("setup failed")?;
+    let mul = fixed_base_on(gpu.as_ref())?;
+    let tw = ToxicWaste::random(&mut rand::rngs::OsRng);
+    let params = generate_parameters_with(shape.circuit(0), &tw, mul.as_ref(), &bars).context("setup failed")?;
     bars.finish();
     let setup_time = t.elapsed();
 
@@ -254,7 +277,7 @@ fn demo(shape_args: &ShapeArgs, kind: BackendKind) -> Result<()> {
     Ok(())
 }
 
-fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: bool) -> Result<()> {
+fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: bool, kind: BackendKind) -> Result<()> {
     let shape = shape_args.shape()?;
     let bars = Bars::new();
     let t = Instant::now();
@@ -267,7 +290,8 @@ fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: b
         println!("random timing parameters: proofs made with this file will NOT verify");
         cuzk_groth16::generator::timing_parameters(&c, &mut rng, &bars)
     } else {
-        generate_parameters(shape.circuit(0), &mut rng, &bars).context("setup failed")?
+        let mul = fixed_base_on(gpu_for(kind)?.as_ref())?;
+        generate_parameters_with(shape.circuit(0), &ToxicWaste::random(&mut rng), mul.as_ref(), &bars).context("setup failed")?
     };
     bars.finish();
     save(&params, out)?;

@@ -29,7 +29,7 @@ struct three {
 };
 
 // The coordinate fields, as template arguments: namespace NS provides elem, zero, one,
-// is_zero, add, sub, mul and sqr; a group of products is separate calls.
+// is_zero, add, sub, mul, sqr and inv; a group of products is separate calls.
 #define EC_COORDINATE_FIELD(NAME, NS)                                                                          \
     struct NAME {                                                                                              \
         typedef NS::elem elem;                                                                                 \
@@ -40,6 +40,7 @@ struct three {
         __device__ __forceinline__ static elem sub(const elem &a, const elem &b) { return NS::sub(a, b); }     \
         __device__ __forceinline__ static elem mul(const elem &a, const elem &b) { return NS::mul(a, b); }     \
         __device__ __forceinline__ static elem sqr(const elem &a) { return NS::sqr(a); }                       \
+        __device__ __forceinline__ static elem inv(const elem &a) { return NS::inv(a); }                       \
         __device__ __forceinline__ static two<elem> mul2(const elem &a0, const elem &b0, const elem &a1,       \
                                                          const elem &b1) {                                     \
             return two<elem>{NS::mul(a0, b0), NS::mul(a1, b1)};                                                \

@@ -34,4 +34,10 @@ __device__ __noinline__ elem sqr(const elem &a) {
     return elem{c0, fp::add(t, t)};
 }
 
+// 1/(c0 + c1·u) = (c0 − c1·u)/(c0² + c1²): one Fp inversion; 0 for 0.
+__device__ __noinline__ elem inv(const elem &a) {
+    const fp::elem t = fp::inv(fp::add(fp::sqr(a.c0), fp::sqr(a.c1)));
+    return elem{fp::mul(a.c0, t), fp::sub(fp::zero(), fp::mul(a.c1, t))};
+}
+
 }  // namespace fp2

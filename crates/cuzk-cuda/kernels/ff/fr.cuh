@@ -38,4 +38,11 @@ __device__ __forceinline__ elem mul_twiddle(const elem &a, const twiddle &w) { r
 #endif
 static_assert(sizeof(twiddle) <= 40, "host twiddle tables have 40-byte entries");
 
+// s out of Montgomery form, s·R · 1 · R^-1: the canonical value, whose bits are the
+// scalar's digits (MSM windows, fixed-base tables).
+__device__ __forceinline__ elem from_montgomery(const elem &s) {
+    const elem one_plain{{1, 0, 0, 0, 0, 0, 0, 0}};
+    return mul(s, one_plain);
+}
+
 }  // namespace fr

@@ -31,16 +31,10 @@
 // that belong to no bucket are marked with this id.
 #define MSM_NO_BUCKET 0xffffffffu
 
-// The scalar out of Montgomery form: s·R · 1 · R^-1.
-__device__ __forceinline__ fr::elem msm_canonical(const fr::elem &s) {
-    const fr::elem one_plain{{1, 0, 0, 0, 0, 0, 0, 0}};
-    return fr::mul(s, one_plain);
-}
-
 // Calls f(window, bucket, negative) for every non-zero signed digit of s (digits.cuh).
 template <typename F>
 __device__ __forceinline__ void msm_digits(const fr::elem &s_mont, uint32_t c, uint32_t windows, F f) {
-    const fr::elem s = msm_canonical(s_mont);
+    const fr::elem s = fr::from_montgomery(s_mont);
     msm_signed_digits(s.l, c, windows, f);
 }
 

@@ -5,12 +5,18 @@
 //! Partition i proves the synthetic circuit of domain 2^log_size with witness seed
 //! `seed + i`. Parameters are made on first use by cuzk's setup from a fixed seed per
 //! size, so anyone can rebuild the same verifying key (`SyntheticKind::parameters`).
+//!
+//! Two options serve GPU benchmarks of the engine: `"c2": true` (with `log_size` 27)
+//! is the PoRep C2 partition shape itself (130,278,869 constraints; circuit id
+//! `synthetic-c2`), and `"premade": true` replaces synthesis by a copy of one
+//! pre-synthesized witness (seed `seed`, made once and kept by the kind, outside the
+//! memory budget), so the GPU rather than the CPU is the bottleneck.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cuzk_groth16::generator::generate_parameters;
+use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::synthetic::SyntheticShape;
-use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::synthesis::{synthesize, synthesize_into, EvalBuffers};
 use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -28,6 +34,10 @@ struct SyntheticPayload {
     partitions: u32,
     #[serde(default)]
     seed: u64,
+    #[serde(default)]
+    c2: bool,
+    #[serde(default)]
+    premade: bool,
 }
 
 fn one() -> u32 {
@@ -37,42 +47,101 @@ fn one() -> u32 {
 /// Partitions per synthetic request at most (the real kinds have at most 16).
 pub const MAX_SYNTHETIC_PARTITIONS: u32 = 64;
 
+/// Makes the fixed-base multiplier of a setup (on a GPU where the daemon has one).
+pub type FixedBaseMaker = dyn Fn() -> Result<Box<dyn FixedBaseMul>, String> + Send + Sync;
+
+/// The domain of the C2 shape.
+const C2_LOG_SIZE: u32 = 27;
+
 pub struct SyntheticKind {
     max_log_size: u32,
+    fixed_base: Box<FixedBaseMaker>,
+    premade: Arc<Premade>,
 }
 
 impl SyntheticKind {
-    /// Accepts sizes 2^1..2^max_log_size.
+    /// Accepts sizes 2^1..2^max_log_size; setups run on the CPU.
     pub fn new(max_log_size: u32) -> Self {
-        SyntheticKind { max_log_size: max_log_size.clamp(1, 27) }
+        SyntheticKind {
+            max_log_size: max_log_size.clamp(1, C2_LOG_SIZE),
+            fixed_base: Box::new(|| Ok(Box::new(CpuFixedBase::new()))),
+            premade: Arc::new(Premade::default()),
+        }
+    }
+
+    /// Setups' fixed-base multiplications by `make`'s multiplier (a GPU's).
+    pub fn with_fixed_base(mut self, make: Box<FixedBaseMaker>) -> Self {
+        self.fixed_base = make;
+        self
     }
 
     pub fn circuit_id(log_size: u32) -> String {
         format!("synthetic-2^{log_size}")
     }
 
-    /// The parameter set of `synthetic-2^log_size` (deterministic).
+    /// The circuit id of the C2 shape.
+    pub const C2_CIRCUIT_ID: &'static str = "synthetic-c2";
+
+    /// The parameter set of `synthetic-2^log_size` (deterministic), made on the CPU.
     pub fn parameters(log_size: u32) -> Result<ParameterSet, EngineError> {
-        let shape = SyntheticShape::for_domain(log_size);
-        generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(0x5eed_0000 + log_size as u64), &NoProgress)
-            .map_err(|e| EngineError::Internal(format!("setup of synthetic-2^{log_size}: {e}")))
+        Self::parameters_on(SyntheticShape::for_domain(log_size), log_size, &CpuFixedBase::new())
     }
 
-    fn parse_circuit_id(&self, id: &str) -> Option<u32> {
+    /// The parameter set of `shape` from the secrets of seed `0x5eed_0000 + seed`.
+    fn parameters_on(shape: SyntheticShape, seed: u32, mul: &dyn FixedBaseMul) -> Result<ParameterSet, EngineError> {
+        let tw = ToxicWaste::random(&mut ChaCha20Rng::seed_from_u64(0x5eed_0000 + seed as u64));
+        generate_parameters_with(shape.circuit(0), &tw, mul, &NoProgress)
+            .map_err(|e| EngineError::Internal(format!("setup of a synthetic circuit ({} constraints): {e}", shape.constraints)))
+    }
+
+    /// The shape and setup seed of a circuit id this kind accepts.
+    fn parse_circuit_id(&self, id: &str) -> Option<(SyntheticShape, u32)> {
+        if id == Self::C2_CIRCUIT_ID {
+            return (self.max_log_size >= C2_LOG_SIZE).then_some((SyntheticShape::c2(), 0xc2));
+        }
         let log: u32 = id.strip_prefix("synthetic-2^")?.parse().ok()?;
-        (1..=self.max_log_size).contains(&log).then_some(log)
+        (1..=self.max_log_size).contains(&log).then_some((SyntheticShape::for_domain(log), log))
+    }
+}
+
+/// The one pre-synthesized witness the kind keeps for `premade` requests.
+#[derive(Default)]
+struct Premade {
+    kept: Mutex<Option<((usize, u64), Arc<SynthesizedCircuit>)>>,
+}
+
+impl Premade {
+    /// The instance of `shape` with witness seed `seed`, synthesized on first use
+    /// (callers wait meanwhile); a request for another one replaces it.
+    fn get(&self, shape: SyntheticShape, seed: u64) -> Result<Arc<SynthesizedCircuit>, EngineError> {
+        let mut kept = self.kept.lock().map_err(|_| EngineError::Internal("premade witness lock poisoned".into()))?;
+        let key = (shape.constraints, seed);
+        if let Some((k, c)) = &*kept {
+            if *k == key {
+                return Ok(c.clone());
+            }
+        }
+        *kept = None;
+        let c = Arc::new(synthesize(shape.circuit(seed)).map_err(|e| EngineError::Internal(format!("synthesis: {e}")))?);
+        *kept = Some((key, c.clone()));
+        Ok(c)
     }
 }
 
 struct SyntheticPartition {
     shape: SyntheticShape,
     witness_seed: u64,
+    /// Copy the kept witness of `witness_seed` instead of synthesizing.
+    premade: Option<Arc<Premade>>,
 }
 
 impl PartitionWork for SyntheticPartition {
     fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
-        synthesize_into(self.shape.circuit(self.witness_seed), buffers)
-            .map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
+        let r = match &self.premade {
+            None => synthesize_into(self.shape.circuit(self.witness_seed), buffers),
+            Some(p) => p.get(self.shape, self.witness_seed)?.copy_into(buffers),
+        };
+        r.map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
     }
 }
 
@@ -99,16 +168,29 @@ impl KindHandler for SyntheticKind {
                 p.partitions
             )));
         }
-        let shape = SyntheticShape::for_domain(p.log_size);
+        if p.c2 && p.log_size != C2_LOG_SIZE {
+            return Err(EngineError::InvalidArgument(format!(
+                "synthetic payload: \"c2\": true needs log_size {C2_LOG_SIZE}, not {}",
+                p.log_size
+            )));
+        }
+        let (shape, circuit_id) = if p.c2 {
+            (SyntheticShape::c2(), Self::C2_CIRCUIT_ID.to_string())
+        } else {
+            (SyntheticShape::for_domain(p.log_size), Self::circuit_id(p.log_size))
+        };
+        let premade = p.premade.then(|| self.premade.clone());
         let partitions = (0..p.partitions as u64)
             .map(|i| {
-                Arc::new(SyntheticPartition { shape, witness_seed: p.seed.wrapping_add(i) }) as Arc<dyn PartitionWork>
+                // Pre-made partitions all copy the witness of `seed`.
+                let witness_seed = if p.premade { p.seed } else { p.seed.wrapping_add(i) };
+                Arc::new(SyntheticPartition { shape, witness_seed, premade: premade.clone() }) as Arc<dyn PartitionWork>
             })
             .collect();
         // The aux assignment: 32 bytes per variable, about one per constraint.
         let eval_len = 1usize << p.log_size;
         let partition_bytes = 32 * eval_len as u64;
-        Ok(JobPlan { circuit_id: Self::circuit_id(p.log_size), partitions, eval_len, partition_bytes })
+        Ok(JobPlan { circuit_id, partitions, eval_len, partition_bytes })
     }
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {
@@ -116,9 +198,13 @@ impl KindHandler for SyntheticKind {
     }
 
     fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError> {
-        let log = self
+        let (shape, seed) = self
             .parse_circuit_id(circuit_id)
             .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {circuit_id:?}")))?;
-        Self::parameters(log)
+        let mul = (self.fixed_base)().map_err(|e| EngineError::Internal(format!("setup of {circuit_id}: {e}")))?;
+        let t = std::time::Instant::now();
+        let p = Self::parameters_on(shape, seed, mul.as_ref())?;
+        tracing::info!(circuit_id, on = %mul.name(), secs = t.elapsed().as_secs_f64(), "synthetic parameters made");
+        Ok(p)
     }
 }

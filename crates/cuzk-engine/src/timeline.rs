@@ -138,6 +138,16 @@ pub fn gpu_busy(events: &[TimelineEvent]) -> (u64, u64) {
     (busy, wall)
 }
 
+/// µs from the first prover span's start to the last one's end: the steady state of a
+/// run, without the set-up or the first synthesis before the GPU has any work.
+pub fn prover_window(events: &[TimelineEvent]) -> u64 {
+    let sp: Vec<Span> = spans(events).into_iter().filter(|s| s.lane.starts_with("prove")).collect();
+    match (sp.iter().map(|s| s.start_us).min(), sp.iter().map(|s| s.end_us).max()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    }
+}
+
 /// Chrome trace-event JSON: complete ("X") events per span, instant events for the
 /// job-level ones, one thread per lane.
 pub fn chrome_trace(events: &[TimelineEvent]) -> serde_json::Value {
@@ -229,6 +239,7 @@ mod tests {
         ];
         // [10, 40) and [60, 70) over [0, 100].
         assert_eq!(gpu_busy(&e), (40, 100));
+        assert_eq!(prover_window(&e), 60, "first prover start 10 to last end 70");
         let sp = spans(&e);
         assert_eq!(sp.len(), 4);
         let trace = chrome_trace(&e);

@@ -335,3 +335,34 @@ fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
     assert!(st.memory_peak_bytes >= params + one, "peak {}: the parameters and one partition were never charged together", st.memory_peak_bytes);
     e.shutdown(Duration::from_secs(5));
 }
+
+/// `premade` partitions copy one kept witness (seed `seed` for every partition) instead
+/// of synthesizing: each proof verifies against that witness's inputs, and a second
+/// job reuses the kept witness. `c2` needs log_size 27.
+#[test]
+fn premade_partitions_prove_the_kept_witness() {
+    let e = engine_with(Arc::new(CpuBackend::new()), config());
+    let premade = |seed: u64| {
+        let mut r = synthetic(8, 3, seed, Priority::Normal, "");
+        r.payload.vanilla_proof = format!(r#"{{"log_size": 8, "partitions": 3, "seed": {seed}, "premade": true}}"#).into_bytes();
+        r
+    };
+    let params = SyntheticKind::parameters(8).unwrap();
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let shape = cuzk_groth16::synthetic::SyntheticShape::for_domain(8);
+    for seed in [5u64, 5, 6] {
+        let s = e.submit(premade(seed)).unwrap();
+        let out = e.wait(&s.job_id, None).unwrap();
+        assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+        let inputs = synthesize(shape.circuit(seed)).unwrap().input[1..].to_vec();
+        for i in 0..3 {
+            let proof = Proof::from_bytes(&out.proof[i * 192..(i + 1) * 192]).unwrap();
+            assert!(verify_proof(&pvk, &proof, &inputs).unwrap(), "seed {seed}, partition {i} does not verify");
+        }
+    }
+    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
+    r.payload.vanilla_proof = br#"{"log_size": 8, "c2": true}"#.to_vec();
+    let err = e.submit(r).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("needs log_size 27")), "{err}");
+    e.shutdown(Duration::from_secs(5));
+}

@@ -330,6 +330,36 @@ impl SynthesizedCircuit {
         Ok(())
     }
 
+    /// The same instance with a, b, c copied into `buffers` (each large enough): a
+    /// witness proven again without synthesizing it again (engine benchmarks with
+    /// pre-made assignments). Copies run in parallel.
+    pub fn copy_into(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
+        if self.consumed {
+            // a, b, c no longer hold the evaluations.
+            return Err(SynthesisError::AssignmentMissing);
+        }
+        let copy = |src: &EvalVec, storage: Box<dyn EvalStorage>| -> Result<EvalVec, SynthesisError> {
+            const CHUNK: usize = 1 << 16;
+            let mut v = EvalVec::new(storage);
+            v.resize(src.len())?;
+            v.as_mut_slice().par_chunks_mut(CHUNK).zip(src.as_slice().par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+            Ok(v)
+        };
+        Ok(SynthesizedCircuit {
+            input: self.input.clone(),
+            aux: self.aux.par_iter().copied().collect(),
+            a: copy(&self.a, buffers.a)?,
+            b: copy(&self.b, buffers.b)?,
+            c: copy(&self.c, buffers.c)?,
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+            aux_classes: self.aux_classes.clone(),
+            num_constraints: self.num_constraints,
+            consumed: false,
+        })
+    }
+
     pub fn num_inputs(&self) -> usize {
         self.input.len()
     }
@@ -560,6 +590,20 @@ mod tests {
             cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x + (Scalar::ZERO, zero), |lc| lc + y);
             Ok(())
         }
+    }
+
+    #[test]
+    fn copy_into_gives_the_same_instance_and_refuses_a_consumed_one() {
+        let shape = crate::synthetic::SyntheticShape::for_domain(8);
+        let mut s = synthesize(shape.circuit(3)).unwrap();
+        let buffers = || EvalBuffers { a: Box::new(Vec::<Scalar>::new()), b: Box::new(Vec::<Scalar>::new()), c: Box::new(Vec::<Scalar>::new()) };
+        let t = s.copy_into(buffers()).unwrap();
+        assert_eq!((t.a.as_slice(), t.b.as_slice(), t.c.as_slice()), (s.a.as_slice(), s.b.as_slice(), s.c.as_slice()));
+        assert_eq!((&t.input, &t.aux, t.num_constraints()), (&s.input, &s.aux, s.num_constraints()));
+        assert_eq!((&t.a_aux_density, &t.b_input_density, &t.b_aux_density), (&s.a_aux_density, &s.b_input_density, &s.b_aux_density));
+        assert_eq!(t.aux_classes.counts(), s.aux_classes.counts());
+        s.mark_consumed();
+        assert!(s.copy_into(buffers()).is_err());
     }
 
     #[test]

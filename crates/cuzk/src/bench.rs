@@ -183,6 +183,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             if !unverified && !verify_proof(&pvk, &out.proofs[0], &inputs)? {
                 bail!("2^{log}, rep {rep}: proof failed verification");
             }
+            if !unverified && rep == 0 {
+                rejects_tampering(&pvk, &out.proofs[0], &inputs).with_context(|| format!("2^{log}"))?;
+            }
             if rep == 0 {
                 let what = if gpu.is_some() { " (includes moving the parameters onto the device)" } else { "" };
                 println!("  warm-up proof{what}: {:.3} s", prove.as_secs_f64());
@@ -224,7 +227,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         if unverified {
             println!("  {} proofs timed, none verified (timing parameters)", args.reps + 1);
         } else {
-            println!("  all {} proofs verified", args.reps + 1);
+            println!("  all {} proofs verified; a tampered proof and altered inputs were rejected", args.reps + 1);
         }
         println!(
             "RESULT backend={} log_size={log} synthesis_s={:.4} prove_s={:.4} total_s={:.4}",
@@ -324,5 +327,24 @@ fn back_to_back(
         steady.as_secs_f64(),
         d.busy.as_secs_f64() / steady.as_secs_f64().max(1e-9)
     );
+    Ok(())
+}
+
+/// The verifier must reject the proof with C moved by G1's generator, and the proof
+/// against inputs whose first value is changed.
+fn rejects_tampering(pvk: &PreparedVerifyingKey, proof: &cuzk_groth16::Proof, inputs: &[cuzk_groth16::Scalar]) -> Result<()> {
+    use group::{Curve, Group};
+    let mut bad = *proof;
+    bad.c = (cuzk_groth16::G1Projective::from(bad.c) + cuzk_groth16::G1Projective::generator()).to_affine();
+    if verify_proof(pvk, &bad, inputs)? {
+        bail!("a tampered proof verified");
+    }
+    if let Some(first) = inputs.first() {
+        let mut altered = inputs.to_vec();
+        altered[0] = *first + cuzk_groth16::Scalar::from(1u64);
+        if verify_proof(pvk, proof, &altered)? {
+            bail!("a proof verified against altered inputs");
+        }
+    }
     Ok(())
 }

@@ -55,9 +55,15 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     };
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
+    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size);
     let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
+            // Synthetic setups' fixed-base multiplications on the first GPU.
+            let g = gpu.clone();
+            synthetic = synthetic.with_fixed_base(Box::new(move || {
+                Ok(Box::new(cuzk_cuda::GpuFixedBase::new(g.clone()).map_err(|e| e.to_string())?) as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
+            }));
             let make: Box<BufferMaker> = Box::new(move |len| {
                 cuzk_cuda::PinnedScalars::storage(&gpu, len)
                     .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
@@ -85,7 +91,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 ..EngineConfig::default()
             },
             backends,
-            vec![Arc::new(SyntheticKind::new(config.synthetic_max_log_size))],
+            vec![Arc::new(synthetic)],
             make_buffer,
         )
         .context("starting the engine")?,

@@ -5,6 +5,7 @@ mod daemon;
 mod gpu_bench;
 mod progress;
 mod shape;
+mod submit;
 mod timeline;
 
 use std::fs;
@@ -97,6 +98,8 @@ enum Command {
     Daemon(daemon::DaemonArgs),
     /// Turn a daemon run's events into a Chrome trace and an SVG Gantt chart; print the GPU efficiency.
     Timeline(timeline::TimelineArgs),
+    /// Submit synthetic jobs to a running daemon over gRPC and report their times.
+    Submit(submit::SubmitArgs),
 }
 
 /// Which proving backend to use.
@@ -203,6 +206,7 @@ fn main() -> Result<()> {
         Some(Command::GpuBench(args)) => gpu_bench::run(&args),
         Some(Command::Info) => info(),
         Some(Command::Timeline(args)) => timeline::run(&args),
+        Some(Command::Submit(args)) => submit::run(&args),
         Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }

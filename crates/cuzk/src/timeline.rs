@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_engine::timeline::{chrome_trace, gpu_busy, svg_gantt};
+use cuzk_engine::timeline::{chrome_trace, gpu_busy, prover_window, svg_gantt};
 use cuzk_engine::TimelineEvent;
 
 #[derive(Args, Debug)]
@@ -47,6 +47,12 @@ pub fn run(args: &TimelineArgs) -> Result<()> {
         wall as f64 / 1e6,
         busy as f64 / 1e6,
         if wall > 0 { 100.0 * busy as f64 / wall as f64 } else { 0.0 }
+    );
+    let window = prover_window(&events);
+    println!(
+        "steady state (first prover start to last prover end): {:.3} s, GPU efficiency {:.1} %",
+        window as f64 / 1e6,
+        if window > 0 { 100.0 * busy as f64 / window as f64 } else { 0.0 }
     );
     Ok(())
 }

@@ -1,0 +1,137 @@
+//! `cuzk submit`: a gRPC client of a running daemon for synthetic jobs. It submits
+//! several jobs at once, waits for them, and reports each job's times and the
+//! steady-state seconds per job (the spacing of completions), so the engine can be
+//! measured end to end, over the wire, where no other client is installed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use cuzk_server::pb;
+use cuzk_server::pb::await_proof_response::Status;
+use cuzk_server::pb::proving_engine_client::ProvingEngineClient;
+use cuzk_server::MAX_MESSAGE_BYTES;
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// The daemon's gRPC address (TCP).
+    #[arg(long, default_value = "http://127.0.0.1:9820")]
+    pub to: String,
+    /// The synthetic payload (JSON), e.g. '{"log_size": 27, "c2": true, "partitions": 10, "premade": true}'.
+    #[arg(long)]
+    pub synthetic: String,
+    /// Jobs to submit at once (the same payload; seeds as given).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Load this parameter set first (PreloadSRS), so its setup or loading is not
+    /// part of the jobs' times (e.g. synthetic-c2, synthetic-2^20).
+    #[arg(long)]
+    pub preload: Option<String>,
+    #[arg(long, value_enum, default_value_t = PriorityArg::Normal)]
+    pub priority: PriorityArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PriorityArg {
+    Low,
+    Normal,
+    High,
+    Critical,
+}
+
+impl PriorityArg {
+    fn wire(self) -> pb::Priority {
+        match self {
+            PriorityArg::Low => pb::Priority::Low,
+            PriorityArg::Normal => pb::Priority::Normal,
+            PriorityArg::High => pb::Priority::High,
+            PriorityArg::Critical => pb::Priority::Critical,
+        }
+    }
+}
+
+pub fn run(args: &SubmitArgs) -> Result<()> {
+    if args.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    if !args.to.starts_with("http://") {
+        bail!("--to {}: this client speaks TCP only (http://host:port)", args.to);
+    }
+    serde_json::from_str::<serde_json::Value>(&args.synthetic).context("--synthetic is not JSON")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    rt.block_on(submit(args))
+}
+
+async fn submit(args: &SubmitArgs) -> Result<()> {
+    let client = ProvingEngineClient::connect(args.to.clone())
+        .await
+        .with_context(|| format!("connecting to {}", args.to))?
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    if let Some(id) = &args.preload {
+        let t = Instant::now();
+        let r = client
+            .clone()
+            .preload_srs(pb::PreloadSrsRequest { circuit_id: id.clone() })
+            .await
+            .with_context(|| format!("PreloadSRS {id}"))?
+            .into_inner();
+        println!(
+            "preloaded {id} ({}) in {:.2} s",
+            if r.already_loaded { "already loaded" } else { "loaded now" },
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(args.jobs);
+    for i in 0..args.jobs {
+        let mut c = client.clone();
+        let req = pb::SubmitProofRequest {
+            proof_kind: pb::ProofKind::Synthetic as i32,
+            priority: args.priority.wire() as i32,
+            vanilla_proof: args.synthetic.clone().into_bytes(),
+            ..Default::default()
+        };
+        tasks.push(tokio::spawn(async move {
+            let r = c.prove(pb::ProveRequest { submit: Some(req) }).await;
+            (i, r, start.elapsed())
+        }));
+        // Submissions in order, so FIFO scheduling proves job i before job i + 1.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut done = Vec::with_capacity(args.jobs);
+    let mut failed = 0;
+    for t in tasks {
+        let (i, r, at) = t.await.context("a client task failed")?;
+        let r = r.with_context(|| format!("job {i}: Prove"))?.into_inner().result.context("Prove returned no result")?;
+        if r.status == Status::Completed as i32 {
+            println!(
+                "job {i} ({}): completed at {:.2} s, {} proof bytes; total {} ms, synthesis {} ms, GPU {} ms",
+                r.job_id,
+                at.as_secs_f64(),
+                r.proof.len(),
+                r.total_ms,
+                r.synthesis_ms,
+                r.gpu_compute_ms
+            );
+            done.push(at);
+        } else {
+            failed += 1;
+            println!("job {i} ({}): status {} — {}", r.job_id, r.status, r.error_message);
+        }
+    }
+    done.sort();
+    if done.len() > 1 {
+        let span = (*done.last().unwrap_or(&Duration::ZERO) - done[0]).as_secs_f64();
+        println!(
+            "{} jobs completed in {:.2} s; steady state (first to last completion): {:.3} s per job",
+            done.len(),
+            start.elapsed().as_secs_f64(),
+            span / (done.len() - 1) as f64
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} of {} jobs did not complete", args.jobs);
+    }
+    Ok(())
+}

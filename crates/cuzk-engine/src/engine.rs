@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::verify_proof;
-use cuzk_groth16::{DeviceReport, ProofRandomness, ProveOutput, ProvingBackend, SynthesizedCircuit};
+use cuzk_groth16::{DeviceReport, ProofRandomness, ProveOutput, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -921,6 +921,16 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
                 Ok(ProveOutput { device: Some(DeviceReport { held_from: Some(a), held_to: Some(b), .. }), .. }) => (*a, *b),
                 _ => (t, Instant::now()),
             };
+            if let Ok(out) = &r {
+                // The host preparation before the compute region, on the worker's host lane.
+                let prepare = out.timings.get(Stage::Prepare);
+                if !prepare.is_zero() {
+                    let host = lane.replacen("prove", "host", 1);
+                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareStart, &host, t);
+                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareEnd, &host, t + prepare);
+                }
+                tracing::debug!(job = %job.id, partition = task.index, timings = ?out.timings, device = ?out.device, "proved");
+            }
             inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::ProveStart, lane, from);
             inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::ProveEnd, lane, to);
             *lock(&slot.current) = None;

@@ -16,6 +16,10 @@ pub enum EventKind {
     Queued,
     SynthesisStart,
     SynthesisEnd,
+    /// A prover worker's host preparation of a partition (on the "host-…" lane of its
+    /// worker): uploads queued, split lists built; the device is not held.
+    PrepareStart,
+    PrepareEnd,
     ProveStart,
     ProveEnd,
     Verified,
@@ -92,6 +96,8 @@ pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
         let (stage, is_start) = match e.kind {
             EventKind::SynthesisStart => ("synthesis", true),
             EventKind::SynthesisEnd => ("synthesis", false),
+            EventKind::PrepareStart => ("prepare", true),
+            EventKind::PrepareEnd => ("prepare", false),
             EventKind::ProveStart => ("prove", true),
             EventKind::ProveEnd => ("prove", false),
             _ => continue,
@@ -199,7 +205,13 @@ pub fn svg_gantt(events: &[TimelineEvent]) -> String {
         let y = row * (i as f64 + 1.0);
         let _ = writeln!(o, r#"<text x="4" y="{}">{lane}</text>"#, y + 15.0);
         for s in sp.iter().filter(|s| &s.lane == lane) {
-            let color = if s.name.starts_with("prove") { "#e8873a" } else { "#3a7be8" };
+            let color = if s.name.starts_with("prove") {
+                "#e8873a"
+            } else if s.name.starts_with("prepare") {
+                "#4caf50"
+            } else {
+                "#3a7be8"
+            };
             let _ = writeln!(
                 o,
                 r#"<rect x="{:.1}" y="{}" width="{:.1}" height="{}" fill="{color}"><title>{} ({:.1} ms)</title></rect>"#,

@@ -247,9 +247,14 @@ impl CudaBackend {
     fn prepare<'c>(&'c self, p: &ParameterSet, r: &ResidentParams, c: &'c SynthesizedCircuit) -> Result<Prepared<'c>, ProveError> {
         let num_inputs = c.num_inputs();
         let b_inputs = c.b_input_density.select(&c.input);
+        let t0 = Instant::now();
         // Staging returns at once from pinned memory; the lists are built meanwhile.
         let (abc, (l, (a, b))) = rayon::join(
-            || self.ntt.stage(c.a.as_slice(), c.b.as_slice(), c.c.as_slice()),
+            || {
+                let r = self.ntt.stage(c.a.as_slice(), c.b.as_slice(), c.c.as_slice());
+                tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "prepare: a, b, c staged");
+                r
+            },
             || {
                 rayon::join(
                     || split_lists(&c.aux, &c.aux_classes, None, 0),
@@ -263,14 +268,26 @@ impl CudaBackend {
             },
         );
         let abc = abc.map_err(|e| backend_error("uploading a, b, c", e))?;
+        let t_lists = t0.elapsed();
         // Pageable lists: each call returns once the driver has taken its bytes.
         let l = self.msm.upload_split(&r.l, &l.ones, &l.sig_index, &l.sig_scalars).map_err(|e| backend_error("uploading the L lists", e))?;
+        let t_l = t0.elapsed();
         let a = self.msm.upload_split(&r.a, &a.ones, &a.sig_index, &a.sig_scalars).map_err(|e| backend_error("uploading the A lists", e))?;
+        let t_a = t0.elapsed();
         if r.b_g2.len() != r.b_g1.len() {
             return Err(ProveError::Backend(format!("B query: {} G1 points but {} G2 points", r.b_g1.len(), r.b_g2.len())));
         }
         let b = self.msm.upload_split(&r.b_g1, &b.ones, &b.sig_index, &b.sig_scalars).map_err(|e| backend_error("uploading the B lists", e))?;
         let uploaded = self.gpu.copy.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| backend_error("recording an event", e.into()))?;
+        // Where a preparation's host time goes (it overlaps another partition's kernels).
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            staged_and_lists_built = ms(t_lists),
+            l_uploaded = ms(t_l),
+            a_uploaded = ms(t_a),
+            b_uploaded = ms(t0.elapsed()),
+            "prepare: host steps (ms from its start)"
+        );
         Ok(Prepared {
             abc,
             l,

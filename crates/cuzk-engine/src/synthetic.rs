@@ -57,6 +57,7 @@ pub struct SyntheticKind {
     max_log_size: u32,
     fixed_base: Box<FixedBaseMaker>,
     premade: Arc<Premade>,
+    allow_premade: bool,
 }
 
 impl SyntheticKind {
@@ -66,7 +67,15 @@ impl SyntheticKind {
             max_log_size: max_log_size.clamp(1, C2_LOG_SIZE),
             fixed_base: Box::new(|| Ok(Box::new(CpuFixedBase::new()))),
             premade: Arc::new(Premade::default()),
+            allow_premade: false,
         }
+    }
+
+    /// Whether `"premade": true` requests are accepted (off by default: the kept
+    /// witness is held outside the memory budget; for benchmarks).
+    pub fn allowing_premade(mut self, allow: bool) -> Self {
+        self.allow_premade = allow;
+        self
     }
 
     /// Setups' fixed-base multiplications by `make`'s multiplier (a GPU's).
@@ -112,9 +121,11 @@ struct Premade {
 
 impl Premade {
     /// The instance of `shape` with witness seed `seed`, synthesized on first use
-    /// (callers wait meanwhile); a request for another one replaces it.
+    /// (callers wait meanwhile); a request for another one replaces it (the old one
+    /// lives on while partitions still hold it: benchmarks use one seed).
     fn get(&self, shape: SyntheticShape, seed: u64) -> Result<Arc<SynthesizedCircuit>, EngineError> {
-        let mut kept = self.kept.lock().map_err(|_| EngineError::Internal("premade witness lock poisoned".into()))?;
+        // A panic while synthesizing left `kept` empty (it is cleared first): still consistent.
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let key = (shape.constraints, seed);
         if let Some((k, c)) = &*kept {
             if *k == key {
@@ -167,6 +178,11 @@ impl KindHandler for SyntheticKind {
                 "synthetic payload: partitions {} is outside 1..={MAX_SYNTHETIC_PARTITIONS}",
                 p.partitions
             )));
+        }
+        if p.premade && !self.allow_premade {
+            return Err(EngineError::InvalidArgument(
+                "synthetic payload: \"premade\": true is off in this daemon (synthetic.allow_premade turns it on, for benchmarks)".into(),
+            ));
         }
         if p.c2 && p.log_size != C2_LOG_SIZE {
             return Err(EngineError::InvalidArgument(format!(

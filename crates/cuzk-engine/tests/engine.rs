@@ -341,7 +341,14 @@ fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
 /// job reuses the kept witness. `c2` needs log_size 27.
 #[test]
 fn premade_partitions_prove_the_kept_witness() {
-    let e = engine_with(Arc::new(CpuBackend::new()), config());
+    let off = engine_with(Arc::new(CpuBackend::new()), config());
+    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
+    r.payload.vanilla_proof = br#"{"log_size": 8, "premade": true}"#.to_vec();
+    let err = off.submit(r).unwrap_err();
+    assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("allow_premade")), "{err}");
+    off.shutdown(Duration::from_secs(1));
+    let kind = SyntheticKind::new(16).allowing_premade(true);
+    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)]).unwrap();
     let premade = |seed: u64| {
         let mut r = synthetic(8, 3, seed, Priority::Normal, "");
         r.payload.vanilla_proof = format!(r#"{{"log_size": 8, "partitions": 3, "seed": {seed}, "premade": true}}"#).into_bytes();

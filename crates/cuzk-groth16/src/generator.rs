@@ -402,21 +402,35 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
 
     // Each query's scalars are dropped once its points are made: at 2^27 they are
     // 4 GB a query, beside ~47 GB of points.
+    // Another implementation's results are checked for count before use.
+    let counted = |what: &str, n: usize, got: usize| -> Result<(), SetupError> {
+        if n == got {
+            Ok(())
+        } else {
+            Err(SetupError::FixedBase { on: mul.name(), reason: format!("{what}: {got} points for {n} scalars") })
+        }
+    };
     let t = std::time::Instant::now();
     let g1_total = (ic_scalars.len() + l_scalars.len() + h_len + a_scalars.len() + b_scalars.len()) as u64;
     progress.stage(&format!("setup: G1 points ({})", mul.name()), g1_total);
     let ic = mul.g1(&ic_scalars, progress)?;
+    counted("IC", ic_scalars.len(), ic.len())?;
     let l = mul.g1(&l_scalars, progress)?;
+    counted("L", l_scalars.len(), l.len())?;
     drop(l_scalars);
     let a = mul.g1(&a_scalars, progress)?;
+    counted("A", a_scalars.len(), a.len())?;
     drop(a_scalars);
     let h = {
         let z_over_delta = domain.vanishing_at(tw.tau) * delta_inv;
         mul.g1(&powers(tw.tau, z_over_delta, h_len), progress)?
     };
+    counted("H", h_len, h.len())?;
     let b_g1 = mul.g1(&b_scalars, progress)?;
+    counted("B (G1)", b_scalars.len(), b_g1.len())?;
     progress.stage(&format!("setup: G2 points ({})", mul.name()), b_scalars.len() as u64);
     let b_g2 = mul.g2(&b_scalars, progress)?;
+    counted("B (G2)", b_scalars.len(), b_g2.len())?;
     tracing::info!(on = %mul.name(), secs = t.elapsed().as_secs_f64(), "setup: fixed-base multiplications done");
 
     let g1 = |k: &Scalar| (G1Projective::generator() * k).to_affine();

@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub synthesis_lookahead: usize,
     /// synthetic.max_log_size: largest synthetic circuit accepted (cuzk's own key).
     pub synthetic_max_log_size: u32,
+    /// synthetic.allow_premade: accept `"premade": true` synthetic jobs (benchmarks).
+    pub synthetic_allow_premade: bool,
     /// logging.level.
     pub log_level: String,
 }
@@ -53,6 +55,7 @@ impl Default for DaemonConfig {
             synthesis_concurrency: 1,
             synthesis_lookahead: 1,
             synthetic_max_log_size: 20,
+            synthetic_allow_premade: false,
             log_level: "info".into(),
         }
     }
@@ -204,6 +207,7 @@ impl DaemonConfig {
                         }
                         c.synthetic_max_log_size = n as u32;
                     }
+                    "synthetic.allow_premade" => c.synthetic_allow_premade = as_bool(k, v)?,
                     _ => warnings.push(format!("{k}: unknown key; ignored")),
                 }
             }

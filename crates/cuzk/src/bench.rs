@@ -227,7 +227,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         if unverified {
             println!("  {} proofs timed, none verified (timing parameters)", args.reps + 1);
         } else {
-            println!("  all {} proofs verified; a tampered proof and altered inputs were rejected", args.reps + 1);
+            let altered = if shape.inputs > 1 { " and altered inputs were" } else { " was" };
+            println!("  all {} proofs verified; a tampered proof{altered} rejected", args.reps + 1);
         }
         println!(
             "RESULT backend={} log_size={log} synthesis_s={:.4} prove_s={:.4} total_s={:.4}",

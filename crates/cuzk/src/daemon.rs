@@ -55,7 +55,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     };
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
-    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size);
+    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
     let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();

@@ -96,14 +96,27 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
             let r = c.prove(pb::ProveRequest { submit: Some(req) }).await;
             (i, r, start.elapsed())
         }));
-        // Submissions in order, so FIFO scheduling proves job i before job i + 1.
+        // Spaced submissions, so that FIFO scheduling most likely sees them in order.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut done = Vec::with_capacity(args.jobs);
     let mut failed = 0;
     for t in tasks {
         let (i, r, at) = t.await.context("a client task failed")?;
-        let r = r.with_context(|| format!("job {i}: Prove"))?.into_inner().result.context("Prove returned no result")?;
+        // One failed call is reported with the others, not instead of them.
+        let r = match r.map(|r| r.into_inner().result) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                failed += 1;
+                println!("job {i}: Prove returned no result");
+                continue;
+            }
+            Err(e) => {
+                failed += 1;
+                println!("job {i}: Prove failed: {} ({:?})", e.message(), e.code());
+                continue;
+            }
+        };
         if r.status == Status::Completed as i32 {
             println!(
                 "job {i} ({}): completed at {:.2} s, {} proof bytes; total {} ms, synthesis {} ms, GPU {} ms",
@@ -117,7 +130,8 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
             done.push(at);
         } else {
             failed += 1;
-            println!("job {i} ({}): status {} — {}", r.job_id, r.status, r.error_message);
+            let status = Status::try_from(r.status).map_or_else(|_| format!("status {}", r.status), |s| s.as_str_name().to_string());
+            println!("job {i} ({}): {status} — {}", r.job_id, r.error_message);
         }
     }
     done.sort();

@@ -263,6 +263,18 @@ impl EvalVec {
         Ok(())
     }
 
+    /// Replaces the contents with `src` (parallel copy, no zero-fill first); fails if
+    /// fixed storage is too small.
+    pub fn copy_from(&mut self, src: &[Scalar]) -> Result<(), SynthesisError> {
+        const CHUNK: usize = 1 << 16;
+        if src.len() > self.cap && !self.grow(src.len()) {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        self.len = src.len();
+        self.as_mut_slice().par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(())
+    }
+
     pub fn into_storage(self) -> Box<dyn EvalStorage> {
         self.storage
     }
@@ -339,10 +351,8 @@ impl SynthesizedCircuit {
             return Err(SynthesisError::AssignmentMissing);
         }
         let copy = |src: &EvalVec, storage: Box<dyn EvalStorage>| -> Result<EvalVec, SynthesisError> {
-            const CHUNK: usize = 1 << 16;
             let mut v = EvalVec::new(storage);
-            v.resize(src.len())?;
-            v.as_mut_slice().par_chunks_mut(CHUNK).zip(src.as_slice().par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+            v.copy_from(src.as_slice())?;
             Ok(v)
         };
         Ok(SynthesizedCircuit {

@@ -3,4 +3,5 @@
 #include "groth16/pointwise.cuh"
 #include "ff/test_ops.cuh"
 #include "msm/pippenger.cuh"
+#include "msm/split.cuh"
 #include "ec/fixed_base.cuh"

@@ -103,6 +103,7 @@ pub(crate) struct Kernels {
     pub msm_scan: CudaFunction,
     pub msm_tile_scan: CudaFunction,
     pub msm_scatter: CudaFunction,
+    pub msm_split_lists: CudaFunction,
     pub msm_g1: CurveKernels,
     pub msm_g2: CurveKernels,
 }
@@ -124,6 +125,7 @@ impl Kernels {
             msm_scan: m.load_function("msm_scan")?,
             msm_tile_scan: m.load_function("msm_tile_scan")?,
             msm_scatter: m.load_function("msm_scatter")?,
+            msm_split_lists: m.load_function("msm_split_lists")?,
             msm_g1: CurveKernels::load(m, "g1")?,
             msm_g2: CurveKernels::load(m, "g2")?,
         })

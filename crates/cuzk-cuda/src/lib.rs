@@ -13,6 +13,7 @@ pub mod fixed_base;
 pub mod msm;
 pub mod ntt;
 pub mod prover;
+pub mod split;
 mod pinned;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};

@@ -265,13 +265,48 @@ pub enum Scalars<'a> {
     Device(&'a CudaView<'a, DeviceFr>),
 }
 
-/// A split MSM's lists on the device ([`GpuMsm::upload_split`]).
+/// A split MSM's lists on the device ([`GpuMsm::upload_split`], or built there by
+/// [`crate::split::build_on_device`]).
 pub struct DeviceSplit {
     sig_scalars: Option<CudaSlice<DeviceFr>>,
     sig_index: Option<CudaSlice<u32>>,
     ones: Option<CudaSlice<u32>>,
     /// Bytes sent to the device.
     pub bytes: u64,
+}
+
+impl DeviceSplit {
+    /// Lists the caller has checked: indices below the bases' count, as many indices
+    /// as significant scalars, fewer than 2^31 of each.
+    pub(crate) fn new(
+        sig_scalars: Option<CudaSlice<DeviceFr>>,
+        sig_index: Option<CudaSlice<u32>>,
+        ones: Option<CudaSlice<u32>>,
+        bytes: u64,
+    ) -> Self {
+        DeviceSplit { sig_scalars, sig_index, ones, bytes }
+    }
+
+    /// The lists, read back (waits for the stream that wrote them): for tests.
+    pub fn to_host(&self) -> Result<crate::split::SplitLists, GpuError> {
+        let down = |v: &Option<CudaSlice<u32>>| -> Result<Vec<u32>, GpuError> {
+            Ok(match v {
+                Some(d) => d.stream().clone_dtoh(d)?,
+                None => Vec::new(),
+            })
+        };
+        let sig_scalars = match &self.sig_scalars {
+            Some(d) => {
+                let mut out = vec![Scalar::from(0u64); d.len()];
+                // SAFETY: the lists hold aux values copied unchanged: canonical scalars.
+                d.stream().memcpy_dtoh(d, unsafe { crate::field::as_device_mut(&mut out) })?;
+                d.stream().synchronize()?;
+                out
+            }
+            None => Vec::new(),
+        };
+        Ok(crate::split::SplitLists { ones: down(&self.ones)?, sig_index: down(&self.sig_index)?, sig_scalars })
+    }
 }
 
 /// An MSM enqueued on the compute stream and not yet waited for. [`PendingMsm::finish`]

@@ -4,17 +4,18 @@
 //! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
 //! and scaling steps. a, b and c live in one of [`STAGING_SLOTS`] device slots of
 //! three vectors each, allocated once and reused by every call of that size or smaller:
-//! with two, the next partition's a, b, c upload on the copy stream while this one's
-//! are still in use on the compute stream. Kernels go on the compute stream, host
-//! transfers on the copy stream, ordered by events (cudarc's per-buffer event
-//! tracking orders a slot's reuse after its last reader).
+//! with two, the next partition's a, b, c upload on the slot's own copy stream while
+//! this one's are still in use on the compute stream. Kernels go on the compute
+//! stream, a slot's host transfers on its copy stream (so two preparations never queue
+//! behind each other's uploads), ordered by events (cudarc's per-buffer event tracking
+//! orders a slot's reuse after its last reader).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use cuzk_groth16::domain::{coset_shift, powers, Domain};
 use ff::{Field, PrimeField};
 
@@ -133,6 +134,8 @@ pub const STAGING_SLOTS: usize = 2;
 /// a, b and c of one H polynomial on the device (three vectors of equal length).
 struct Slot {
     v: [CudaSlice<DeviceFr>; 3],
+    /// The slot's uploads and the preparation work that goes with them.
+    copy: Arc<CudaStream>,
 }
 
 #[derive(Default)]
@@ -150,11 +153,12 @@ pub struct GpuNtt {
     slot_freed: Condvar,
 }
 
-/// a, b and c of one partition uploaded (or uploading, on the copy stream) into a
-/// device slot, zero-padded to the domain. Holds the slot until dropped; the drop
-/// waits for the uploads, so the host vectors borrowed for `'h` are free again.
-pub struct StagedAbc<'h> {
-    ntt: &'h GpuNtt,
+/// a, b and c of one partition uploaded (or uploading, on the slot's copy stream)
+/// into a device slot of `ntt`, zero-padded to the domain. Holds the slot until
+/// dropped; the drop waits for the uploads, so the host vectors borrowed for `'h` are
+/// free again ([`StagedAbc::detach`] frees them earlier).
+pub struct StagedAbc<'n, 'h> {
+    ntt: &'n GpuNtt,
     slot: Option<Slot>,
     n: usize,
     pub upload_start: CudaEvent,
@@ -165,14 +169,41 @@ pub struct StagedAbc<'h> {
     _host: std::marker::PhantomData<&'h [Scalar]>,
 }
 
-impl StagedAbc<'_> {
+impl<'n> StagedAbc<'n, '_> {
     /// The domain size n.
     pub fn domain_size(&self) -> usize {
         self.n
     }
+
+    /// Waits for the uploads of a, b and c: the host vectors are then the caller's
+    /// again, and the staged values no longer borrow them.
+    pub fn detach(mut self) -> Result<StagedAbc<'n, 'static>, GpuError> {
+        for e in &self.uploaded {
+            e.synchronize()?;
+        }
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let copy = self.slot.as_ref().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?.copy.clone();
+        // Placeholders for the events moved out (the drop below waits on them: done).
+        let swap = || copy.record_event(timing);
+        let upload_start = std::mem::replace(&mut self.upload_start, swap()?);
+        let uploaded = [
+            std::mem::replace(&mut self.uploaded[0], swap()?),
+            std::mem::replace(&mut self.uploaded[1], swap()?),
+            std::mem::replace(&mut self.uploaded[2], swap()?),
+        ];
+        Ok(StagedAbc {
+            ntt: self.ntt,
+            slot: self.slot.take(),
+            n: self.n,
+            upload_start,
+            uploaded,
+            bytes: self.bytes,
+            _host: std::marker::PhantomData,
+        })
+    }
 }
 
-impl Drop for StagedAbc<'_> {
+impl Drop for StagedAbc<'_, '_> {
     fn drop(&mut self) {
         for e in &self.uploaded {
             if let Err(e) = e.synchronize() {
@@ -520,7 +551,7 @@ impl GpuNtt {
                     // SAFETY: uninitialised device memory is only read after the caller
                     // has written it (upload, zero padding or poisoning).
                     let one = || unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1)) };
-                    Ok(Slot { v: [one()?, one()?, one()?] })
+                    Ok(Slot { v: [one()?, one()?, one()?], copy: self.gpu.ctx.new_stream()? })
                 };
                 let r = alloc();
                 if r.is_err() {
@@ -544,17 +575,32 @@ impl GpuNtt {
     }
 
     /// Uploads a, b, c (zero-padded to the domain, the next power of two of the
-    /// longest) into a staging slot, on the copy stream, and returns at once for pinned
-    /// host memory (pageable memory is copied through the driver before the call
-    /// returns). The slot is taken when free, and written only after the compute
+    /// longest) into a staging slot, on the slot's copy stream, and returns at once for
+    /// pinned host memory (pageable memory is copied through the driver before the
+    /// call returns). The slot is taken when free, and written only after the compute
     /// stream's last use of it.
-    pub fn stage<'h>(&'h self, a: &'h [Scalar], b: &'h [Scalar], c: &'h [Scalar]) -> Result<StagedAbc<'h>, GpuError> {
+    pub fn stage<'n, 'h>(&'n self, a: &'h [Scalar], b: &'h [Scalar], c: &'h [Scalar]) -> Result<StagedAbc<'n, 'h>, GpuError> {
+        self.stage_with(a, b, c, |_| Ok(())).map(|(staged, ())| staged)
+    }
+
+    /// [`GpuNtt::stage`], running `before` on the slot's copy stream first (after the
+    /// staging's start event, before the uploads of a, b, c): work that goes with the
+    /// partition, such as pageable uploads, which must come before the long pinned
+    /// ones because a pageable copy waits for the stream's earlier work.
+    pub fn stage_with<'n, 'h, T>(
+        &'n self,
+        a: &'h [Scalar],
+        b: &'h [Scalar],
+        c: &'h [Scalar],
+        before: impl FnOnce(&Arc<CudaStream>) -> Result<T, GpuError>,
+    ) -> Result<(StagedAbc<'n, 'h>, T), GpuError> {
         let n = Self::h_domain(a, b, c);
         let mut slot = self.take_slot(n)?;
-        let cp = &self.gpu.copy;
-        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3]), GpuError> {
+        let cp = slot.copy.clone();
+        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3], T), GpuError> {
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
             let upload_start = cp.record_event(timing)?;
+            let t = before(&cp)?;
             let mut ev = Vec::with_capacity(3);
             for (v, src) in slot.v.iter_mut().zip([a, b, c]) {
                 cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
@@ -564,12 +610,12 @@ impl GpuNtt {
                 ev.push(cp.record_event(timing)?);
             }
             let uploaded: [CudaEvent; 3] = ev.try_into().map_err(|_| GpuError::Invalid("upload events".into()))?;
-            Ok((upload_start, uploaded))
+            Ok((upload_start, uploaded, t))
         })();
         match r {
-            Ok((upload_start, uploaded)) => {
+            Ok((upload_start, uploaded, t)) => {
                 let bytes = (a.len() + b.len() + c.len()) as u64 * std::mem::size_of::<Scalar>() as u64;
-                Ok(StagedAbc { ntt: self, slot: Some(slot), n, upload_start, uploaded, bytes, _host: std::marker::PhantomData })
+                Ok((StagedAbc { ntt: self, slot: Some(slot), n, upload_start, uploaded, bytes, _host: std::marker::PhantomData }, t))
             }
             Err(e) => {
                 // Nothing may still read the caller's memory; the slot goes back.
@@ -651,7 +697,7 @@ impl GpuNtt {
     /// decides when to wait. On an error, both streams are synchronized.
     pub fn h_polynomial_staged<R>(
         &self,
-        staged: &mut StagedAbc<'_>,
+        staged: &mut StagedAbc<'_, '_>,
         then: impl FnOnce(&CudaView<'_, DeviceFr>, HPolyEvents<'_>) -> Result<R, GpuError>,
     ) -> Result<R, GpuError> {
         let r = (|| -> Result<R, GpuError> {

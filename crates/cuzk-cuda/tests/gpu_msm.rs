@@ -261,3 +261,40 @@ fn gpu_split_msm_matches_blstrs() {
     assert!(msm.msm_split(&bases, &[max as u32], &[], &[]).is_err(), "a one's base index out of range");
     assert!(msm.msm_split(&bases, &[], &[0, 1], &sig[..1]).is_err(), "index and scalar counts differ");
 }
+
+/// The split lists built on the device equal the host's, for L (every aux value) and a
+/// query with a density, over several chunks and a ragged last word: aux values mixing
+/// zeros, ones and random scalars, in runs so that chunks differ.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_lists_built_on_the_device_equal_the_hosts() {
+    use cuzk_cuda::split::{build_on_device, split_lists, split_plan, upload_density, DeviceAux, LIST_CHUNK};
+    use cuzk_groth16::synthesis::{Density, ScalarClasses};
+    let Some(g) = common::gpu() else { return };
+    let n = 3 * LIST_CHUNK + 12_345;
+    let random = common::random_scalars(n, 0x5911);
+    let aux: Vec<Scalar> = (0..n)
+        .map(|i| match (i / 1000 + i % 7) % 5 {
+            0 | 1 => Scalar::ZERO,
+            2 => Scalar::ONE,
+            _ => random[i],
+        })
+        .collect();
+    let classes = ScalarClasses::classify(&aux);
+    let density = Density::from_fn(n, |i| (i % 3 != 0) || (LIST_CHUNK..2 * LIST_CHUNK).contains(&i));
+    let s = g.stream().clone();
+    let d_aux = DeviceAux::upload(&s, &aux, &classes).unwrap();
+    let d_density = upload_density(&s, &density, n).unwrap();
+    for (what, dens, first) in [("L", None, 0usize), ("A", Some(&density), 7)] {
+        let want = split_lists(&aux, &classes, dens, first).unwrap();
+        let plan = split_plan(n, &classes, dens, first).unwrap();
+        let bases = plan.end;
+        let dev = build_on_device(&g, &s, bases, &d_aux, dens.map(|_| &d_density), &plan).unwrap();
+        let got = dev.to_host().unwrap();
+        assert_eq!(got.ones, want.ones, "{what}: ones differ");
+        assert_eq!(got.sig_index, want.sig_index, "{what}: significant indices differ");
+        assert!(got.sig_scalars == want.sig_scalars, "{what}: significant scalars differ");
+        assert!(build_on_device(&g, &s, bases - 1, &d_aux, dens.map(|_| &d_density), &plan).is_err(), "{what}: too few bases accepted");
+        eprintln!("{what}: {} ones, {} significant values, equal to the host's", want.ones.len(), want.sig_index.len());
+    }
+}

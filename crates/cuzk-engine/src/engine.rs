@@ -901,6 +901,8 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             continue;
         }
         let ReadyPartition { task, mut circuit, params, _budget } = ready;
+        // Dropped when the backend has freed the witness (or after the proof).
+        let mut budget = Some(_budget);
         let job = task.job.clone();
         if job.is_finished() {
             job.end_partition();
@@ -913,7 +915,12 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             job.set_part(task.index, PartitionState::Proving);
             let t = Instant::now();
             let r = catch_panic("the backend", || {
-                slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness).map_err(|e| e.to_string())
+                // The witness's memory goes back as soon as the backend has read it,
+                // so the next partition's synthesis can start during this proof.
+                let mut released = |_| drop(budget.take());
+                slot.backend
+                    .prove_releasing(&params.set, std::slice::from_mut(&mut circuit), &randomness, &mut released)
+                    .map_err(|e| e.to_string())
             });
             // The prover lane shows the device's compute region where the backend
             // reports it (its preparation overlaps the other worker's kernels).
@@ -922,12 +929,16 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
                 _ => (t, Instant::now()),
             };
             if let Ok(out) = &r {
-                // The host preparation before the compute region, on the worker's host lane.
-                let prepare = out.timings.get(Stage::Prepare);
-                if !prepare.is_zero() {
+                // The host preparation before the compute region, on the worker's host
+                // lane: as the backend reports it, else from the call's start.
+                let prepare = match out.device {
+                    Some(DeviceReport { prepared_from: Some(a), prepared_to: Some(b), .. }) => Some((a, b)),
+                    _ => Some(out.timings.get(Stage::Prepare)).filter(|d| !d.is_zero()).map(|d| (t, t + d)),
+                };
+                if let Some((a, b)) = prepare {
                     let host = lane.replacen("prove", "host", 1);
-                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareStart, &host, t);
-                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareEnd, &host, t + prepare);
+                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareStart, &host, a);
+                    inner.timeline.record_at(&job.id.0, Some(task.index), EventKind::PrepareEnd, &host, b);
                 }
                 tracing::debug!(job = %job.id, partition = task.index, timings = ?out.timings, device = ?out.device, "proved");
             }
@@ -945,7 +956,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
         // The witness and a/b/c are no longer needed: release their memory before
         // verifying.
         drop(circuit);
-        drop(_budget);
+        drop(budget);
         job.add_gpu(took);
         lock(&inner.stats).prove.entry(job.kind).or_default().observe(took);
         let proof = match result {

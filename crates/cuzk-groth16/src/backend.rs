@@ -113,6 +113,10 @@ pub struct DeviceReport {
     /// When the first compute region began and the last one ended.
     pub held_from: Option<std::time::Instant>,
     pub held_to: Option<std::time::Instant>,
+    /// When the first host preparation (before a compute region) began and the last
+    /// one ended, where the backend has one.
+    pub prepared_from: Option<std::time::Instant>,
+    pub prepared_to: Option<std::time::Instant>,
     /// Device time of the kernels inside those regions (CUDA events).
     pub busy: Duration,
     /// Bytes moved host → device and device → host.
@@ -136,6 +140,11 @@ impl DeviceReport {
             (a, b) => a.or(b),
         };
         self.held_to = self.held_to.max(o.held_to);
+        self.prepared_from = match (self.prepared_from, o.prepared_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.prepared_to = self.prepared_to.max(o.prepared_to);
         self.busy += o.busy;
         self.bytes_up += o.bytes_up;
         self.bytes_down += o.bytes_down;
@@ -202,6 +211,22 @@ pub trait ProvingBackend: Send + Sync {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError>;
+
+    /// As [`ProvingBackend::prove`], but a backend may free circuit i's witness
+    /// ([`SynthesizedCircuit::release_witness`]) as soon as it has read it, before the
+    /// proof is done, and then calls `released(i)`: the caller can admit the next
+    /// partition's memory while this one is still proving. The circuits are consumed
+    /// either way. By default nothing is released early.
+    fn prove_releasing(
+        &self,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+        released: &mut dyn FnMut(usize),
+    ) -> Result<ProveOutput, ProveError> {
+        let _ = released;
+        self.prove(params, circuits, randomness)
+    }
 
     /// Whether `prove` leaves a, b and c as they were (it computes on copies), so a
     /// caller may prove the same synthesized circuit again

@@ -328,6 +328,17 @@ impl SynthesizedCircuit {
         self.consumed = true;
     }
 
+    /// Frees a, b, c and the aux assignment (their storage goes back to whoever lent
+    /// it, e.g. a buffer pool) once a backend has read them; the inputs, densities and
+    /// classes stay. The circuit is consumed: it cannot be proven again.
+    pub fn release_witness(&mut self) {
+        self.consumed = true;
+        for v in [&mut self.a, &mut self.b, &mut self.c] {
+            *v = EvalVec::with_capacity(0);
+        }
+        self.aux = Vec::new();
+    }
+
     /// Makes a circuit proven by `backend` provable again, when that backend leaves
     /// a, b and c as they were ([`ProvingBackend::keeps_evaluations`]); otherwise an
     /// error, and the circuit stays consumed.
@@ -600,6 +611,18 @@ mod tests {
             cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x + (Scalar::ZERO, zero), |lc| lc + y);
             Ok(())
         }
+    }
+
+    #[test]
+    fn release_witness_frees_the_values_and_consumes_the_circuit() {
+        let shape = crate::synthetic::SyntheticShape::for_domain(8);
+        let mut s = synthesize(shape.circuit(3)).unwrap();
+        let (inputs, density) = (s.input.clone(), s.a_aux_density.clone());
+        assert!(!s.aux.is_empty() && !s.a.as_slice().is_empty());
+        s.release_witness();
+        assert!(s.is_consumed());
+        assert!(s.aux.is_empty() && s.a.as_slice().is_empty() && s.b.as_slice().is_empty() && s.c.as_slice().is_empty());
+        assert_eq!((&s.input, &s.a_aux_density), (&inputs, &density), "inputs and densities stay");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! (independent of the tables): a kernel or a table that went wrong is an error, not a
 //! parameter file that makes no valid proof.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{CudaSlice, PushKernelArg};
@@ -21,6 +21,7 @@ use group::{Curve, Group};
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::{blocks, MsmGroup, CURVE_BLOCK, G1, G2};
+use crate::prover::CudaBackend;
 
 /// Window width of the device tables: 2^16 points per window.
 const WINDOW_BITS: u32 = 16;
@@ -41,6 +42,9 @@ pub struct GpuFixedBase {
     gpu: Arc<Gpu>,
     g1: Table<G1>,
     g2: Table<G2>,
+    /// A proving backend's device lock, held around each chunk: the chunks then never
+    /// run inside a proof's compute region (whose kernels are timed with events).
+    device: Option<Arc<Mutex<()>>>,
 }
 
 impl GpuFixedBase {
@@ -53,7 +57,14 @@ impl GpuFixedBase {
         );
         let g1 = upload::<G1>(&gpu, g1)?;
         let g2 = upload::<G2>(&gpu, g2)?;
-        Ok(GpuFixedBase { gpu, g1, g2 })
+        Ok(GpuFixedBase { gpu, g1, g2, device: None })
+    }
+
+    /// On `backend`'s GPU, taking turns with its proofs (per chunk of scalars).
+    pub fn for_backend(backend: &CudaBackend) -> Result<Self, GpuError> {
+        let mut f = Self::new(backend.gpu().clone())?;
+        f.device = Some(backend.device_lock());
+        Ok(f)
     }
 
     /// k·G for every k, in order.
@@ -82,6 +93,10 @@ impl GpuFixedBase {
         let mut affine = s.alloc_zeros::<G::DeviceAffine>(chunk)?;
         let mut scalars = s.alloc_zeros::<DeviceFr>(chunk)?;
         for (k, o) in ks.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let _held = match &self.device {
+                Some(m) => Some(m.lock().map_err(|_| GpuError::Invalid("device lock poisoned".into()))?),
+                None => None,
+            };
             let n = k.len() as u32;
             s.memcpy_htod(as_device(k), &mut scalars.slice_mut(..k.len()))?;
             let mut b = s.launch_builder(&ck.fixed_base_mul);

@@ -54,13 +54,19 @@ pub struct CudaBackend {
     msm: GpuMsm,
     /// Points per parameter set, uploaded on first use.
     resident: Mutex<HashMap<ParameterSetId, Arc<ResidentParams>>>,
-    /// Held for a proof's compute region only (see the module comment).
-    device: Mutex<()>,
+    /// Held for a proof's compute region only (see the module comment), and by a
+    /// [`crate::GpuFixedBase`] made for this backend around each of its chunks.
+    device: Arc<Mutex<()>>,
 }
 
 impl CudaBackend {
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
+    }
+
+    /// The lock around the device's compute regions.
+    pub(crate) fn device_lock(&self) -> Arc<Mutex<()>> {
+        self.device.clone()
     }
 
     pub fn new(gpu: Arc<Gpu>) -> Self {
@@ -69,7 +75,7 @@ impl CudaBackend {
             msm: GpuMsm::new(gpu.clone()),
             gpu,
             resident: Mutex::new(HashMap::new()),
-            device: Mutex::new(()),
+            device: Arc::new(Mutex::new(())),
         }
     }
 

@@ -117,10 +117,8 @@ pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
     out
 }
 
-/// (merged busy µs of the prover lanes, wall µs from the first to the last event).
-pub fn gpu_busy(events: &[TimelineEvent]) -> (u64, u64) {
-    let mut iv: Vec<(u64, u64)> =
-        spans(events).into_iter().filter(|s| s.lane.starts_with("prove")).map(|s| (s.start_us, s.end_us)).collect();
+/// Total length of the union of the intervals.
+fn merged_length(mut iv: Vec<(u64, u64)>) -> u64 {
     iv.sort();
     let mut busy = 0;
     let mut cur: Option<(u64, u64)> = None;
@@ -137,11 +135,49 @@ pub fn gpu_busy(events: &[TimelineEvent]) -> (u64, u64) {
     if let Some((s, e)) = cur {
         busy += e - s;
     }
+    busy
+}
+
+/// (merged busy µs of the prover lanes, wall µs from the first to the last event).
+/// With several GPUs this is the time *any* GPU was busy: see [`device_busy`].
+pub fn gpu_busy(events: &[TimelineEvent]) -> (u64, u64) {
+    let iv = spans(events).into_iter().filter(|s| s.lane.starts_with("prove")).map(|s| (s.start_us, s.end_us)).collect();
+    let busy = merged_length(iv);
     let wall = match (events.iter().map(|e| e.t_us).min(), events.iter().map(|e| e.t_us).max()) {
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
     (busy, wall)
+}
+
+/// One device's share of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceBusy {
+    /// The backend index of the prover lanes ("prove-<device>.<worker>").
+    pub device: String,
+    /// Merged busy µs of its workers' prover spans.
+    pub busy_us: u64,
+    /// µs from its first prover span's start to its last one's end.
+    pub window_us: u64,
+    pub partitions: usize,
+}
+
+/// Per device: busy time, steady-state window and partitions proven, in device order.
+pub fn device_busy(events: &[TimelineEvent]) -> Vec<DeviceBusy> {
+    let mut by_device: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
+    for s in spans(events) {
+        let Some(rest) = s.lane.strip_prefix("prove-") else { continue };
+        let device = rest.split('.').next().unwrap_or(rest).to_string();
+        by_device.entry(device).or_default().push((s.start_us, s.end_us));
+    }
+    by_device
+        .into_iter()
+        .map(|(device, iv)| {
+            let window_us = iv.iter().map(|i| i.1).max().unwrap_or(0) - iv.iter().map(|i| i.0).min().unwrap_or(0);
+            let partitions = iv.len();
+            DeviceBusy { device, busy_us: merged_length(iv), window_us, partitions }
+        })
+        .collect()
 }
 
 /// µs from the first prover span's start to the last one's end: the steady state of a
@@ -259,5 +295,31 @@ mod tests {
         assert_eq!(n, 4);
         let svg = svg_gantt(&e);
         assert!(svg.contains("prove-0.1") && svg.contains("40.0 %"), "{svg}");
+    }
+
+    #[test]
+    fn device_busy_is_per_device() {
+        let e = vec![
+            ev(0, EventKind::ProveStart, "prove-0.0", 0),
+            ev(10, EventKind::ProveEnd, "prove-0.0", 0),
+            ev(5, EventKind::ProveStart, "prove-0.1", 1),
+            ev(20, EventKind::ProveEnd, "prove-0.1", 1),
+            ev(30, EventKind::PrepareStart, "host-1.0", 2),
+            ev(40, EventKind::PrepareEnd, "host-1.0", 2),
+            ev(40, EventKind::ProveStart, "prove-1.0", 2),
+            ev(50, EventKind::ProveEnd, "prove-1.0", 2),
+            ev(70, EventKind::ProveStart, "prove-1.1", 3),
+            ev(80, EventKind::ProveEnd, "prove-1.1", 3),
+        ];
+        let d = device_busy(&e);
+        assert_eq!(
+            d,
+            vec![
+                DeviceBusy { device: "0".into(), busy_us: 20, window_us: 20, partitions: 2 },
+                DeviceBusy { device: "1".into(), busy_us: 20, window_us: 40, partitions: 2 },
+            ]
+        );
+        // Any device busy: [0, 20), [40, 50), [70, 80).
+        assert_eq!(gpu_busy(&e).0, 40);
     }
 }

@@ -59,10 +59,12 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
-            // Synthetic setups' fixed-base multiplications on the first GPU.
-            let g = gpu.clone();
+            // Synthetic setups' fixed-base multiplications on the first GPU, taking
+            // turns with its proofs.
+            let first = gpus[0].clone();
             synthetic = synthetic.with_fixed_base(Box::new(move || {
-                Ok(Box::new(cuzk_cuda::GpuFixedBase::new(g.clone()).map_err(|e| e.to_string())?) as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
+                Ok(Box::new(cuzk_cuda::GpuFixedBase::for_backend(&first).map_err(|e| e.to_string())?)
+                    as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
             }));
             let make: Box<BufferMaker> = Box::new(move |len| {
                 cuzk_cuda::PinnedScalars::storage(&gpu, len)

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_engine::timeline::{chrome_trace, gpu_busy, prover_window, svg_gantt};
+use cuzk_engine::timeline::{chrome_trace, device_busy, gpu_busy, prover_window, svg_gantt};
 use cuzk_engine::TimelineEvent;
 
 #[derive(Args, Debug)]
@@ -54,5 +54,18 @@ pub fn run(args: &TimelineArgs) -> Result<()> {
         window as f64 / 1e6,
         if window > 0 { 100.0 * busy as f64 / window as f64 } else { 0.0 }
     );
+    let devices = device_busy(&events);
+    if devices.len() > 1 {
+        for d in &devices {
+            println!(
+                "device {}: {} partitions, busy {:.3} s over its steady state of {:.3} s: GPU efficiency {:.1} %",
+                d.device,
+                d.partitions,
+                d.busy_us as f64 / 1e6,
+                d.window_us as f64 / 1e6,
+                if d.window_us > 0 { 100.0 * d.busy_us as f64 / d.window_us as f64 } else { 0.0 }
+            );
+        }
+    }
     Ok(())
 }

@@ -595,7 +595,9 @@ impl GpuNtt {
         before: impl FnOnce(&Arc<CudaStream>) -> Result<T, GpuError>,
     ) -> Result<(StagedAbc<'n, 'h>, T), GpuError> {
         let n = Self::h_domain(a, b, c);
+        let waited = std::time::Instant::now();
         let mut slot = self.take_slot(n)?;
+        tracing::debug!(ms = waited.elapsed().as_secs_f64() * 1e3, "staging slot taken");
         let cp = slot.copy.clone();
         let r = (|| -> Result<(CudaEvent, [CudaEvent; 3], T), GpuError> {
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);

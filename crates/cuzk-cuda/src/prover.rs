@@ -248,7 +248,9 @@ impl CudaBackend {
                 return Ok((none(), none(), none(), 0));
             }
             // Pageable uploads first (each waits for the stream's earlier work).
+            let up = Instant::now();
             let aux = DeviceAux::upload(s, &c.aux, &c.aux_classes)?;
+            tracing::debug!(ms = up.elapsed().as_secs_f64() * 1e3, gb = aux.bytes as f64 / 1e9, "prepare: aux values up (pageable)");
             let (da, db) = (upload_density(s, &c.a_aux_density, n)?, upload_density(s, &c.b_aux_density, n)?);
             let l = build_on_device(&self.gpu, s, r.l.len(), &aux, None, &pl)?;
             let a = build_on_device(&self.gpu, s, r.a.len(), &aux, Some(&da), &pa)?;

@@ -5,10 +5,10 @@
 //! others: on a staging slot's own copy stream, the aux values go up and the split
 //! MSMs' lists are built from them on the device (crate::split), then a, b, c follow
 //! (at full PCIe speed from pinned memory, no host wait); the public-input parts of
-//! the A and B queries (a few hundred points) are summed on the host meanwhile. *Compute*, holding the device: the H polynomial
-//! and the five MSMs are enqueued on the compute stream with no wait between them (h
-//! stays in its slot for the H MSM), then the host waits once and reads the five
-//! points. Two callers at once overlap one's prepare with the other's compute.
+//! the A and B queries (a few hundred points) are summed on the host meanwhile.
+//! *Compute*, holding the device: the H polynomial and the five MSMs are enqueued on
+//! the compute stream with no wait between them (h stays in its slot for the H MSM),
+//! then the host waits once and reads the five points. Two callers at once overlap one's prepare with the other's compute.
 //!
 //! The parameter set's points are uploaded once per [`ParameterSet`] and stay on the
 //! device.
@@ -255,6 +255,7 @@ impl CudaBackend {
             let l = build_on_device(&self.gpu, s, r.l.len(), &aux, None, &pl)?;
             let a = build_on_device(&self.gpu, s, r.a.len(), &aux, Some(&da), &pa)?;
             let b = build_on_device(&self.gpu, s, r.b_g1.len(), &aux, Some(&db), &pb)?;
+            // The aux values and classes, the A and B densities, the lists' offsets.
             let bytes = aux.bytes + 2 * n.div_ceil(64) as u64 * 8 + l.bytes + a.bytes + b.bytes;
             Ok((l, a, b, bytes))
         };

@@ -1,0 +1,272 @@
+//! 2 KiB test fixtures: sectors sealed by filecoin-proofs, the vanilla proofs Curio
+//! would send for them, and parameter files made by cuzk's setup under the names
+//! filecoin-proofs reads.
+//!
+//! Making them takes a few seconds to minutes on two cores, so they are kept outside
+//! the source tree (`CUZK_FIXTURES_DIR`, else the user's cache directory) in a folder
+//! named by a digest of the recipe, with a manifest of every file's SHA-256: a folder
+//! whose files do not match it is made again.
+
+use std::fs;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
+use cuzk_groth16::NoProgress;
+use filecoin_proofs::{
+    add_piece, generate_fallback_sector_challenges, generate_piece_commitment, generate_single_vanilla_proof,
+    generate_winning_post_sector_challenge, seal_pre_commit_phase1, seal_pre_commit_phase2, PrivateReplicaInfo,
+    SectorShape2KiB, UnpaddedBytesAmount,
+};
+use rand::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use storage_proofs_core::api_version::ApiVersion;
+use storage_proofs_core::sector::SectorId;
+
+use crate::ids::{porep_config, post_config, prover_id};
+use crate::post::PostRequest;
+use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
+use crate::setup;
+
+type Tree = SectorShape2KiB;
+
+/// Bump when what the fixtures hold or how they are made changes.
+const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 1: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
+                      (V1_1 seal, seed 7), WindowPoSt V1_2 (registered 10) over both, WinningPoSt (registered 0), \
+                      parameters for wpost-2k and winning-2k from setup seed 11";
+
+pub const MINER_ID: u64 = 1000;
+
+/// A PoSt request's payload, as Curio would send it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PostFixture {
+    pub registered_proof: u64,
+    pub miner_id: u64,
+    pub randomness: [u8; 32],
+    pub sector_ids: Vec<u64>,
+    pub comm_rs: Vec<[u8; 32]>,
+    /// bincode `FallbackPoStSectorProof`s, in sector order.
+    pub vanilla_proofs: Vec<Vec<u8>>,
+}
+
+impl PostFixture {
+    pub fn request(&self) -> PostRequest<'_> {
+        PostRequest {
+            registered_proof: self.registered_proof,
+            sector_size: SectorSize::S2KiB.bytes(),
+            vanilla_proofs: &self.vanilla_proofs,
+            randomness: &self.randomness,
+            miner_id: self.miner_id,
+            partition_index: 0,
+        }
+    }
+}
+
+/// Everything the 2 KiB tests need; filecoin-proofs' parameter directory is set to
+/// `param_dir` for the whole process.
+#[derive(Debug)]
+pub struct Fixtures {
+    pub root: PathBuf,
+    pub param_dir: PathBuf,
+    pub window: PostFixture,
+    pub winning: PostFixture,
+}
+
+/// The fixtures, made on first use in this process (or read from the cache).
+pub fn fixtures_2k() -> Result<&'static Fixtures, String> {
+    static FIXTURES: OnceLock<Result<Fixtures, String>> = OnceLock::new();
+    FIXTURES.get_or_init(load_or_make).as_ref().map_err(|e| e.clone())
+}
+
+fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("CUZK_FIXTURES_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("cuzk/fixtures");
+    }
+    if let Some(d) = std::env::var_os("HOME") {
+        return PathBuf::from(d).join(".cache/cuzk/fixtures");
+    }
+    std::env::temp_dir().join("cuzk-fixtures")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn load_or_make() -> Result<Fixtures, String> {
+    let root = cache_root();
+    let dir = root.join(format!("2k-{}", &hex(&Sha256::digest(RECIPE.as_bytes()))[..16]));
+    let param_dir = dir.join("params");
+    // filecoin-proofs reads its settings once: the parameter directory (read by its
+    // verifiers) and the SDR parent cache (written while sealing) are set first.
+    std::env::set_var("FIL_PROOFS_PARENT_CACHE", root.join("filecoin-parents"));
+    crate::env::use_parameter_dir(&param_dir).map_err(|e| e.to_string())?;
+    match check_manifest(&dir) {
+        Ok(()) => eprintln!("fixtures: using {}", dir.display()),
+        Err(why) => {
+            eprintln!("fixtures: making {} ({why}); this takes a while", dir.display());
+            make(&root, &dir)?;
+            check_manifest(&dir).map_err(|e| format!("fixtures just made in {} do not check: {e}", dir.display()))?;
+        }
+    }
+    let read = |name: &str| -> Result<PostFixture, String> {
+        let path = dir.join(name);
+        let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    Ok(Fixtures { window: read("window.json")?, winning: read("winning.json")?, root: dir, param_dir })
+}
+
+const MANIFEST: &str = "MANIFEST.sha256";
+
+fn files_under(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for e in fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            files_under(&p, base, out)?;
+        } else if p.file_name().is_some_and(|n| n != MANIFEST) {
+            out.push(p.strip_prefix(base).map(Path::to_path_buf).unwrap_or(p));
+        }
+    }
+    Ok(())
+}
+
+fn digest_file(path: &Path) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut f = fs::File::open(path)?;
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex(&h.finalize()))
+}
+
+fn write_manifest(dir: &Path) -> Result<(), String> {
+    let mut files = Vec::new();
+    files_under(dir, dir, &mut files).map_err(|e| e.to_string())?;
+    files.sort();
+    let mut text = String::new();
+    for f in files {
+        text += &format!("{}  {}\n", digest_file(&dir.join(&f)).map_err(|e| e.to_string())?, f.display());
+    }
+    fs::write(dir.join(MANIFEST), text).map_err(|e| e.to_string())
+}
+
+fn check_manifest(dir: &Path) -> Result<(), String> {
+    let text = fs::read_to_string(dir.join(MANIFEST)).map_err(|_| "no manifest".to_string())?;
+    let mut listed = 0;
+    for line in text.lines() {
+        let (want, name) = line.split_once("  ").ok_or("malformed manifest")?;
+        let got = digest_file(&dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        if got != want {
+            return Err(format!("{name} does not match its digest"));
+        }
+        listed += 1;
+    }
+    let mut files = Vec::new();
+    files_under(dir, dir, &mut files).map_err(|e| e.to_string())?;
+    if files.len() != listed {
+        return Err(format!("{} files, the manifest lists {listed}", files.len()));
+    }
+    Ok(())
+}
+
+struct Sealed {
+    id: u64,
+    comm_r: [u8; 32],
+    replica: PrivateReplicaInfo<Tree>,
+}
+
+fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
+    let cfg = porep_config(SealProof::from_registered(5).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let n: UnpaddedBytesAmount = cfg.unpadded_bytes_amount();
+    let mut data = vec![0u8; u64::from(n) as usize];
+    rng.fill_bytes(&mut data);
+    let piece = generate_piece_commitment(&data[..], n)?;
+    let staged = work.join(format!("staged-{id}"));
+    let mut staged_file = fs::File::create(&staged)?;
+    add_piece(&data[..], &mut staged_file, n, &[])?;
+    staged_file.flush()?;
+    staged_file.rewind()?;
+    let sealed = work.join(format!("sealed-{id}"));
+    fs::File::create(&sealed)?;
+    let cache = work.join(format!("cache-{id}"));
+    fs::create_dir_all(&cache)?;
+    let mut ticket = [0u8; 32];
+    rng.fill_bytes(&mut ticket);
+    ticket[31] &= 0x3f;
+    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece])?;
+    let pc = seal_pre_commit_phase2(&cfg, pc1, &cache, &sealed)?;
+    let replica = PrivateReplicaInfo::<Tree>::new(sealed, pc.comm_r, cache)?;
+    Ok(Sealed { id, comm_r: pc.comm_r, replica })
+}
+
+fn post_fixture(registered_proof: u64, randomness: [u8; 32], sectors: &[&Sealed]) -> anyhow::Result<PostFixture> {
+    let proof = PostProof::from_registered(registered_proof).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = post_config(proof);
+    let ids: Vec<SectorId> = sectors.iter().map(|s| SectorId::from(s.id)).collect();
+    let challenges = generate_fallback_sector_challenges::<Tree>(&cfg, &randomness, &ids, prover_id(MINER_ID))?;
+    let mut vanilla_proofs = Vec::new();
+    for s in sectors {
+        let id = SectorId::from(s.id);
+        let ch = challenges.get(&id).ok_or_else(|| anyhow::anyhow!("no challenges for sector {}", s.id))?;
+        let p = generate_single_vanilla_proof::<Tree>(&cfg, id, &s.replica, ch)?;
+        vanilla_proofs.push(bincode::serialize(&p)?);
+    }
+    Ok(PostFixture {
+        registered_proof,
+        miner_id: MINER_ID,
+        randomness,
+        sector_ids: sectors.iter().map(|s| s.id).collect(),
+        comm_rs: sectors.iter().map(|s| s.comm_r).collect(),
+        vanilla_proofs,
+    })
+}
+
+fn make(root: &Path, dir: &Path) -> Result<(), String> {
+    fn step(what: &'static str) -> impl Fn(anyhow::Error) -> String {
+        move |e| format!("making fixtures: {what}: {e:#}")
+    }
+    fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let tmp = tempfile::Builder::new().prefix(".making-").tempdir_in(root).map_err(|e| e.to_string())?;
+    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+
+    let s1 = seal(work.path(), 1, &mut rng).map_err(step("sealing sector 1"))?;
+    let s2 = seal(work.path(), 2, &mut rng).map_err(step("sealing sector 2"))?;
+    let mut randomness = [0u8; 32];
+    rng.fill_bytes(&mut randomness);
+    randomness[31] &= 0x3f;
+    let window = post_fixture(10, randomness, &[&s1, &s2]).map_err(step("WindowPoSt vanilla proofs"))?;
+    // WinningPoSt: the sector the randomness elects among the two.
+    let winning_cfg = post_config(PostProof { window: false, size: SectorSize::S2KiB, api_version: ApiVersion::V1_0_0 });
+    let elected = generate_winning_post_sector_challenge::<Tree>(&winning_cfg, &randomness, 2, prover_id(MINER_ID))
+        .map_err(step("WinningPoSt sector challenge"))?;
+    let chosen = if elected.first().copied().unwrap_or(0) == 0 { &s1 } else { &s2 };
+    let winning = post_fixture(0, randomness, &[chosen]).map_err(step("WinningPoSt vanilla proof"))?;
+
+    let params = tmp.path().join("params");
+    let mut prng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost] {
+        let circuit = Circuit { kind, size: SectorSize::S2KiB };
+        let ps = setup::generate(circuit, &ToxicWaste::random(&mut prng), &CpuFixedBase::new(), &NoProgress)
+            .map_err(|e| format!("making fixtures: setup of {circuit}: {e}"))?;
+        setup::write_files(&ps, circuit, &params).map_err(|e| format!("making fixtures: {e}"))?;
+    }
+    for (name, f) in [("window.json", &window), ("winning.json", &winning)] {
+        let json = serde_json::to_vec(f).map_err(|e| e.to_string())?;
+        fs::write(tmp.path().join(name), json).map_err(|e| e.to_string())?;
+    }
+    write_manifest(tmp.path())?;
+    // Another process may have made the same fixtures meanwhile: either copy will do.
+    let _ = fs::remove_dir_all(dir);
+    let made = tmp.keep();
+    if let Err(e) = fs::rename(&made, dir) {
+        let _ = fs::remove_dir_all(&made);
+        if check_manifest(dir).is_err() {
+            return Err(format!("moving fixtures into {}: {e}", dir.display()));
+        }
+    }
+    Ok(())
+}

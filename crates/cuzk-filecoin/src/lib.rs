@@ -1,0 +1,69 @@
+//! Filecoin proof kinds for cuzk: PoRep C2, SnapDeals, WindowPoSt and WinningPoSt.
+//!
+//! A request (the payload fields Curio sends) is decoded into a [`FilecoinJob`]: its
+//! partition circuits are filecoin-proofs' own (storage-proofs' compound circuits built
+//! from the vanilla proofs), synthesized by cuzk-groth16 into the engine's buffers and
+//! proved by cuzk's backends; filecoin-proofs' proving path is never used. Public
+//! inputs and the final check come from filecoin-proofs as well, so a proof cuzk
+//! returns is one filecoin-proofs accepts.
+//!
+//! filecoin-proofs reads its settings (the parameter directory among them) from
+//! `FIL_PROOFS_*` environment variables once per process: [`env::use_parameter_dir`]
+//! must run before anything else here.
+
+pub mod env;
+mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
+pub mod ids;
+mod payload;
+mod post;
+pub mod registered;
+pub mod setup;
+
+use blstrs::Scalar;
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::SynthesizedCircuit;
+
+pub use error::FilecoinError;
+pub use post::PostRequest;
+pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+
+/// How a proof was checked before it is returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalCheck {
+    /// filecoin-proofs' verifier for the kind accepted the assembled proof.
+    FilecoinProofs,
+    /// filecoin-proofs has no verifier for this piece alone (the reason is given); each
+    /// partition proof was checked against storage-proofs' public inputs.
+    PartitionsOnly(&'static str),
+}
+
+/// One decoded request: its partition circuits, their public inputs, and the final
+/// check of the assembled proof.
+pub trait FilecoinJob: Send + Sync {
+    /// The circuit (and so the parameter set) every partition uses.
+    fn circuit(&self) -> Circuit;
+    /// One line for logs: kind, size, partition, sectors.
+    fn describe(&self) -> String;
+    /// The proof is this many partition proofs concatenated in order.
+    fn partitions(&self) -> usize;
+    /// Synthesizes partition `partition` into `buffers`.
+    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
+    /// The public inputs of partition `partition` (without the leading one), computed
+    /// by storage-proofs from the public data alone, as its verifier does.
+    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError>;
+    /// Checks the assembled proof (partition proofs concatenated) with
+    /// filecoin-proofs' verifier for this kind. Needs [`env::use_parameter_dir`].
+    fn verify(&self, proof: &[u8]) -> Result<FinalCheck, FilecoinError>;
+}
+
+/// Decodes a WindowPoSt partition request.
+pub fn decode_window_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    post::decode(true, req)
+}
+
+/// Decodes a WinningPoSt request.
+pub fn decode_winning_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    post::decode(false, req)
+}

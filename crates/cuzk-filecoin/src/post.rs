@@ -1,0 +1,283 @@
+//! WindowPoSt (one partition per request) and WinningPoSt.
+//!
+//! The payload is one bincode `FallbackPoStSectorProof` per sector, the randomness and
+//! the miner id. The circuit is storage-proofs' `FallbackPoStCircuit` built from the
+//! partition's vanilla proofs exactly as filecoin-proofs builds it
+//! (`single_partition_vanilla_proofs`, which also checks the vanilla proofs).
+
+use std::collections::BTreeMap;
+
+use blstrs::Scalar;
+use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::SynthesizedCircuit;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
+use storage_proofs_core::api_version::ApiVersion;
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::sector::SectorId;
+use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
+
+use crate::error::{guarded, FilecoinError};
+use crate::ids::{post_config, post_public_params, prover_id};
+use crate::payload::{bincode_decode, field_bytes};
+use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
+use crate::{FilecoinJob, FinalCheck};
+
+type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+/// The fields of a PoSt request.
+pub struct PostRequest<'a> {
+    pub registered_proof: u64,
+    pub sector_size: u64,
+    pub vanilla_proofs: &'a [Vec<u8>],
+    pub randomness: &'a [u8],
+    pub miner_id: u64,
+    /// WindowPoSt only: which partition of the deadline these sectors are.
+    pub partition_index: u32,
+}
+
+pub(crate) fn decode(window: bool, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    let proof = PostProof::from_registered(req.registered_proof)?;
+    if proof.window != window {
+        let (asked, got) = if window { ("WindowPoSt", "WinningPoSt") } else { ("WinningPoSt", "WindowPoSt") };
+        return Err(FilecoinError::invalid(format!(
+            "registered_proof {} is a {got} type, but the request is for {asked}",
+            req.registered_proof
+        )));
+    }
+    check_sector_size(req.sector_size, proof.size)?;
+    guarded("decoding the PoSt request", || with_shape!(proof.size, decode_shaped, proof, req))
+}
+
+fn decode_shaped<Tree: 'static + MerkleTreeTrait>(proof: PostProof, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    PostJob::<Tree>::decode(proof, req)
+}
+
+struct PostJob<Tree: 'static + MerkleTreeTrait> {
+    proof: PostProof,
+    config: PoStConfig,
+    params: fallback::PublicParams,
+    randomness: [u8; 32],
+    prover_id: [u8; 32],
+    /// The sectors in payload order, as the circuit is built from them.
+    circuit_inputs: fallback::PublicInputs<DomainOf<Tree>>,
+    /// The sectors as the verifier lists them for the public-input vector, and the
+    /// partition index to read them at (see `decode`).
+    verify_inputs: fallback::PublicInputs<DomainOf<Tree>>,
+    verify_partition: usize,
+    vanilla: fallback::Proof<Tree::Proof>,
+    replicas: Vec<(SectorId, [u8; 32])>,
+    partition_index: usize,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
+    fn decode(proof: PostProof, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+        let config = post_config(proof);
+        let randomness = field_bytes(req.randomness, "randomness")?;
+        let randomness_fr: DomainOf<Tree> = as_safe_commitment(&randomness, "randomness").map_err(|e| {
+            FilecoinError::invalid(format!("randomness is not a canonical field element ({e}); clear the top two bits of its last byte"))
+        })?;
+        let prover_id = prover_id(req.miner_id);
+        let prover_id_fr: DomainOf<Tree> =
+            as_safe_commitment(&prover_id, "prover_id").map_err(FilecoinError::rejected("prover id"))?;
+
+        let name = if proof.window { "WindowPoSt" } else { "WinningPoSt" };
+        let expected_sectors = if proof.window { config.sector_count } else { 1 };
+        let n = req.vanilla_proofs.len();
+        if n == 0 || n > expected_sectors {
+            return Err(FilecoinError::invalid(format!(
+                "vanilla_proofs has {n} entries; {name} at {} takes {} (one per sector)",
+                proof.size,
+                if proof.window { format!("1 to {expected_sectors}") } else { "exactly 1".to_string() }
+            )));
+        }
+        // Each sector's vanilla proof: one sector proof with one inclusion proof per
+        // challenge (WindowPoSt: 10; WinningPoSt: 66).
+        let per_sector = if proof.window { config.challenge_count } else { config.challenge_count * config.sector_count };
+        let mut sector_proofs = Vec::with_capacity(n);
+        for (i, bytes) in req.vanilla_proofs.iter().enumerate() {
+            let p: FallbackPoStSectorProof<Tree> = bincode_decode(bytes, &format!("vanilla_proofs[{i}]"))?;
+            let shape_ok = p.vanilla_proof.sectors.len() == 1 && p.vanilla_proof.sectors[0].inclusion_proofs().len() == per_sector;
+            if !shape_ok {
+                return Err(FilecoinError::invalid(format!(
+                    "vanilla_proofs[{i}] (sector {}) has {} sector proofs with {:?} inclusion proofs; {name} needs one with {per_sector}",
+                    u64::from(p.sector_id),
+                    p.vanilla_proof.sectors.len(),
+                    p.vanilla_proof.sectors.iter().map(|s| s.inclusion_proofs().len()).collect::<Vec<_>>()
+                )));
+            }
+            // storage-proofs' vanilla check reads comm_r_last from the inclusion
+            // proofs, the circuit from this field: they must agree, or the proof made
+            // from them would fail only after proving.
+            let sp = &p.vanilla_proof.sectors[0];
+            if sp.inclusion_proofs().iter().any(|ip| ip.root() != sp.comm_r_last) {
+                return Err(FilecoinError::invalid(format!(
+                    "vanilla_proofs[{i}] (sector {}): comm_r_last differs from the root of its inclusion proofs",
+                    u64::from(p.sector_id)
+                )));
+            }
+            sector_proofs.push(p);
+        }
+        // The chain verifies a partition's sectors in ascending sector-number order, and
+        // so does filecoin-proofs; a proof over another order would not verify there.
+        for w in sector_proofs.windows(2) {
+            if u64::from(w[0].sector_id) >= u64::from(w[1].sector_id) {
+                return Err(FilecoinError::invalid(format!(
+                    "vanilla_proofs must be in ascending sector-number order without repeats (sector {} comes before {})",
+                    u64::from(w[0].sector_id),
+                    u64::from(w[1].sector_id)
+                )));
+            }
+        }
+        let sectors: Vec<PublicSector<DomainOf<Tree>>> =
+            sector_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
+        let replicas = sector_proofs.iter().map(|p| (p.sector_id, bytes32(&p.comm_r))).collect();
+
+        let partition_index = if proof.window { req.partition_index as usize } else { 0 };
+        if !proof.window && req.partition_index != 0 {
+            return Err(FilecoinError::invalid(format!("partition_index is {}; WinningPoSt has one partition", req.partition_index)));
+        }
+        let (params, vanilla, verify_inputs, verify_partition);
+        if proof.window {
+            params = post_public_params::<Tree>(&config)?;
+            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(partition_index) };
+            vanilla = filecoin_proofs::single_partition_vanilla_proofs(&config, &params, &inputs, &sector_proofs)
+                .map_err(FilecoinError::rejected(format!("the vanilla proofs of partition {partition_index}")))?;
+            // Under API V1_0 a challenge depends on the sector's index in the whole
+            // deadline (partition_index · sector_count + i): the verifier's list puts
+            // this partition's sectors at that offset.
+            if proof.api_version == ApiVersion::V1_0_0 && partition_index > 0 {
+                let filler = PublicSector { id: SectorId::from(0), comm_r: sectors[0].comm_r };
+                let mut listed = vec![filler; partition_index * config.sector_count];
+                listed.extend(sectors.iter().cloned());
+                verify_inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: listed, k: None };
+                verify_partition = partition_index;
+            } else {
+                verify_inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: None };
+                verify_partition = 0;
+            }
+        } else {
+            params = post_public_params::<Tree>(&config)?;
+            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: None };
+            let mut parts = filecoin_proofs::partition_vanilla_proofs(&config, &params, &inputs, 1, &sector_proofs)
+                .map_err(FilecoinError::rejected("the WinningPoSt vanilla proof"))?;
+            vanilla = parts.pop().ok_or_else(|| FilecoinError::invalid("the WinningPoSt vanilla proof gave no partition"))?;
+            // The circuit proves the one sector once per challenge, and the verifier
+            // lists it that many times, so challenge i is read at sector index i.
+            let listed = vec![sectors[0].clone(); params.sector_count];
+            verify_inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: listed, k: None };
+            verify_partition = 0;
+        }
+        let circuit_inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors, k: None };
+        Ok(Box::new(PostJob::<Tree> {
+            proof,
+            config,
+            params,
+            randomness,
+            prover_id,
+            circuit_inputs,
+            verify_inputs,
+            verify_partition,
+            vanilla,
+            replicas,
+            partition_index,
+        }))
+    }
+
+    fn circuit(&self) -> Result<FallbackPoStCircuit<Tree>, FilecoinError> {
+        <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            &self.circuit_inputs,
+            Default::default(),
+            &self.vanilla,
+            &self.params,
+            Some(0),
+        )
+        .map_err(FilecoinError::rejected("building the PoSt circuit"))
+    }
+}
+
+fn bytes32<D: Domain>(d: &D) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(AsRef::<[u8]>::as_ref(d));
+    out
+}
+
+impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
+    fn circuit(&self) -> Circuit {
+        self.proof.circuit()
+    }
+
+    fn describe(&self) -> String {
+        if self.proof.window {
+            format!(
+                "WindowPoSt {} (API {}), partition {}, {} sectors",
+                self.proof.size,
+                self.proof.api_version,
+                self.partition_index,
+                self.replicas.len()
+            )
+        } else {
+            format!("WinningPoSt {}, sector {}", self.proof.size, u64::from(self.replicas[0].0))
+        }
+    }
+
+    fn partitions(&self) -> usize {
+        1
+    }
+
+    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
+        check_partition(partition, 1)?;
+        guarded("synthesizing the PoSt circuit", || {
+            let circuit = self.circuit()?;
+            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+        })
+    }
+
+    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
+        check_partition(partition, 1)?;
+        guarded("computing the PoSt public inputs", || {
+            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::generate_public_inputs(
+                &self.verify_inputs,
+                &self.params,
+                Some(self.verify_partition),
+            )
+            .map_err(FilecoinError::rejected("the PoSt public inputs"))
+        })
+    }
+
+    fn verify(&self, proof: &[u8]) -> Result<FinalCheck, FilecoinError> {
+        guarded("filecoin-proofs' PoSt verifier", || {
+            let ok = if self.proof.window {
+                if self.verify_partition > 0 {
+                    // filecoin-proofs verifies a deadline's partitions together; a lone
+                    // V1 partition past the first has no entry point there. Its
+                    // public inputs above are storage-proofs' own, and the engine
+                    // checks the proof against them.
+                    return Ok(FinalCheck::PartitionsOnly("filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first"));
+                }
+                let mut replicas = BTreeMap::new();
+                for (id, comm_r) in &self.replicas {
+                    replicas.insert(*id, PublicReplicaInfo::new(*comm_r).map_err(FilecoinError::rejected("comm_r"))?);
+                }
+                filecoin_proofs::verify_window_post::<Tree>(&self.config, &self.randomness, &replicas, self.prover_id, proof)
+            } else {
+                let (id, comm_r) = self.replicas[0];
+                let replica = PublicReplicaInfo::new(comm_r).map_err(FilecoinError::rejected("comm_r"))?;
+                filecoin_proofs::verify_winning_post::<Tree>(&self.config, &self.randomness, &[(id, replica)], self.prover_id, proof)
+            };
+            match ok {
+                Ok(true) => Ok(FinalCheck::FilecoinProofs),
+                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
+                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
+            }
+        })
+    }
+}
+
+pub(crate) fn check_partition(partition: usize, partitions: usize) -> Result<(), FilecoinError> {
+    if partition >= partitions {
+        return Err(FilecoinError::invalid(format!("partition {partition} does not exist (the proof has {partitions})")));
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Parameter files for Filecoin circuits made by cuzk's own setup (test sizes, and
+//! timing runs): storage-proofs' blank circuit of the kind and size, cuzk-groth16's
+//! generator, written under the names filecoin-proofs looks for.
+//!
+//! Such parameters come from one party's randomness, not Filecoin's ceremony: proofs
+//! made with them verify against their own `.vk` only, never on chain.
+
+use std::path::Path;
+
+use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste};
+use cuzk_groth16::{ParameterSet, Progress};
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
+
+use crate::error::FilecoinError;
+use crate::ids::{post_config, post_public_params};
+use crate::registered::{with_shape, Circuit, CircuitKind, PostProof};
+
+fn post_parameters<Tree: 'static + MerkleTreeTrait>(
+    proof: PostProof,
+    tw: &ToxicWaste,
+    mul: &dyn FixedBaseMul,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, FilecoinError> {
+    let cfg = post_config(proof);
+    let params = post_public_params::<Tree>(&cfg)?;
+    let blank = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&params);
+    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+}
+
+/// Generates a parameter set for `circuit` from the secrets `tw`.
+pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progress: &dyn Progress) -> Result<ParameterSet, FilecoinError> {
+    match circuit.kind {
+        CircuitKind::WindowPost | CircuitKind::WinningPost => {
+            let proof = PostProof {
+                window: circuit.kind == CircuitKind::WindowPost,
+                size: circuit.size,
+                api_version: storage_proofs_core::api_version::ApiVersion::V1_2_0,
+            };
+            with_shape!(circuit.size, post_parameters, proof, tw, mul, progress)
+        }
+        CircuitKind::Porep | CircuitKind::Snap => Err(FilecoinError::Unsupported(format!("parameter generation for {circuit} is not implemented yet"))),
+    }
+}
+
+/// Writes `params` as `<dir>/<stem>.params` and `<dir>/<stem>.vk`, the names
+/// filecoin-proofs reads for `circuit`.
+pub fn write_files(params: &ParameterSet, circuit: Circuit, dir: &Path) -> Result<(), FilecoinError> {
+    std::fs::create_dir_all(dir).map_err(|e| FilecoinError::invalid(format!("cannot create parameter directory {}: {e}", dir.display())))?;
+    let path = circuit.params_path(dir)?;
+    cuzk_groth16::format::save(params, &path).map_err(|e| FilecoinError::invalid(format!("writing {}: {e}", path.display())))
+}

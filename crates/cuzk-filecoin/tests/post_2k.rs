@@ -1,0 +1,187 @@
+//! WindowPoSt and WinningPoSt at 2 KiB, end to end through the library: a request
+//! decoded from vanilla proofs filecoin-proofs made for sealed sectors, the circuit
+//! synthesized and proved by cuzk's CPU backend with parameters from cuzk's setup,
+//! and the proof checked by filecoin-proofs' own verifier. Bad requests must give
+//! errors naming what is wrong.
+
+use std::collections::BTreeMap;
+
+use cuzk_filecoin::fixtures::{fixtures_2k, PostFixture};
+use cuzk_filecoin::{decode_window_post, decode_winning_post, FilecoinError, FilecoinJob, FinalCheck, PostRequest};
+use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
+use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
+use rand::SeedableRng;
+use storage_proofs_core::sector::SectorId;
+
+/// Proves every partition of `job` on the CPU, checks each against the job's public
+/// inputs, and returns the assembled proof bytes.
+fn prove(job: &dyn FilecoinJob) -> Vec<u8> {
+    let f = fixtures_2k().expect("fixtures");
+    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).expect("parameters");
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+    let mut bytes = Vec::new();
+    for k in 0..job.partitions() {
+        let mut circuit = job.synthesize(k, cuzk_groth16::synthesis::EvalBuffers {
+            a: Box::new(Vec::new()),
+            b: Box::new(Vec::new()),
+            c: Box::new(Vec::new()),
+        })
+        .expect("synthesis");
+        let inputs = job.public_inputs(k).expect("public inputs");
+        assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
+        let out = CpuBackend::new()
+            .prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)])
+            .expect("proving");
+        assert!(verify_proof(&pvk, &out.proofs[0], &inputs).unwrap(), "partition {k} verifies with cuzk's verifier");
+        bytes.extend_from_slice(&out.proofs[0].to_bytes());
+    }
+    bytes
+}
+
+fn fixtures() -> &'static cuzk_filecoin::fixtures::Fixtures {
+    fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"))
+}
+
+#[test]
+fn winning_post_2k_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let job = decode_winning_post(&f.winning.request()).expect("decode");
+    assert_eq!(job.circuit().id(), "winning-2k");
+    let proof = prove(job.as_ref());
+    assert_eq!(proof.len(), 192);
+    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), FinalCheck::FilecoinProofs);
+
+    // The same proof for other public data: filecoin-proofs must reject it.
+    let cfg = cuzk_filecoin::ids::post_config(cuzk_filecoin::PostProof::from_registered(0).unwrap());
+    let replica = PublicReplicaInfo::new(f.winning.comm_rs[0]).unwrap();
+    let sector = SectorId::from(f.winning.sector_ids[0]);
+    let prover = cuzk_filecoin::ids::prover_id(f.winning.miner_id);
+    let ok = |randomness: &[u8; 32], prover: [u8; 32], proof: &[u8]| {
+        filecoin_proofs::verify_winning_post::<SectorShape2KiB>(&cfg, randomness, &[(sector, replica.clone())], prover, proof).unwrap_or(false)
+    };
+    assert!(ok(&f.winning.randomness, prover, &proof), "filecoin-proofs accepts it when called directly");
+    let mut other = f.winning.randomness;
+    other[0] ^= 1;
+    assert!(!ok(&other, prover, &proof), "another randomness");
+    // (The prover id is not among the circuit's public inputs: the chain binds the
+    // miner through the sector's commitment and the randomness it draws.)
+    let mut tampered = proof.clone();
+    tampered[100] ^= 1;
+    assert!(!ok(&f.winning.randomness, prover, &tampered), "a tampered proof");
+}
+
+#[test]
+fn window_post_2k_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let job = decode_window_post(&f.window.request()).expect("decode");
+    assert_eq!(job.circuit().id(), "wpost-2k");
+    let proof = prove(job.as_ref());
+    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), FinalCheck::FilecoinProofs);
+
+    let cfg = cuzk_filecoin::ids::post_config(cuzk_filecoin::PostProof::from_registered(10).unwrap());
+    let replicas = |comm_rs: &[[u8; 32]]| -> BTreeMap<SectorId, PublicReplicaInfo> {
+        f.window.sector_ids.iter().zip(comm_rs).map(|(&id, c)| (SectorId::from(id), PublicReplicaInfo::new(*c).unwrap())).collect()
+    };
+    let prover = cuzk_filecoin::ids::prover_id(f.window.miner_id);
+    let ok = |randomness: &[u8; 32], comm_rs: &[[u8; 32]], proof: &[u8]| {
+        filecoin_proofs::verify_window_post::<SectorShape2KiB>(&cfg, randomness, &replicas(comm_rs), prover, proof).unwrap_or(false)
+    };
+    assert!(ok(&f.window.randomness, &f.window.comm_rs, &proof));
+    let mut other = f.window.randomness;
+    other[5] ^= 1;
+    assert!(!ok(&other, &f.window.comm_rs, &proof), "another randomness");
+    let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
+    assert!(!ok(&f.window.randomness, &swapped, &proof), "the sectors' commitments swapped");
+}
+
+fn decode_err(window: bool, req: &PostRequest<'_>) -> String {
+    let r = if window { decode_window_post(req) } else { decode_winning_post(req) };
+    match r {
+        Ok(job) => panic!("{} was accepted", job.describe()),
+        Err(e) => {
+            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn bad_post_requests_get_clear_errors() {
+    let f = fixtures();
+    let w: &PostFixture = &f.window;
+
+    // One byte of a vanilla proof changed: either it no longer decodes, or the
+    // vanilla proof no longer verifies; both name the proof.
+    for at in [0usize, 9, 200, w.vanilla_proofs[0].len() / 2, w.vanilla_proofs[0].len() - 1] {
+        let mut proofs = w.vanilla_proofs.clone();
+        proofs[0][at] ^= 0x5a;
+        let e = decode_err(true, &PostRequest { vanilla_proofs: &proofs, ..w.request() });
+        assert!(e.contains("vanilla"), "byte {at}: {e}");
+    }
+    // Wrong sector size for the registered proof.
+    let e = decode_err(true, &PostRequest { sector_size: 8 << 20, ..w.request() });
+    assert!(e.contains("sector_size"), "{e}");
+    // The vanilla proof of another sector: sector 2's proof under sector 1's id.
+    let mut proofs = w.vanilla_proofs.clone();
+    proofs.swap(0, 1);
+    let e = decode_err(true, &PostRequest { vanilla_proofs: &proofs, ..w.request() });
+    assert!(e.contains("ascending"), "{e}");
+    let only_second = vec![w.vanilla_proofs[1].clone()];
+    let mut r = f.winning.request();
+    r.vanilla_proofs = &only_second;
+    let e = decode_err(false, &r);
+    assert!(e.contains("vanilla"), "{e}");
+    // A sector id that is not the one the vanilla proof was made for.
+    let mut winning = f.winning.vanilla_proofs.clone();
+    winning[0][0] ^= 0x04;
+    let mut r = f.winning.request();
+    r.vanilla_proofs = &winning;
+    let e = decode_err(false, &r);
+    assert!(e.contains("vanilla"), "{e}");
+    // Randomness that is not what the vanilla proofs were made for.
+    let mut other = w.randomness;
+    other[3] ^= 1;
+    let e = decode_err(true, &PostRequest { randomness: &other, ..w.request() });
+    assert!(e.contains("vanilla proofs"), "{e}");
+    // Randomness that is not a field element, or not 32 bytes.
+    let e = decode_err(true, &PostRequest { randomness: &[0xff; 32], ..w.request() });
+    assert!(e.contains("randomness"), "{e}");
+    let e = decode_err(true, &PostRequest { randomness: &[1; 31], ..w.request() });
+    assert!(e.contains("randomness must be 32 bytes"), "{e}");
+    // No vanilla proofs; too many for one partition.
+    let e = decode_err(true, &PostRequest { vanilla_proofs: &[], ..w.request() });
+    assert!(e.contains("vanilla_proofs has 0"), "{e}");
+    let three = vec![w.vanilla_proofs[0].clone(), w.vanilla_proofs[1].clone(), w.vanilla_proofs[1].clone()];
+    let e = decode_err(true, &PostRequest { vanilla_proofs: &three, ..w.request() });
+    assert!(e.contains("vanilla_proofs has 3"), "{e}");
+    // A registered proof of the other PoSt kind, or none at all.
+    let e = decode_err(true, &PostRequest { registered_proof: 0, ..w.request() });
+    assert!(e.contains("WinningPoSt type"), "{e}");
+    let e = decode_err(true, &PostRequest { registered_proof: 99, ..w.request() });
+    assert!(e.contains("registered_proof 99"), "{e}");
+    // A winning proof is not a window proof's payload (66 challenges, not 10).
+    let e = decode_err(true, &PostRequest { vanilla_proofs: &f.winning.vanilla_proofs, ..w.request() });
+    assert!(e.contains("inclusion proofs"), "{e}");
+    // Missing parameters are reported with the file's path.
+    let job = decode_window_post(&w.request()).unwrap();
+    let path = job.circuit().params_path(std::path::Path::new("/nonexistent")).unwrap();
+    assert!(path.to_string_lossy().contains("v28-proof-of-spacetime-fallback"));
+}
+
+#[test]
+fn synthesis_matches_a_fresh_synthesis_of_the_same_circuit() {
+    // Two decodes of the same request synthesize to the same witness: nothing in a
+    // job depends on hidden state.
+    let f = fixtures();
+    let a = decode_window_post(&f.window.request()).unwrap();
+    let b = decode_window_post(&f.window.request()).unwrap();
+    let buffers = || cuzk_groth16::synthesis::EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) };
+    let ca = a.synthesize(0, buffers()).unwrap();
+    let cb = b.synthesize(0, buffers()).unwrap();
+    assert_eq!(ca.input, cb.input);
+    assert_eq!(ca.aux, cb.aux);
+    assert!(a.synthesize(1, buffers()).is_err(), "partition 1 of a one-partition job");
+}

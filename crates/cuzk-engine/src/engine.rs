@@ -17,7 +17,7 @@ use rand_chacha::ChaCha20Rng;
 use crate::budget::{BudgetGuard, MemoryBudget};
 use crate::error::EngineError;
 use crate::job::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority};
-use crate::kind::{KindHandler, PartitionWork, ProofKind};
+use crate::kind::{FinalCheck, KindHandler, PartitionWork, ProofKind};
 use crate::params::{LoadedParams, ParamCache, ParamStatus};
 use crate::pool::{vec_buffers, BufferMaker, BufferPool};
 use crate::scheduler::{BoundedQueue, PartitionQueue, PartitionTask};
@@ -66,6 +66,7 @@ pub(crate) struct Job {
     pub partitions: Vec<Arc<dyn PartitionWork>>,
     pub eval_len: usize,
     pub partition_bytes: u64,
+    final_check: Option<Arc<FinalCheck>>,
     submitted: Instant,
     state: Mutex<JobState>,
     changed: Condvar,
@@ -187,21 +188,31 @@ impl Job {
         self.changed.notify_all();
     }
 
-    /// Records a verified partition proof; true when it completed the job.
-    fn partition_done(&self, index: usize, proof: Vec<u8>) -> bool {
+    /// Records a verified partition proof; returns the assembled proof when this was
+    /// the last one missing (the job is completed by [`Job::complete`]).
+    fn partition_done(&self, index: usize, proof: Vec<u8>) -> Option<Vec<u8>> {
         let mut s = self.state();
         s.in_flight = s.in_flight.saturating_sub(1);
         if s.status.is_finished() || s.proofs[index].is_some() {
-            return false;
+            return None;
         }
         s.proofs[index] = Some(proof);
         s.parts[index] = PartitionState::Verified;
         s.done += 1;
         if s.done < s.proofs.len() {
+            return None;
+        }
+        Some(s.proofs.iter().flat_map(|p| p.iter().flatten().copied()).collect())
+    }
+
+    /// Completes the job with its assembled proof unless it has finished meanwhile
+    /// (cancelled); true if this call completed it.
+    fn complete(&self, proof: Vec<u8>) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
             return false;
         }
-        let bytes: Vec<u8> = s.proofs.iter().flat_map(|p| p.iter().flatten().copied()).collect();
-        s.proof = bytes;
+        s.proof = proof;
         self.finish(&mut s, JobStatus::Completed, String::new());
         true
     }
@@ -521,6 +532,7 @@ impl Engine {
             partitions: plan.partitions,
             eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
+            final_check: plan.final_check,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
                 status: JobStatus::Queued,
@@ -908,7 +920,21 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             job.end_partition();
             continue;
         }
-        let inputs = circuit.input.get(1..).unwrap_or_default().to_vec();
+        let own_inputs = circuit.input.get(1..).unwrap_or_default();
+        let inputs = match job.partitions[task.index].public_inputs() {
+            None => own_inputs.to_vec(),
+            Some(Ok(expected)) if expected == own_inputs => expected,
+            Some(Ok(_)) => {
+                job.end_partition();
+                inner.fail_job(&job, format!("partition {}: the circuit's public inputs differ from those its verifier computes from the request; the vanilla proofs do not belong to these public values", task.index));
+                continue;
+            }
+            Some(Err(e)) => {
+                job.end_partition();
+                inner.fail_job(&job, format!("partition {}: public inputs: {e}", task.index));
+                continue;
+            }
+        };
         let randomness = [ProofRandomness::random(&mut rng)];
         let (result, took) = {
             *lock(&slot.current) = Some((job.id.clone(), job.kind));
@@ -976,8 +1002,22 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
         match verified {
             Ok(true) => {
                 inner.timeline.record(&job.id.0, Some(task.index), EventKind::Verified, lane);
-                if job.partition_done(task.index, proof.to_bytes().to_vec()) {
-                    tracing::info!(job = %job.id, kind = %job.kind, "job completed; every partition proof verified");
+                if let Some(assembled) = job.partition_done(task.index, proof.to_bytes().to_vec()) {
+                    let checked = match &job.final_check {
+                        None => Ok("every partition proof verified".to_string()),
+                        Some(check) => check(&assembled),
+                    };
+                    match checked {
+                        Ok(how) => {
+                            if job.complete(assembled) {
+                                tracing::info!(job = %job.id, kind = %job.kind, checked = how.as_str(), "job completed");
+                            }
+                        }
+                        Err(why) => {
+                            lock(&inner.stats).verify_failures += 1;
+                            inner.fail_job(&job, format!("the assembled proof was refused: {why}; no proof is returned"));
+                        }
+                    }
                 }
             }
             bad => {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{ParameterSet, SynthesizedCircuit};
+use cuzk_groth16::{ParameterSet, Scalar, SynthesizedCircuit};
 
 use crate::error::EngineError;
 use crate::job::JobRequest;
@@ -53,7 +53,18 @@ pub trait PartitionWork: Send + Sync {
     /// Synthesizes into `buffers` (a, b, c from the engine's pool, each at least
     /// `JobPlan::eval_len` long).
     fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError>;
+
+    /// The partition's public inputs (without the leading one) as the kind's verifier
+    /// computes them from the public data alone; the proof is checked against these.
+    /// `None`: the synthesized circuit's own inputs are the reference.
+    fn public_inputs(&self) -> Option<Result<Vec<Scalar>, EngineError>> {
+        None
+    }
 }
+
+/// The check of a whole proof (partition proofs concatenated) before it is returned:
+/// `Ok` with a note on how it was checked, or `Err` with why it was refused.
+pub type FinalCheck = dyn Fn(&[u8]) -> Result<String, String> + Send + Sync;
 
 /// What a kind makes of a request.
 pub struct JobPlan {
@@ -67,6 +78,9 @@ pub struct JobPlan {
     /// densities), charged to the memory budget from the start of its synthesis until
     /// its proof is done; a, b, c come from the buffer pool, charged separately.
     pub partition_bytes: u64,
+    /// Run on the assembled proof once every partition proof has verified; a refusal
+    /// fails the job (the proof is not returned).
+    pub final_check: Option<Arc<FinalCheck>>,
 }
 
 /// A proof kind's decoding and parameters.

@@ -7,12 +7,14 @@
 //! prover workers (N per backend, sharing a lock held only around the backend's
 //! `prove`). Every partition proof is verified before it is kept; a rejected one is
 //! proved again once and then fails its job. A job's proof is its partition proofs
-//! concatenated in partition order. The engine is plain threads; the gRPC server
+//! concatenated in partition order, checked as a whole by the kind (for Filecoin
+//! kinds, by filecoin-proofs' verifier) before it is returned. The engine is plain threads; the gRPC server
 //! (cuzk-server) is a thin layer over it.
 
 mod budget;
 mod engine;
 mod error;
+pub mod filecoin;
 mod job;
 mod kind;
 mod params;
@@ -25,7 +27,7 @@ pub use budget::MemoryBudget;
 pub use engine::{BackendStatus, Engine, EngineConfig, EngineStatus, JobSummary, PartitionState, QueueStatus, Submitted};
 pub use error::EngineError;
 pub use job::{JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority};
-pub use kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
+pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork, ProofKind};
 pub use params::ParamStatus;
 pub use pool::{vec_buffers, BufferMaker};
 pub use timeline::{EventKind, TimelineEvent};

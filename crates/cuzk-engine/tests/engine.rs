@@ -373,3 +373,57 @@ fn premade_partitions_prove_the_kept_witness() {
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("needs log_size 27")), "{err}");
     e.shutdown(Duration::from_secs(5));
 }
+
+/// The synthetic kind with a final check that refuses every proof, or with public
+/// inputs (the kind's own computation) that differ from the circuit's.
+struct Refusing {
+    inner: SyntheticKind,
+    wrong_inputs: bool,
+}
+
+struct WrongInputs(Arc<dyn cuzk_engine::PartitionWork>);
+
+impl cuzk_engine::PartitionWork for WrongInputs {
+    fn synthesize(&self, b: cuzk_groth16::synthesis::EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
+        self.0.synthesize(b)
+    }
+    fn public_inputs(&self) -> Option<Result<Vec<cuzk_groth16::Scalar>, EngineError>> {
+        Some(Ok(vec![cuzk_groth16::Scalar::from(7u64)]))
+    }
+}
+
+impl cuzk_engine::KindHandler for Refusing {
+    fn kind(&self) -> ProofKind {
+        ProofKind::Synthetic
+    }
+    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        let mut plan = self.inner.plan(r)?;
+        if self.wrong_inputs {
+            plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(WrongInputs(p)) as Arc<dyn cuzk_engine::PartitionWork>).collect();
+        } else {
+            plan.final_check = Some(Arc::new(|proof: &[u8]| Err(format!("refused {} bytes", proof.len()))));
+        }
+        Ok(plan)
+    }
+    fn owns_circuit(&self, id: &str) -> bool {
+        self.inner.owns_circuit(id)
+    }
+    fn load_params(&self, id: &str) -> Result<ParameterSet, EngineError> {
+        self.inner.load_params(id)
+    }
+}
+
+#[test]
+fn a_refused_final_check_or_wrong_public_inputs_fail_the_job_without_a_proof() {
+    for wrong_inputs in [false, true] {
+        let kind = Arc::new(Refusing { inner: SyntheticKind::new(16), wrong_inputs });
+        let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![kind]).unwrap();
+        let s = e.submit(synthetic(8, 2, 1, Priority::Normal, "")).unwrap();
+        let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(out.status, JobStatus::Failed);
+        assert!(out.proof.is_empty(), "a refused proof was returned");
+        let needle = if wrong_inputs { "public inputs differ" } else { "refused 384 bytes; no proof is returned" };
+        assert!(out.error.contains(needle), "{}", out.error);
+        e.shutdown(Duration::from_secs(5));
+    }
+}

@@ -255,6 +255,21 @@ pub fn read_params_with(path: &Path, check: PointCheck, progress: &dyn Progress)
     decode_params_with(&map_file(path)?, check, progress)
 }
 
+/// The evaluation domain size of a `.params` file, from its header alone (the
+/// verifying key is skipped, H's count read): sizes buffers before the points load.
+pub fn read_params_domain_size(path: &Path) -> Result<usize, FormatError> {
+    let data = map_file(path)?;
+    let mut c = Cursor { data: &data, pos: 0, check: PointCheck::OnCurve, progress: &NoProgress };
+    c.take("vk", (3 * G1_BYTES + 3 * G2_BYTES) as u64)?;
+    let ic = c.count("vk.ic")?;
+    c.take("vk.ic", (ic * G1_BYTES) as u64)?;
+    let domain = c.count("h")? + 1;
+    if !domain.is_power_of_two() {
+        return Err(FormatError::Inconsistent(format!("H has {} points; a domain of 2^k elements needs 2^k − 1", domain - 1)));
+    }
+    Ok(domain)
+}
+
 /// Reads a `.vk` file (small: read, not mapped).
 pub fn read_vk(path: &Path, check: PointCheck) -> Result<VerifyingKey, FormatError> {
     let data = std::fs::read(path).map_err(|source| FormatError::Io { path: path.to_owned(), source })?;
@@ -370,6 +385,8 @@ mod tests {
         save(&p, &path).unwrap();
         assert_eq!(read_params(&path, PointCheck::OnCurve).unwrap(), p);
         assert_eq!(read_vk(&path.with_extension("vk"), PointCheck::Subgroup).unwrap(), p.vk);
+        assert_eq!(read_params_domain_size(&path).unwrap(), p.domain_size());
+        assert!(matches!(read_params_domain_size(&path.with_extension("vk")), Err(FormatError::Truncated { section: "h", .. })));
         assert_eq!(G1Affine::identity().to_uncompressed()[0], FLAG_INFINITY);
     }
 

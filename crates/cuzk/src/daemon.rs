@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
+use cuzk_engine::ProofKind;
 use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, MemoryBudget};
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
@@ -42,6 +44,9 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     for w in &warnings {
         tracing::warn!("configuration: {w}");
     }
+    // filecoin-proofs reads its parameter directory from the environment once; set it
+    // before any thread starts (its verifiers read the .vk files from there).
+    cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
     if config.cpu_threads > 0 {
         rayon::ThreadPoolBuilder::new()
             .num_threads(config.cpu_threads)
@@ -93,7 +98,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 ..EngineConfig::default()
             },
             backends,
-            vec![Arc::new(synthetic)],
+            vec![
+                Arc::new(synthetic),
+                Arc::new(FilecoinKind::new(ProofKind::WindowPostPartition, config.param_cache.clone())?),
+                Arc::new(FilecoinKind::new(ProofKind::WinningPost, config.param_cache.clone())?),
+            ],
             make_buffer,
         )
         .context("starting the engine")?,

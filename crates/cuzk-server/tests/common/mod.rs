@@ -39,8 +39,17 @@ impl Daemon {
         backends: Vec<Arc<dyn ProvingBackend>>,
         make_buffer: Box<cuzk_engine::BufferMaker>,
     ) -> Daemon {
-        let engine =
-            Arc::new(Engine::start_with_buffers(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], make_buffer).unwrap());
+        Daemon::start_with_kinds(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], make_buffer).await
+    }
+
+    /// With the given proof kinds.
+    pub async fn start_with_kinds(
+        cfg: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        make_buffer: Box<cuzk_engine::BufferMaker>,
+    ) -> Daemon {
+        let engine = Arc::new(Engine::start_with_buffers(cfg, backends, kinds, make_buffer).unwrap());
         let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

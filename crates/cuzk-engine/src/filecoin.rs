@@ -1,0 +1,156 @@
+//! The Filecoin proof kinds (cuzk-filecoin) as engine kinds: a request becomes a
+//! decoded job whose partitions synthesize filecoin-proofs' circuits; parameters come
+//! from the Filecoin parameter directory under their standard names; the assembled
+//! proof is checked by filecoin-proofs' verifier before it is returned.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cuzk_filecoin::{Circuit, CircuitKind, FilecoinError, FilecoinJob, FinalCheck, PostRequest};
+use cuzk_groth16::format::{read_params_domain_size, read_params_with, PointCheck};
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
+
+use crate::error::EngineError;
+use crate::job::JobRequest;
+use crate::kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
+
+fn engine_error(e: FilecoinError) -> EngineError {
+    if e.is_client_error() {
+        EngineError::InvalidArgument(e.to_string())
+    } else {
+        EngineError::Internal(e.to_string())
+    }
+}
+
+/// One Filecoin proof kind, reading parameters from `param_dir` (the daemon's
+/// `srs.param_cache`, which must also be filecoin-proofs' parameter directory:
+/// [`cuzk_filecoin::env::use_parameter_dir`]).
+pub struct FilecoinKind {
+    kind: ProofKind,
+    param_dir: PathBuf,
+    /// Domain sizes read from parameter file headers, per circuit.
+    domains: Mutex<HashMap<Circuit, usize>>,
+}
+
+impl FilecoinKind {
+    /// `kind` must be one of the four Filecoin kinds; WindowPoSt and WinningPoSt are
+    /// implemented so far.
+    pub fn new(kind: ProofKind, param_dir: PathBuf) -> Result<Self, EngineError> {
+        match kind {
+            ProofKind::WindowPostPartition | ProofKind::WinningPost => {}
+            other => return Err(EngineError::Internal(format!("the {other} kind is not implemented by cuzk-filecoin yet"))),
+        }
+        Ok(FilecoinKind { kind, param_dir, domains: Mutex::new(HashMap::new()) })
+    }
+
+    fn circuit_kind(&self) -> CircuitKind {
+        match self.kind {
+            ProofKind::WindowPostPartition => CircuitKind::WindowPost,
+            ProofKind::WinningPost => CircuitKind::WinningPost,
+            ProofKind::PorepSealCommit => CircuitKind::Porep,
+            _ => CircuitKind::Snap,
+        }
+    }
+
+    fn params_path(&self, circuit: Circuit) -> Result<PathBuf, EngineError> {
+        circuit.params_path(&self.param_dir).map_err(engine_error)
+    }
+
+    /// The circuit's domain size (the length of a, b, c), from its parameter file.
+    fn domain_size(&self, circuit: Circuit) -> Result<usize, EngineError> {
+        if let Some(&d) = self.domains.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
+            return Ok(d);
+        }
+        let path = self.params_path(circuit)?;
+        if !path.exists() {
+            return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
+        }
+        let d = read_params_domain_size(&path).map_err(|e| EngineError::Internal(format!("parameters of {circuit}: {e}")))?;
+        self.domains.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, d);
+        Ok(d)
+    }
+}
+
+struct FilecoinPartition {
+    job: Arc<dyn FilecoinJob>,
+    index: usize,
+}
+
+impl PartitionWork for FilecoinPartition {
+    fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
+        self.job.synthesize(self.index, buffers).map_err(engine_error)
+    }
+
+    fn public_inputs(&self) -> Option<Result<Vec<Scalar>, EngineError>> {
+        Some(self.job.public_inputs(self.index).map_err(engine_error))
+    }
+}
+
+impl KindHandler for FilecoinKind {
+    fn kind(&self) -> ProofKind {
+        self.kind
+    }
+
+    fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
+        let p = &request.payload;
+        let job: Arc<dyn FilecoinJob> = match self.kind {
+            ProofKind::WindowPostPartition | ProofKind::WinningPost => {
+                let req = PostRequest {
+                    registered_proof: p.registered_proof,
+                    sector_size: p.sector_size,
+                    vanilla_proofs: &p.vanilla_proofs,
+                    randomness: &p.randomness,
+                    miner_id: p.miner_id,
+                    partition_index: p.partition_index,
+                };
+                let job = if self.kind == ProofKind::WinningPost {
+                    cuzk_filecoin::decode_winning_post(&req)
+                } else {
+                    cuzk_filecoin::decode_window_post(&req)
+                };
+                job.map_err(engine_error)?.into()
+            }
+            other => return Err(EngineError::InvalidArgument(format!("proof kind {other} is not supported by this daemon"))),
+        };
+        let circuit = job.circuit();
+        let eval_len = self.domain_size(circuit)?;
+        tracing::debug!(job = job.describe().as_str(), circuit = %circuit, eval_len, "decoded");
+        let partitions =
+            (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
+        let check = job.clone();
+        let final_check = Arc::new(move |proof: &[u8]| match check.verify(proof) {
+            Ok(FinalCheck::FilecoinProofs) => Ok("filecoin-proofs' verifier accepted the proof".to_string()),
+            Ok(FinalCheck::PartitionsOnly(why)) => Ok(format!("each partition proof verified against storage-proofs' public inputs ({why})")),
+            Err(e) => Err(e.to_string()),
+        });
+        Ok(JobPlan {
+            circuit_id: circuit.id(),
+            partitions,
+            eval_len,
+            // The aux assignment and densities: about one variable per constraint.
+            partition_bytes: 32 * eval_len as u64,
+            final_check: Some(final_check),
+        })
+    }
+
+    fn owns_circuit(&self, circuit_id: &str) -> bool {
+        Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.circuit_kind())
+    }
+
+    fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError> {
+        let circuit = Circuit::from_id(circuit_id)
+            .filter(|c| c.kind == self.circuit_kind())
+            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {circuit_id:?}", self.kind)))?;
+        let path = self.params_path(circuit)?;
+        if !path.exists() {
+            return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
+        }
+        let t = std::time::Instant::now();
+        let p = read_params_with(&path, PointCheck::OnCurve, &NoProgress)
+            .map_err(|e| EngineError::Internal(format!("reading parameters of {circuit} from {}: {e}", path.display())))?;
+        tracing::info!(circuit_id, path = %path.display(), secs = t.elapsed().as_secs_f64(), "parameters loaded");
+        Ok(p)
+    }
+}

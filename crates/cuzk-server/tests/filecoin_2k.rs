@@ -1,0 +1,135 @@
+//! Filecoin proofs at 2 KiB through the gRPC API: WindowPoSt and WinningPoSt requests
+//! as Curio sends them (bincode vanilla proofs of sectors sealed by filecoin-proofs),
+//! proved by the daemon on the CPU, and the returned bytes accepted by
+//! filecoin-proofs' own verifiers; altered public data is rejected by them; bad
+//! requests get clear errors and the daemon keeps serving.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{config, Daemon};
+use cuzk_engine::filecoin::FilecoinKind;
+use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
+use cuzk_filecoin::ids::{post_config, prover_id};
+use cuzk_filecoin::PostProof;
+use cuzk_groth16::CpuBackend;
+use cuzk_server::pb::{self, await_proof_response::Status as JobStatus, ProofKind};
+use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
+use storage_proofs_core::sector::SectorId;
+use tonic::Code;
+
+fn fixtures() -> &'static Fixtures {
+    fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"))
+}
+
+async fn daemon(param_dir: &std::path::Path) -> Daemon {
+    let kinds: Vec<Arc<dyn KindHandler>> = vec![
+        Arc::new(FilecoinKind::new(Kind::WindowPostPartition, param_dir.to_owned()).unwrap()),
+        Arc::new(FilecoinKind::new(Kind::WinningPost, param_dir.to_owned()).unwrap()),
+    ];
+    Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
+}
+
+fn request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
+    pb::SubmitProofRequest {
+        proof_kind: kind as i32,
+        sector_size: 2048,
+        registered_proof: f.registered_proof,
+        vanilla_proofs: f.vanilla_proofs.clone(),
+        randomness: f.randomness.to_vec(),
+        miner_id: f.miner_id,
+        partition_index: 0,
+        ..Default::default()
+    }
+}
+
+fn winning_ok(f: &PostFixture, randomness: &[u8; 32], proof: &[u8]) -> bool {
+    let cfg = post_config(PostProof::from_registered(f.registered_proof).unwrap());
+    let replica = PublicReplicaInfo::new(f.comm_rs[0]).unwrap();
+    let sector = SectorId::from(f.sector_ids[0]);
+    filecoin_proofs::verify_winning_post::<SectorShape2KiB>(&cfg, randomness, &[(sector, replica)], prover_id(f.miner_id), proof)
+        .unwrap_or(false)
+}
+
+fn window_ok(f: &PostFixture, randomness: &[u8; 32], comm_rs: &[[u8; 32]], proof: &[u8]) -> bool {
+    let cfg = post_config(PostProof::from_registered(f.registered_proof).unwrap());
+    let replicas: BTreeMap<_, _> =
+        f.sector_ids.iter().zip(comm_rs).map(|(&id, c)| (SectorId::from(id), PublicReplicaInfo::new(*c).unwrap())).collect();
+    filecoin_proofs::verify_window_post::<SectorShape2KiB>(&cfg, randomness, &replicas, prover_id(f.miner_id), proof).unwrap_or(false)
+}
+
+async fn prove(c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>, r: pb::SubmitProofRequest) -> pb::AwaitProofResponse {
+    c.prove(pb::ProveRequest { submit: Some(r) }).await.expect("prove").into_inner().result.expect("a result")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn post_proofs_over_grpc_are_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let d = daemon(&f.param_dir).await;
+    let mut c = d.client().await;
+
+    let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert_eq!(r.proof.len(), 192);
+    assert!(winning_ok(&f.winning, &f.winning.randomness, &r.proof), "filecoin-proofs accepts the WinningPoSt proof");
+    let mut other = f.winning.randomness;
+    other[1] ^= 1;
+    assert!(!winning_ok(&f.winning, &other, &r.proof), "and rejects it for other randomness");
+
+    let r = prove(&mut c, request(ProofKind::WindowPostPartition, &f.window)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert_eq!(r.proof.len(), 192);
+    assert!(window_ok(&f.window, &f.window.randomness, &f.window.comm_rs, &r.proof), "filecoin-proofs accepts the WindowPoSt proof");
+    let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
+    assert!(!window_ok(&f.window, &f.window.randomness, &swapped, &r.proof), "and rejects it for other commitments");
+    d.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_post_requests_get_clear_errors_and_the_daemon_keeps_serving() {
+    let f = fixtures();
+    let d = daemon(&f.param_dir).await;
+    let mut c = d.client().await;
+    let expect = |r: Result<tonic::Response<pb::SubmitProofResponse>, tonic::Status>, code: Code, needle: &str| {
+        let e = r.expect_err("the request was accepted");
+        assert_eq!(e.code(), code, "{e:?}");
+        assert!(e.message().contains(needle), "{:?} lacks {needle:?}", e.message());
+    };
+    // One byte of a vanilla proof changed.
+    let mut r = request(ProofKind::WindowPostPartition, &f.window);
+    r.vanilla_proofs[1][300] ^= 0x10;
+    expect(c.submit_proof(r).await, Code::InvalidArgument, "vanilla proofs");
+    // A wrong sector size.
+    let mut r = request(ProofKind::WinningPost, &f.winning);
+    r.sector_size = 32 << 30;
+    expect(c.submit_proof(r).await, Code::InvalidArgument, "sector_size");
+    // A vanilla proof for another sector (the other sector's proof alone).
+    let mut r = request(ProofKind::WinningPost, &f.winning);
+    r.vanilla_proofs = vec![f.window.vanilla_proofs[1 - f.window.sector_ids.iter().position(|&s| s == f.winning.sector_ids[0]).unwrap()].clone()];
+    expect(c.submit_proof(r).await, Code::InvalidArgument, "vanilla");
+    // A registered proof of another kind.
+    let mut r = request(ProofKind::WinningPost, &f.winning);
+    r.registered_proof = 10;
+    expect(c.submit_proof(r).await, Code::InvalidArgument, "WindowPoSt type");
+    // Garbage.
+    let mut r = request(ProofKind::WindowPostPartition, &f.window);
+    r.vanilla_proofs = vec![b"not bincode".to_vec()];
+    expect(c.submit_proof(r).await, Code::InvalidArgument, "bincode");
+    // Still serving.
+    let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    d.stop(Duration::from_secs(5)).await;
+
+    // A daemon whose parameter directory lacks the files says which one.
+    let empty = tempfile::tempdir().unwrap();
+    let d = daemon(empty.path()).await;
+    let mut c = d.client().await;
+    let e = c.submit_proof(request(ProofKind::WinningPost, &f.winning)).await.expect_err("accepted without parameters");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().contains("missing parameters") && e.message().contains("v28-proof-of-spacetime-fallback"), "{}", e.message());
+    d.stop(Duration::from_secs(5)).await;
+}

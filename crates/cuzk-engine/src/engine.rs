@@ -825,11 +825,7 @@ fn catch_panic<T, E: std::fmt::Display>(what: &str, f: impl FnOnce() -> Result<T
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(|e| EngineError::Internal(e.to_string())),
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".into());
+            let msg = cuzk_groth16::panic_message(p.as_ref());
             tracing::error!(what, panic = msg.as_str(), "panic caught");
             Err(EngineError::Internal(format!("internal error: {what} panicked: {msg}")))
         }

@@ -59,13 +59,20 @@ impl FilecoinError {
 pub(crate) fn guarded<T>(context: &str, f: impl FnOnce() -> Result<T, FilecoinError>) -> Result<T, FilecoinError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".to_string());
-            Err(FilecoinError::Panicked { context: context.to_string(), message })
-        }
+        Err(payload) => Err(FilecoinError::Panicked { context: context.to_string(), message: cuzk_groth16::panic_message(payload.as_ref()) }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_naming_the_step() {
+        let e = guarded::<()>("checking a thing", || panic!("index out of bounds")).unwrap_err();
+        assert!(matches!(&e, FilecoinError::Panicked { .. }));
+        assert_eq!(e.to_string(), "checking a thing panicked: index out of bounds");
+        assert!(e.is_client_error());
+        assert_eq!(guarded("fine", || Ok(3)).unwrap(), 3);
     }
 }

@@ -44,6 +44,16 @@ pub trait Progress: Sync {
     fn advance(&self, n: u64);
 }
 
+/// The message of a caught panic (`catch_unwind`'s payload), for the error that
+/// replaces it.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
 /// A [`Progress`] that reports nowhere.
 pub struct NoProgress;
 

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::verify_proof;
-use cuzk_groth16::{DeviceReport, ProofRandomness, ProveOutput, ProvingBackend, Stage, SynthesizedCircuit};
+use cuzk_groth16::{DeviceReport, ProofRandomness, ProveOutput, ProvingBackend, Scalar, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -272,6 +272,8 @@ impl Job {
 struct ReadyPartition {
     task: PartitionTask,
     circuit: SynthesizedCircuit,
+    /// The public inputs the proof is checked against (without the leading one).
+    inputs: Vec<Scalar>,
     params: Arc<LoadedParams>,
     _budget: BudgetGuard,
 }
@@ -879,15 +881,28 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
         inner.timeline.record(&job.id.0, Some(task.index), EventKind::SynthesisEnd, lane);
         job.add_synthesis(took);
         lock(&inner.stats).synthesis.entry(job.kind).or_default().observe(took);
+        // The inputs to check the proof against, here rather than in the prover loop
+        // (which feeds the device): the kind's own where it computes them.
+        let result = result.and_then(|circuit| {
+            let own = circuit.input.get(1..).unwrap_or_default();
+            let work = job.partitions[task.index].clone();
+            match catch_panic("computing public inputs", move || work.public_inputs().transpose())? {
+                None => Ok((own.to_vec(), circuit)),
+                Some(expected) if expected == own => Ok((expected, circuit)),
+                Some(_) => Err(EngineError::Internal(
+                    "the circuit's public inputs differ from those its verifier computes from the request; the vanilla proofs do not belong to these public values".into(),
+                )),
+            }
+        });
         match result {
             Err(e) => {
                 job.end_partition();
                 inner.fail_job(&job, format!("partition {}: synthesis failed: {e}", task.index));
             }
-            Ok(circuit) => {
+            Ok((inputs, circuit)) => {
                 tracing::debug!(job = %job.id, partition = task.index, ms = took.as_millis() as u64, "synthesized");
                 job.set_part(task.index, PartitionState::WaitingForProver);
-                if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, params, _budget: guard }) {
+                if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, inputs, params, _budget: guard }) {
                     r.task.job.end_partition();
                     return;
                 }
@@ -908,7 +923,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
-        let ReadyPartition { task, mut circuit, params, _budget } = ready;
+        let ReadyPartition { task, mut circuit, inputs, params, _budget } = ready;
         // Dropped when the backend has freed the witness (or after the proof).
         let mut budget = Some(_budget);
         let job = task.job.clone();
@@ -916,21 +931,6 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             job.end_partition();
             continue;
         }
-        let own_inputs = circuit.input.get(1..).unwrap_or_default();
-        let inputs = match job.partitions[task.index].public_inputs() {
-            None => own_inputs.to_vec(),
-            Some(Ok(expected)) if expected == own_inputs => expected,
-            Some(Ok(_)) => {
-                job.end_partition();
-                inner.fail_job(&job, format!("partition {}: the circuit's public inputs differ from those its verifier computes from the request; the vanilla proofs do not belong to these public values", task.index));
-                continue;
-            }
-            Some(Err(e)) => {
-                job.end_partition();
-                inner.fail_job(&job, format!("partition {}: public inputs: {e}", task.index));
-                continue;
-            }
-        };
         let randomness = [ProofRandomness::random(&mut rng)];
         let (result, took) = {
             *lock(&slot.current) = Some((job.id.clone(), job.kind));

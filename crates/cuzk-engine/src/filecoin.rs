@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cuzk_filecoin::{Circuit, CircuitKind, FilecoinError, FilecoinJob, FinalCheck, PostRequest};
+use cuzk_filecoin::{Circuit, CircuitKind, FilecoinError, FilecoinJob, CheckedBy, PostRequest};
 use cuzk_groth16::format::{read_params_domain_size, read_params_with, PointCheck};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
@@ -121,8 +121,8 @@ impl KindHandler for FilecoinKind {
             (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
         let check = job.clone();
         let final_check = Arc::new(move |proof: &[u8]| match check.verify(proof) {
-            Ok(FinalCheck::FilecoinProofs) => Ok("filecoin-proofs' verifier accepted the proof".to_string()),
-            Ok(FinalCheck::PartitionsOnly(why)) => Ok(format!("each partition proof verified against storage-proofs' public inputs ({why})")),
+            Ok(CheckedBy::FilecoinProofs) => Ok("filecoin-proofs' verifier accepted the proof".to_string()),
+            Ok(CheckedBy::PartitionsOnly(why)) => Ok(format!("each partition proof verified against storage-proofs' public inputs ({why})")),
             Err(e) => Err(e.to_string()),
         });
         Ok(JobPlan {

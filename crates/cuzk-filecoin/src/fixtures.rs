@@ -7,6 +7,7 @@
 //! named by a digest of the recipe, with a manifest of every file's SHA-256: a folder
 //! whose files do not match it is made again.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
 use cuzk_groth16::NoProgress;
 use filecoin_proofs::{
     add_piece, generate_fallback_sector_challenges, generate_piece_commitment, generate_single_vanilla_proof,
-    generate_winning_post_sector_challenge, seal_pre_commit_phase1, seal_pre_commit_phase2, PrivateReplicaInfo,
+    generate_winning_post_sector_challenge, seal_pre_commit_phase1, seal_pre_commit_phase2, PrivateReplicaInfo, PublicReplicaInfo,
     SectorShape2KiB, UnpaddedBytesAmount,
 };
 use rand::{RngCore, SeedableRng};
@@ -61,6 +62,28 @@ impl PostFixture {
             miner_id: self.miner_id,
             partition_index: 0,
         }
+    }
+}
+
+impl PostFixture {
+    /// Whether filecoin-proofs' own verifier (`verify_window_post` /
+    /// `verify_winning_post`) accepts `proof` for this fixture's sectors and miner, with
+    /// `randomness` and `comm_rs` given (the fixture's, or altered ones to check that
+    /// the proof is then rejected). An error counts as a rejection.
+    pub fn filecoin_proofs_accepts(&self, proof: &[u8], randomness: &[u8; 32], comm_rs: &[[u8; 32]]) -> bool {
+        let Ok(kind) = PostProof::from_registered(self.registered_proof) else { return false };
+        let cfg = post_config(kind);
+        let prover = prover_id(self.miner_id);
+        let replicas: anyhow::Result<Vec<(SectorId, PublicReplicaInfo)>> =
+            self.sector_ids.iter().zip(comm_rs).map(|(&id, c)| Ok((SectorId::from(id), PublicReplicaInfo::new(*c)?))).collect();
+        let Ok(replicas) = replicas else { return false };
+        let r = if kind.window {
+            let map: BTreeMap<_, _> = replicas.into_iter().collect();
+            filecoin_proofs::verify_window_post::<Tree>(&cfg, randomness, &map, prover, proof)
+        } else {
+            filecoin_proofs::verify_winning_post::<Tree>(&cfg, randomness, &replicas, prover, proof)
+        };
+        r.unwrap_or(false)
     }
 }
 
@@ -179,7 +202,7 @@ struct Sealed {
 }
 
 fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
-    let cfg = porep_config(SealProof::from_registered(5).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let cfg = porep_config(SealProof::from_registered(5)?)?;
     let n: UnpaddedBytesAmount = cfg.unpadded_bytes_amount();
     let mut data = vec![0u8; u64::from(n) as usize];
     rng.fill_bytes(&mut data);

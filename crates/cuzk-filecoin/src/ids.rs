@@ -55,11 +55,11 @@ pub fn post_config(proof: PostProof) -> PoStConfig {
 
 /// filecoin-proofs' config for a seal proof type (interactive PoRep: 1 partition up
 /// to 512 MiB, 10 at 32 and 64 GiB).
-pub fn porep_config(proof: SealProof) -> PoRepConfig {
+pub fn porep_config(proof: SealProof) -> Result<PoRepConfig, FilecoinError> {
     match proof.feature {
         Some(f) => PoRepConfig::new_groth16_with_features(proof.size.bytes(), proof.porep_id(), proof.api_version, vec![f])
-            .unwrap_or_else(|_| PoRepConfig::new_groth16(proof.size.bytes(), proof.porep_id(), proof.api_version)),
-        None => PoRepConfig::new_groth16(proof.size.bytes(), proof.porep_id(), proof.api_version),
+            .map_err(FilecoinError::rejected(format!("the config of {}", proof.api_name()))),
+        None => Ok(PoRepConfig::new_groth16(proof.size.bytes(), proof.porep_id(), proof.api_version)),
     }
 }
 
@@ -99,7 +99,7 @@ impl Circuit {
             CircuitKind::Porep => {
                 // V1_1 (registered 5-9): the cache id does not depend on it.
                 let proof = SealProof::from_registered(5 + self.size as u64)?;
-                with_shape!(self.size, porep_cache_id, &porep_config(proof))
+                with_shape!(self.size, porep_cache_id, &porep_config(proof)?)
             }
             CircuitKind::Snap => with_shape!(self.size, update_cache_id, self.size),
         };

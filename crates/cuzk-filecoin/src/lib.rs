@@ -31,7 +31,7 @@ pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, Upd
 
 /// How a proof was checked before it is returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FinalCheck {
+pub enum CheckedBy {
     /// filecoin-proofs' verifier for the kind accepted the assembled proof.
     FilecoinProofs,
     /// filecoin-proofs has no verifier for this piece alone (the reason is given); each
@@ -55,7 +55,7 @@ pub trait FilecoinJob: Send + Sync {
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError>;
     /// Checks the assembled proof (partition proofs concatenated) with
     /// filecoin-proofs' verifier for this kind. Needs [`env::use_parameter_dir`].
-    fn verify(&self, proof: &[u8]) -> Result<FinalCheck, FilecoinError>;
+    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
 }
 
 /// Decodes a WindowPoSt partition request.

@@ -22,7 +22,7 @@ use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::payload::{bincode_decode, field_bytes};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
-use crate::{FilecoinJob, FinalCheck};
+use crate::{FilecoinJob, CheckedBy};
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
@@ -246,7 +246,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
         })
     }
 
-    fn verify(&self, proof: &[u8]) -> Result<FinalCheck, FilecoinError> {
+    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
         guarded("filecoin-proofs' PoSt verifier", || {
             let ok = if self.proof.window {
                 if self.verify_partition > 0 {
@@ -254,7 +254,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
                     // V1 partition past the first has no entry point there. Its
                     // public inputs above are storage-proofs' own, and the engine
                     // checks the proof against them.
-                    return Ok(FinalCheck::PartitionsOnly("filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first"));
+                    return Ok(CheckedBy::PartitionsOnly("filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first"));
                 }
                 let mut replicas = BTreeMap::new();
                 for (id, comm_r) in &self.replicas {
@@ -267,7 +267,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
                 filecoin_proofs::verify_winning_post::<Tree>(&self.config, &self.randomness, &[(id, replica)], self.prover_id, proof)
             };
             match ok {
-                Ok(true) => Ok(FinalCheck::FilecoinProofs),
+                Ok(true) => Ok(CheckedBy::FilecoinProofs),
                 Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
                 Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
             }

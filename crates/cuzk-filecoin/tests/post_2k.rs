@@ -4,16 +4,12 @@
 //! and the proof checked by filecoin-proofs' own verifier. Bad requests must give
 //! errors naming what is wrong.
 
-use std::collections::BTreeMap;
-
 use cuzk_filecoin::fixtures::{fixtures_2k, PostFixture};
-use cuzk_filecoin::{decode_window_post, decode_winning_post, FilecoinError, FilecoinJob, FinalCheck, PostRequest};
+use cuzk_filecoin::{decode_window_post, decode_winning_post, FilecoinError, FilecoinJob, CheckedBy, PostRequest};
 use cuzk_groth16::format::{read_params, PointCheck};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
-use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
 use rand::SeedableRng;
-use storage_proofs_core::sector::SectorId;
 
 /// Proves every partition of `job` on the CPU, checks each against the job's public
 /// inputs, and returns the assembled proof bytes.
@@ -52,25 +48,19 @@ fn winning_post_2k_is_accepted_by_filecoin_proofs() {
     assert_eq!(job.circuit().id(), "winning-2k");
     let proof = prove(job.as_ref());
     assert_eq!(proof.len(), 192);
-    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), FinalCheck::FilecoinProofs);
+    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
 
     // The same proof for other public data: filecoin-proofs must reject it.
-    let cfg = cuzk_filecoin::ids::post_config(cuzk_filecoin::PostProof::from_registered(0).unwrap());
-    let replica = PublicReplicaInfo::new(f.winning.comm_rs[0]).unwrap();
-    let sector = SectorId::from(f.winning.sector_ids[0]);
-    let prover = cuzk_filecoin::ids::prover_id(f.winning.miner_id);
-    let ok = |randomness: &[u8; 32], prover: [u8; 32], proof: &[u8]| {
-        filecoin_proofs::verify_winning_post::<SectorShape2KiB>(&cfg, randomness, &[(sector, replica.clone())], prover, proof).unwrap_or(false)
-    };
-    assert!(ok(&f.winning.randomness, prover, &proof), "filecoin-proofs accepts it when called directly");
-    let mut other = f.winning.randomness;
+    let w = &f.winning;
+    assert!(w.filecoin_proofs_accepts(&proof, &w.randomness, &w.comm_rs), "filecoin-proofs accepts it when called directly");
+    let mut other = w.randomness;
     other[0] ^= 1;
-    assert!(!ok(&other, prover, &proof), "another randomness");
+    assert!(!w.filecoin_proofs_accepts(&proof, &other, &w.comm_rs), "another randomness");
     // (The prover id is not among the circuit's public inputs: the chain binds the
     // miner through the sector's commitment and the randomness it draws.)
     let mut tampered = proof.clone();
     tampered[100] ^= 1;
-    assert!(!ok(&f.winning.randomness, prover, &tampered), "a tampered proof");
+    assert!(!w.filecoin_proofs_accepts(&tampered, &w.randomness, &w.comm_rs), "a tampered proof");
 }
 
 #[test]
@@ -79,22 +69,15 @@ fn window_post_2k_is_accepted_by_filecoin_proofs() {
     let job = decode_window_post(&f.window.request()).expect("decode");
     assert_eq!(job.circuit().id(), "wpost-2k");
     let proof = prove(job.as_ref());
-    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), FinalCheck::FilecoinProofs);
+    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
 
-    let cfg = cuzk_filecoin::ids::post_config(cuzk_filecoin::PostProof::from_registered(10).unwrap());
-    let replicas = |comm_rs: &[[u8; 32]]| -> BTreeMap<SectorId, PublicReplicaInfo> {
-        f.window.sector_ids.iter().zip(comm_rs).map(|(&id, c)| (SectorId::from(id), PublicReplicaInfo::new(*c).unwrap())).collect()
-    };
-    let prover = cuzk_filecoin::ids::prover_id(f.window.miner_id);
-    let ok = |randomness: &[u8; 32], comm_rs: &[[u8; 32]], proof: &[u8]| {
-        filecoin_proofs::verify_window_post::<SectorShape2KiB>(&cfg, randomness, &replicas(comm_rs), prover, proof).unwrap_or(false)
-    };
-    assert!(ok(&f.window.randomness, &f.window.comm_rs, &proof));
-    let mut other = f.window.randomness;
+    let w = &f.window;
+    assert!(w.filecoin_proofs_accepts(&proof, &w.randomness, &w.comm_rs));
+    let mut other = w.randomness;
     other[5] ^= 1;
-    assert!(!ok(&other, &f.window.comm_rs, &proof), "another randomness");
-    let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
-    assert!(!ok(&f.window.randomness, &swapped, &proof), "the sectors' commitments swapped");
+    assert!(!w.filecoin_proofs_accepts(&proof, &other, &w.comm_rs), "another randomness");
+    let swapped = [w.comm_rs[1], w.comm_rs[0]];
+    assert!(!w.filecoin_proofs_accepts(&proof, &w.randomness, &swapped), "the sectors' commitments swapped");
 }
 
 fn decode_err(window: bool, req: &PostRequest<'_>) -> String {

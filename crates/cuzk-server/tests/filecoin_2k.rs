@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +13,8 @@ use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::{KindHandler, ProofKind as Kind};
 use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
-use cuzk_filecoin::ids::{post_config, prover_id};
-use cuzk_filecoin::PostProof;
 use cuzk_groth16::CpuBackend;
 use cuzk_server::pb::{self, await_proof_response::Status as JobStatus, ProofKind};
-use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
-use storage_proofs_core::sector::SectorId;
 use tonic::Code;
 
 fn fixtures() -> &'static Fixtures {
@@ -47,21 +42,6 @@ fn request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
     }
 }
 
-fn winning_ok(f: &PostFixture, randomness: &[u8; 32], proof: &[u8]) -> bool {
-    let cfg = post_config(PostProof::from_registered(f.registered_proof).unwrap());
-    let replica = PublicReplicaInfo::new(f.comm_rs[0]).unwrap();
-    let sector = SectorId::from(f.sector_ids[0]);
-    filecoin_proofs::verify_winning_post::<SectorShape2KiB>(&cfg, randomness, &[(sector, replica)], prover_id(f.miner_id), proof)
-        .unwrap_or(false)
-}
-
-fn window_ok(f: &PostFixture, randomness: &[u8; 32], comm_rs: &[[u8; 32]], proof: &[u8]) -> bool {
-    let cfg = post_config(PostProof::from_registered(f.registered_proof).unwrap());
-    let replicas: BTreeMap<_, _> =
-        f.sector_ids.iter().zip(comm_rs).map(|(&id, c)| (SectorId::from(id), PublicReplicaInfo::new(*c).unwrap())).collect();
-    filecoin_proofs::verify_window_post::<SectorShape2KiB>(&cfg, randomness, &replicas, prover_id(f.miner_id), proof).unwrap_or(false)
-}
-
 async fn prove(c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>, r: pb::SubmitProofRequest) -> pb::AwaitProofResponse {
     c.prove(pb::ProveRequest { submit: Some(r) }).await.expect("prove").into_inner().result.expect("a result")
 }
@@ -75,17 +55,17 @@ async fn post_proofs_over_grpc_are_accepted_by_filecoin_proofs() {
     let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert_eq!(r.proof.len(), 192);
-    assert!(winning_ok(&f.winning, &f.winning.randomness, &r.proof), "filecoin-proofs accepts the WinningPoSt proof");
+    assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "filecoin-proofs accepts the WinningPoSt proof");
     let mut other = f.winning.randomness;
     other[1] ^= 1;
-    assert!(!winning_ok(&f.winning, &other, &r.proof), "and rejects it for other randomness");
+    assert!(!f.winning.filecoin_proofs_accepts(&r.proof, &other, &f.winning.comm_rs), "and rejects it for other randomness");
 
     let r = prove(&mut c, request(ProofKind::WindowPostPartition, &f.window)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert_eq!(r.proof.len(), 192);
-    assert!(window_ok(&f.window, &f.window.randomness, &f.window.comm_rs, &r.proof), "filecoin-proofs accepts the WindowPoSt proof");
+    assert!(f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &f.window.comm_rs), "filecoin-proofs accepts the WindowPoSt proof");
     let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
-    assert!(!window_ok(&f.window, &f.window.randomness, &swapped, &r.proof), "and rejects it for other commitments");
+    assert!(!f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &swapped), "and rejects it for other commitments");
     d.stop(Duration::from_secs(5)).await;
 }
 

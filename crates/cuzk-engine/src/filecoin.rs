@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cuzk_filecoin::{Circuit, CircuitKind, FilecoinError, FilecoinJob, CheckedBy, PostRequest};
+use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest};
 use cuzk_groth16::format::{read_params_domain_size, read_params_with, PointCheck};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
@@ -35,11 +35,11 @@ pub struct FilecoinKind {
 }
 
 impl FilecoinKind {
-    /// `kind` must be one of the four Filecoin kinds; WindowPoSt and WinningPoSt are
-    /// implemented so far.
+    /// `kind` must be one of the Filecoin kinds implemented so far: PoRep C2,
+    /// WindowPoSt and WinningPoSt.
     pub fn new(kind: ProofKind, param_dir: PathBuf) -> Result<Self, EngineError> {
         match kind {
-            ProofKind::WindowPostPartition | ProofKind::WinningPost => {}
+            ProofKind::PorepSealCommit | ProofKind::WindowPostPartition | ProofKind::WinningPost => {}
             other => return Err(EngineError::Internal(format!("the {other} kind is not implemented by cuzk-filecoin yet"))),
         }
         Ok(FilecoinKind { kind, param_dir, domains: Mutex::new(HashMap::new()) })
@@ -112,6 +112,15 @@ impl KindHandler for FilecoinKind {
                 };
                 job.map_err(engine_error)?.into()
             }
+            ProofKind::PorepSealCommit => cuzk_filecoin::decode_porep(&PorepRequest {
+                vanilla_proof: &p.vanilla_proof,
+                registered_proof: p.registered_proof,
+                sector_size: p.sector_size,
+                sector_number: p.sector_number,
+                miner_id: p.miner_id,
+            })
+            .map_err(engine_error)?
+            .into(),
             other => return Err(EngineError::InvalidArgument(format!("proof kind {other} is not supported by this daemon"))),
         };
         let circuit = job.circuit();

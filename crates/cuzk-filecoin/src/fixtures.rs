@@ -17,9 +17,10 @@ use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
 use cuzk_groth16::NoProgress;
 use filecoin_proofs::{
     add_piece, generate_fallback_sector_challenges, generate_piece_commitment, generate_single_vanilla_proof,
-    generate_winning_post_sector_challenge, seal_pre_commit_phase1, seal_pre_commit_phase2, PrivateReplicaInfo, PublicReplicaInfo,
+    generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, SealPreCommitOutput,
     SectorShape2KiB, UnpaddedBytesAmount,
 };
+use base64::Engine as _;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -27,6 +28,7 @@ use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::sector::SectorId;
 
 use crate::ids::{porep_config, post_config, prover_id};
+use crate::porep::PorepRequest;
 use crate::post::PostRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 use crate::setup;
@@ -34,9 +36,10 @@ use crate::setup;
 type Tree = SectorShape2KiB;
 
 /// Bump when what the fixtures hold or how they are made changes.
-const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 1: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
-                      (V1_1 seal, seed 7), WindowPoSt V1_2 (registered 10) over both, WinningPoSt (registered 0), \
-                      parameters for wpost-2k and winning-2k from setup seed 11";
+const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 2: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
+                      (V1_1 seal, seed 7), C1 of sector 1 in Curio's envelope, WindowPoSt V1_2 (registered 10) \
+                      over both, WinningPoSt (registered 0), parameters for wpost-2k, winning-2k and porep-2k \
+                      from setup seed 11";
 
 pub const MINER_ID: u64 = 1000;
 
@@ -87,6 +90,45 @@ impl PostFixture {
     }
 }
 
+/// A PoRep C2 request's payload, as Curio would send it, and the public values
+/// `verify_seal` takes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PorepFixture {
+    pub registered_proof: u64,
+    pub miner_id: u64,
+    pub sector_number: u64,
+    /// `{"SectorNum", "Phase1Out" (base64 of the C1 JSON), "SectorSize"}`.
+    pub envelope: Vec<u8>,
+    /// The C1 JSON (filecoin-proofs-api's shape) alone.
+    pub c1: Vec<u8>,
+    pub comm_r: [u8; 32],
+    pub comm_d: [u8; 32],
+    pub ticket: [u8; 32],
+    pub seed: [u8; 32],
+}
+
+impl PorepFixture {
+    pub fn request(&self) -> PorepRequest<'_> {
+        PorepRequest {
+            vanilla_proof: &self.envelope,
+            registered_proof: self.registered_proof,
+            sector_size: SectorSize::S2KiB.bytes(),
+            sector_number: self.sector_number,
+            miner_id: self.miner_id,
+        }
+    }
+
+    /// Whether filecoin-proofs' `verify_seal` accepts `proof` for this sector, with
+    /// `comm_r` and `seed` given (the fixture's, or altered ones). An error counts as a
+    /// rejection.
+    pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r: [u8; 32], seed: [u8; 32]) -> bool {
+        let Ok(cfg) = SealProof::from_registered(self.registered_proof).and_then(porep_config) else { return false };
+        let sector = SectorId::from(self.sector_number);
+        filecoin_proofs::verify_seal::<Tree>(&cfg, comm_r, self.comm_d, prover_id(self.miner_id), sector, self.ticket, seed, proof)
+            .unwrap_or(false)
+    }
+}
+
 /// Everything the 2 KiB tests need; filecoin-proofs' parameter directory is set to
 /// `param_dir` for the whole process.
 #[derive(Debug)]
@@ -95,6 +137,7 @@ pub struct Fixtures {
     pub param_dir: PathBuf,
     pub window: PostFixture,
     pub winning: PostFixture,
+    pub porep: PorepFixture,
 }
 
 /// The fixtures, made on first use in this process (or read from the cache).
@@ -141,7 +184,12 @@ fn load_or_make() -> Result<Fixtures, String> {
         let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
     };
-    Ok(Fixtures { window: read("window.json")?, winning: read("winning.json")?, root: dir, param_dir })
+    let porep_path = dir.join("porep.json");
+    let porep = fs::read(&porep_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", porep_path.display()))?;
+    Ok(Fixtures { window: read("window.json")?, winning: read("winning.json")?, porep, root: dir, param_dir })
 }
 
 const MANIFEST: &str = "MANIFEST.sha256";
@@ -199,6 +247,12 @@ struct Sealed {
     id: u64,
     comm_r: [u8; 32],
     replica: PrivateReplicaInfo<Tree>,
+    /// What C1 needs besides the replica.
+    pre_commit: SealPreCommitOutput,
+    piece: PieceInfo,
+    ticket: [u8; 32],
+    sealed: PathBuf,
+    cache: PathBuf,
 }
 
 fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
@@ -219,10 +273,57 @@ fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> 
     let mut ticket = [0u8; 32];
     rng.fill_bytes(&mut ticket);
     ticket[31] &= 0x3f;
-    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece])?;
+    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece.clone()])?;
     let pc = seal_pre_commit_phase2(&cfg, pc1, &cache, &sealed)?;
-    let replica = PrivateReplicaInfo::<Tree>::new(sealed, pc.comm_r, cache)?;
-    Ok(Sealed { id, comm_r: pc.comm_r, replica })
+    let replica = PrivateReplicaInfo::<Tree>::new(sealed.clone(), pc.comm_r, cache.clone())?;
+    Ok(Sealed { id, comm_r: pc.comm_r, replica, pre_commit: pc, piece, ticket, sealed, cache })
+}
+
+/// C1 of a sealed sector and Curio's envelope around it.
+fn porep_fixture(s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<PorepFixture> {
+    let proof = SealProof::from_registered(5)?;
+    let cfg = porep_config(proof)?;
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut seed);
+    let c1 = seal_commit_phase1::<_, Tree>(
+        &cfg,
+        &s.cache,
+        &s.sealed,
+        prover_id(MINER_ID),
+        SectorId::from(s.id),
+        s.ticket,
+        seed,
+        s.pre_commit.clone(),
+        &[s.piece.clone()],
+    )?;
+    // filecoin-proofs-api's shape: the registered proof by name, the vanilla proofs
+    // under a tag naming the size only.
+    let api = serde_json::json!({
+        "registered_proof": proof.api_name(),
+        "vanilla_proofs": { "StackedDrg2KiBV1": c1.vanilla_proofs },
+        "comm_r": c1.comm_r,
+        "comm_d": c1.comm_d,
+        "replica_id": c1.replica_id,
+        "seed": c1.seed,
+        "ticket": c1.ticket,
+    });
+    let c1_json = serde_json::to_vec(&api)?;
+    let envelope = serde_json::to_vec(&serde_json::json!({
+        "SectorNum": s.id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
+        "SectorSize": SectorSize::S2KiB.bytes(),
+    }))?;
+    Ok(PorepFixture {
+        registered_proof: proof.id,
+        miner_id: MINER_ID,
+        sector_number: s.id,
+        envelope,
+        c1: c1_json,
+        comm_r: c1.comm_r,
+        comm_d: c1.comm_d,
+        ticket: c1.ticket,
+        seed,
+    })
 }
 
 fn post_fixture(registered_proof: u64, randomness: [u8; 32], sectors: &[&Sealed]) -> anyhow::Result<PostFixture> {
@@ -268,19 +369,23 @@ fn make(root: &Path, dir: &Path) -> Result<(), String> {
         .map_err(step("WinningPoSt sector challenge"))?;
     let chosen = if elected.first().copied().unwrap_or(0) == 0 { &s1 } else { &s2 };
     let winning = post_fixture(0, randomness, &[chosen]).map_err(step("WinningPoSt vanilla proof"))?;
+    let porep = porep_fixture(&s1, &mut rng).map_err(step("C1 of sector 1"))?;
 
     let params = tmp.path().join("params");
     let mut prng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
-    for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost] {
+    for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost, CircuitKind::Porep] {
         let circuit = Circuit { kind, size: SectorSize::S2KiB };
+        let t = std::time::Instant::now();
         let ps = setup::generate(circuit, &ToxicWaste::random(&mut prng), &CpuFixedBase::new(), &NoProgress)
             .map_err(|e| format!("making fixtures: setup of {circuit}: {e}"))?;
         setup::write_files(&ps, circuit, &params).map_err(|e| format!("making fixtures: {e}"))?;
+        eprintln!("fixtures: parameters for {circuit} (domain 2^{}) made in {:.1} s", ps.domain_size().trailing_zeros(), t.elapsed().as_secs_f64());
     }
     for (name, f) in [("window.json", &window), ("winning.json", &winning)] {
         let json = serde_json::to_vec(f).map_err(|e| e.to_string())?;
         fs::write(tmp.path().join(name), json).map_err(|e| e.to_string())?;
     }
+    fs::write(tmp.path().join("porep.json"), serde_json::to_vec(&porep).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     write_manifest(tmp.path())?;
     // Another process may have made the same fixtures meanwhile: either copy will do.
     let _ = fs::remove_dir_all(dir);

@@ -17,6 +17,7 @@ mod error;
 pub mod fixtures;
 pub mod ids;
 mod payload;
+mod porep;
 mod post;
 pub mod registered;
 pub mod setup;
@@ -26,6 +27,7 @@ use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
 
 pub use error::FilecoinError;
+pub use porep::PorepRequest;
 pub use post::PostRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 
@@ -56,6 +58,11 @@ pub trait FilecoinJob: Send + Sync {
     /// Checks the assembled proof (partition proofs concatenated) with
     /// filecoin-proofs' verifier for this kind. Needs [`env::use_parameter_dir`].
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
+}
+
+/// Decodes a PoRep C2 request.
+pub fn decode_porep(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    porep::decode(req)
 }
 
 /// Decodes a WindowPoSt partition request.

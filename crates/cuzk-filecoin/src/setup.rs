@@ -11,11 +11,13 @@ use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste
 use cuzk_groth16::{ParameterSet, Progress};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
+use filecoin_hashers::sha256::Sha256Hasher;
+use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
 
 use crate::error::FilecoinError;
-use crate::ids::{post_config, post_public_params};
-use crate::registered::{with_shape, Circuit, CircuitKind, PostProof};
+use crate::ids::{porep_config, post_config, post_public_params};
+use crate::registered::{with_shape, Circuit, CircuitKind, PostProof, SealProof};
 
 fn post_parameters<Tree: 'static + MerkleTreeTrait>(
     proof: PostProof,
@@ -26,6 +28,17 @@ fn post_parameters<Tree: 'static + MerkleTreeTrait>(
     let cfg = post_config(proof);
     let params = post_public_params::<Tree>(&cfg)?;
     let blank = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&params);
+    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+}
+
+fn porep_parameters<Tree: 'static + MerkleTreeTrait>(
+    proof: SealProof,
+    tw: &ToxicWaste,
+    mul: &dyn FixedBaseMul,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, FilecoinError> {
+    let params = filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?).map_err(FilecoinError::rejected("PoRep public parameters"))?;
+    let blank = <StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(&params);
     generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
 }
 
@@ -40,7 +53,12 @@ pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progr
             };
             with_shape!(circuit.size, post_parameters, proof, tw, mul, progress)
         }
-        CircuitKind::Porep | CircuitKind::Snap => Err(FilecoinError::Unsupported(format!("parameter generation for {circuit} is not implemented yet"))),
+        CircuitKind::Porep => {
+            // Every seal proof type of a size shares its circuit; V1_1 stands for them.
+            let proof = SealProof::from_registered(5 + circuit.size as u64)?;
+            with_shape!(circuit.size, porep_parameters, proof, tw, mul, progress)
+        }
+        CircuitKind::Snap => Err(FilecoinError::Unsupported(format!("parameter generation for {circuit} is not implemented yet"))),
     }
 }
 

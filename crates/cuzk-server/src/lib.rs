@@ -163,9 +163,15 @@ impl ProvingService {
         }
     }
 
-    fn submit_inner(&self, r: pb::SubmitProofRequest) -> Result<pb::SubmitProofResponse, Status> {
+    /// Decoding a request can take a while (a 32 GiB C1 is tens of MB of JSON whose
+    /// vanilla proofs are checked), so it runs off the async workers.
+    async fn submit_inner(&self, r: pb::SubmitProofRequest) -> Result<pb::SubmitProofResponse, Status> {
         let req = request_of(r)?;
-        let s = self.engine.submit(req).map_err(status_of)?;
+        let engine = self.engine.clone();
+        let s = tokio::task::spawn_blocking(move || engine.submit(req))
+            .await
+            .map_err(|e| Status::internal(format!("submitting: {e}")))?
+            .map_err(status_of)?;
         Ok(pb::SubmitProofResponse { job_id: s.job_id.0, queue_position: s.queue_position, assigned_gpu: String::new() })
     }
 }
@@ -173,7 +179,7 @@ impl ProvingService {
 #[tonic::async_trait]
 impl ProvingEngine for ProvingService {
     async fn submit_proof(&self, req: Request<pb::SubmitProofRequest>) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        self.submit_inner(req.into_inner()).map(Response::new)
+        self.submit_inner(req.into_inner()).await.map(Response::new)
     }
 
     async fn await_proof(&self, req: Request<pb::AwaitProofRequest>) -> Result<Response<pb::AwaitProofResponse>, Status> {
@@ -186,7 +192,7 @@ impl ProvingEngine for ProvingService {
 
     async fn prove(&self, req: Request<pb::ProveRequest>) -> Result<Response<pb::ProveResponse>, Status> {
         let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
-        let s = self.submit_inner(submit)?;
+        let s = self.submit_inner(submit).await?;
         let result = self.await_job(JobId(s.job_id), 0).await?;
         Ok(Response::new(pb::ProveResponse { result: Some(result) }))
     }

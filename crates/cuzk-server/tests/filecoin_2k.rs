@@ -1,5 +1,6 @@
-//! Filecoin proofs at 2 KiB through the gRPC API: WindowPoSt and WinningPoSt requests
-//! as Curio sends them (bincode vanilla proofs of sectors sealed by filecoin-proofs),
+//! Filecoin proofs at 2 KiB through the gRPC API: PoRep C2, WindowPoSt and WinningPoSt
+//! requests as Curio sends them (C1 in its envelope, bincode vanilla proofs; sectors
+//! sealed by filecoin-proofs),
 //! proved by the daemon on the CPU, and the returned bytes accepted by
 //! filecoin-proofs' own verifiers; altered public data is rejected by them; bad
 //! requests get clear errors and the daemon keeps serving.
@@ -23,6 +24,7 @@ fn fixtures() -> &'static Fixtures {
 
 async fn daemon(param_dir: &std::path::Path) -> Daemon {
     let kinds: Vec<Arc<dyn KindHandler>> = vec![
+        Arc::new(FilecoinKind::new(Kind::PorepSealCommit, param_dir.to_owned()).unwrap()),
         Arc::new(FilecoinKind::new(Kind::WindowPostPartition, param_dir.to_owned()).unwrap()),
         Arc::new(FilecoinKind::new(Kind::WinningPost, param_dir.to_owned()).unwrap()),
     ];
@@ -111,5 +113,44 @@ async fn bad_post_requests_get_clear_errors_and_the_daemon_keeps_serving() {
     let e = c.submit_proof(request(ProofKind::WinningPost, &f.winning)).await.expect_err("accepted without parameters");
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
     assert!(e.message().contains("missing parameters") && e.message().contains("v28-proof-of-spacetime-fallback"), "{}", e.message());
+    d.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn porep_c2_over_grpc_is_accepted_by_verify_seal() {
+    let f = fixtures();
+    let p = &f.porep;
+    let d = daemon(&f.param_dir).await;
+    let mut c = d.client().await;
+    let req = || pb::SubmitProofRequest {
+        proof_kind: ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: p.registered_proof,
+        vanilla_proof: p.envelope.clone(),
+        sector_number: p.sector_number,
+        miner_id: p.miner_id,
+        ..Default::default()
+    };
+    // Bad requests first: one byte of C1 changed, another miner, a wrong sector size.
+    let mut bad = req();
+    let mut c1 = p.c1.clone();
+    let at = c1.len() / 2 + c1[c1.len() / 2..].iter().position(|b| b.is_ascii_digit()).unwrap();
+    c1[at] = if c1[at] == b'1' { b'2' } else { b'1' };
+    bad.vanilla_proof = c1;
+    let e = c.submit_proof(bad).await.expect_err("a changed C1 was accepted");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("C1 output"), "{}", e.message());
+    let e = c.submit_proof(pb::SubmitProofRequest { miner_id: p.miner_id + 1, ..req() }).await.expect_err("another miner");
+    assert!(e.message().contains("replica_id"), "{}", e.message());
+    let e = c.submit_proof(pb::SubmitProofRequest { sector_size: 8 << 20, ..req() }).await.expect_err("another size");
+    assert!(e.message().contains("SectorSize"), "{}", e.message());
+
+    let r = prove(&mut c, req()).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert_eq!(r.proof.len(), 192);
+    assert!(p.filecoin_proofs_accepts(&r.proof, p.comm_r, p.seed), "verify_seal accepts the proof");
+    let mut seed = p.seed;
+    seed[2] ^= 1;
+    assert!(!p.filecoin_proofs_accepts(&r.proof, p.comm_r, seed), "and rejects it for another seed");
     d.stop(Duration::from_secs(5)).await;
 }

@@ -100,6 +100,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             backends,
             vec![
                 Arc::new(synthetic),
+                Arc::new(FilecoinKind::new(ProofKind::PorepSealCommit, config.param_cache.clone())?),
                 Arc::new(FilecoinKind::new(ProofKind::WindowPostPartition, config.param_cache.clone())?),
                 Arc::new(FilecoinKind::new(ProofKind::WinningPost, config.param_cache.clone())?),
             ],

@@ -1,0 +1,262 @@
+//! PoRep C2: the partition proofs of a sealed sector from its C1 output.
+//!
+//! The payload is Curio's JSON envelope `{"SectorNum", "Phase1Out" (base64 of the C1
+//! JSON), "SectorSize"}`, or the C1 JSON itself. C1 is filecoin-proofs-api's
+//! `SealCommitPhase1Output`: the registered proof by name, the vanilla proofs under a
+//! tag naming the sector size, the commitments, replica id, seed and ticket.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use blstrs::Scalar;
+use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::SynthesizedCircuit;
+use filecoin_hashers::sha256::Sha256Hasher;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{as_safe_commitment, PoRepConfig, VanillaSealProof};
+use serde::Deserialize;
+use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_core::sector::SectorId;
+use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg};
+
+use crate::error::{guarded, FilecoinError};
+use crate::ids::{porep_config, prover_id};
+use crate::post::check_partition;
+use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
+use crate::{CheckedBy, FilecoinJob};
+
+type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+type Inputs<Tree> = stacked::PublicInputs<DomainOf<Tree>, <Sha256Hasher as Hasher>::Domain>;
+
+/// The fields of a PoRep C2 request.
+pub struct PorepRequest<'a> {
+    /// The envelope or the C1 JSON.
+    pub vanilla_proof: &'a [u8],
+    /// 0, or the seal proof type, which must then be C1's.
+    pub registered_proof: u64,
+    /// 0, or the sector size, which must then be C1's.
+    pub sector_size: u64,
+    pub sector_number: u64,
+    pub miner_id: u64,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "SectorNum")]
+    sector_num: i64,
+    #[serde(rename = "Phase1Out")]
+    phase1_out: String,
+    #[serde(rename = "SectorSize")]
+    sector_size: u64,
+}
+
+#[derive(Deserialize)]
+struct C1Head {
+    registered_proof: String,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "")]
+struct C1<Tree: MerkleTreeTrait> {
+    #[serde(bound(deserialize = "VanillaSealProof<Tree>: Deserialize<'de>"))]
+    vanilla_proofs: BTreeMap<String, Vec<Vec<VanillaSealProof<Tree>>>>,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    replica_id: DomainOf<Tree>,
+    seed: [u8; 32],
+    ticket: [u8; 32],
+}
+
+pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    let head: serde_json::Value = serde_json::from_slice(req.vanilla_proof)
+        .map_err(|e| FilecoinError::invalid(format!("vanilla_proof is not JSON (the C1 envelope or C1 output): {e}")))?;
+    let (c1_bytes, sector_number) = if head.get("Phase1Out").is_some() {
+        let env: Envelope = serde_json::from_value(head)
+            .map_err(|e| FilecoinError::invalid(format!("vanilla_proof: the envelope needs SectorNum, Phase1Out and SectorSize: {e}")))?;
+        let c1 = base64::engine::general_purpose::STANDARD
+            .decode(env.phase1_out.as_bytes())
+            .map_err(|e| FilecoinError::invalid(format!("vanilla_proof: Phase1Out is not base64: {e}")))?;
+        let n = u64::try_from(env.sector_num).map_err(|_| FilecoinError::invalid(format!("vanilla_proof: SectorNum {} is negative", env.sector_num)))?;
+        if req.sector_number != 0 && req.sector_number != n {
+            return Err(FilecoinError::invalid(format!("sector_number is {} but the envelope's SectorNum is {n}", req.sector_number)));
+        }
+        if req.sector_size != 0 && env.sector_size != req.sector_size {
+            return Err(FilecoinError::invalid(format!("sector_size is {} but the envelope's SectorSize is {}", req.sector_size, env.sector_size)));
+        }
+        (c1, n)
+    } else {
+        (req.vanilla_proof.to_vec(), req.sector_number)
+    };
+    let head: C1Head = serde_json::from_slice(&c1_bytes)
+        .map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
+    let proof = SealProof::from_api_name(&head.registered_proof)
+        .ok_or_else(|| FilecoinError::invalid(format!("C1 output: registered_proof {:?} is not a seal proof type", head.registered_proof)))?;
+    if req.registered_proof != 0 && req.registered_proof != proof.id {
+        return Err(FilecoinError::invalid(format!(
+            "registered_proof is {} but the C1 output is for {} ({})",
+            req.registered_proof,
+            proof.api_name(),
+            proof.id
+        )));
+    }
+    check_sector_size(req.sector_size, proof.size)?;
+    if proof.feature == Some(ApiFeature::NonInteractivePoRep) {
+        return Err(FilecoinError::Unsupported(format!("{}: non-interactive PoRep (aggregated proofs) is not supported", proof.api_name())));
+    }
+    let cfg = porep_config(proof)?;
+    guarded("decoding the C1 output", || with_shape!(proof.size, decode_shaped, proof, cfg, &c1_bytes, sector_number, req.miner_id))
+}
+
+fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
+    proof: SealProof,
+    cfg: PoRepConfig,
+    c1_bytes: &[u8],
+    sector_number: u64,
+    miner_id: u64,
+) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    let c1: C1<Tree> = serde_json::from_slice(c1_bytes)
+        .map_err(|e| FilecoinError::invalid(format!("C1 output for {}: {e}", proof.api_name())))?;
+    let tag = format!("StackedDrg{}V1", proof.size.api_name());
+    let mut tags: Vec<String> = c1.vanilla_proofs.keys().cloned().collect();
+    let mut c1_proofs = c1.vanilla_proofs;
+    let vanilla = match (tags.len(), c1_proofs.remove(&tag)) {
+        (1, Some(v)) => v,
+        _ => {
+            tags.sort();
+            return Err(FilecoinError::invalid(format!("C1 output: vanilla_proofs must hold one entry {tag:?}, it has {tags:?}")));
+        }
+    };
+    let partitions = usize::from(cfg.partitions);
+    if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
+        return Err(FilecoinError::invalid(format!(
+            "C1 output: {} partitions of vanilla proofs ({:?} challenges each); {} has {partitions}",
+            vanilla.len(),
+            vanilla.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            proof.api_name()
+        )));
+    }
+    for (name, v) in [("comm_r", &c1.comm_r), ("comm_d", &c1.comm_d), ("seed", &c1.seed)] {
+        if v.iter().all(|&b| b == 0) {
+            return Err(FilecoinError::invalid(format!("C1 output: {name} is all zero")));
+        }
+    }
+    // The replica id binds the proof to the miner, the sector, the ticket and the
+    // data; if C1's differs, the proofs would verify against C1 but not on chain.
+    let prover = prover_id(miner_id);
+    let expected: DomainOf<Tree> = generate_replica_id::<Tree::Hasher, _>(&prover, sector_number, &c1.ticket, c1.comm_d, &cfg.porep_id);
+    if expected != c1.replica_id {
+        return Err(FilecoinError::invalid(format!(
+            "C1 output's replica_id is not that of miner {miner_id}, sector {sector_number}, its ticket and comm_d (another miner or sector?)"
+        )));
+    }
+    let comm_r: DomainOf<Tree> =
+        as_safe_commitment(&c1.comm_r, "comm_r").map_err(|e| FilecoinError::invalid(format!("C1 output: {e}")))?;
+    let comm_d = <Sha256Hasher as Hasher>::Domain::try_from_bytes(&c1.comm_d)
+        .map_err(|e| FilecoinError::invalid(format!("C1 output: comm_d: {e}")))?;
+    let inputs: Inputs<Tree> = stacked::PublicInputs {
+        replica_id: c1.replica_id,
+        tau: Some(stacked::Tau { comm_d, comm_r }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
+    // The vanilla proofs are checked before any proving time is spent on them.
+    let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
+        .map_err(FilecoinError::rejected("C1 output: the vanilla proofs"))?;
+    if !ok {
+        return Err(FilecoinError::invalid("C1 output: the vanilla proofs do not verify against its commitments, replica id and seed"));
+    }
+    Ok(Box::new(PorepJob::<Tree> {
+        proof,
+        cfg,
+        params,
+        inputs,
+        vanilla,
+        prover,
+        sector_number,
+        comm_r: c1.comm_r,
+        comm_d: c1.comm_d,
+        seed: c1.seed,
+        ticket: c1.ticket,
+    }))
+}
+
+struct PorepJob<Tree: 'static + MerkleTreeTrait> {
+    proof: SealProof,
+    cfg: PoRepConfig,
+    params: stacked::PublicParams<Tree>,
+    inputs: Inputs<Tree>,
+    vanilla: Vec<Vec<VanillaSealProof<Tree>>>,
+    prover: [u8; 32],
+    sector_number: u64,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    seed: [u8; 32],
+    ticket: [u8; 32],
+}
+
+type Compound<Tree> = StackedCompound<Tree, Sha256Hasher>;
+
+impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
+    fn circuit(&self) -> Circuit {
+        self.proof.circuit()
+    }
+
+    fn describe(&self) -> String {
+        format!("PoRep C2 {}, sector {}, {} partitions", self.proof.api_name(), self.sector_number, self.vanilla.len())
+    }
+
+    fn partitions(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        guarded("synthesizing the PoRep circuit", || {
+            let circuit = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::circuit(
+                &self.inputs,
+                Default::default(),
+                &self.vanilla[partition],
+                &self.params,
+                Some(partition),
+            )
+            .map_err(FilecoinError::rejected("building the PoRep circuit"))?;
+            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+        })
+    }
+
+    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        guarded("computing the PoRep public inputs", || {
+            <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::generate_public_inputs(
+                &self.inputs,
+                &self.params,
+                Some(partition),
+            )
+            .map_err(FilecoinError::rejected("the PoRep public inputs"))
+        })
+    }
+
+    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
+        guarded("filecoin-proofs' verify_seal", || {
+            match filecoin_proofs::verify_seal::<Tree>(
+                &self.cfg,
+                self.comm_r,
+                self.comm_d,
+                self.prover,
+                SectorId::from(self.sector_number),
+                self.ticket,
+                self.seed,
+                proof,
+            ) {
+                Ok(true) => Ok(CheckedBy::FilecoinProofs),
+                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
+                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
+            }
+        })
+    }
+}
+

@@ -1,0 +1,88 @@
+//! PoRep C2 at 2 KiB through the library: Curio's envelope around the C1 output of a
+//! sector sealed by filecoin-proofs, the partition circuit synthesized and proved by
+//! cuzk's CPU backend, the proof accepted by filecoin-proofs' `verify_seal` and
+//! rejected for other public values; bad requests give clear errors.
+
+use cuzk_filecoin::fixtures::fixtures_2k;
+use cuzk_filecoin::{decode_porep, CheckedBy, FilecoinError, PorepRequest};
+use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
+use rand::SeedableRng;
+
+fn buffers() -> EvalBuffers {
+    EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
+}
+
+#[test]
+fn porep_c2_2k_is_accepted_by_verify_seal() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let p = &f.porep;
+    let job = decode_porep(&p.request()).expect("decode");
+    assert_eq!(job.circuit().id(), "porep-2k");
+    assert_eq!(job.partitions(), 1);
+    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).unwrap();
+    let mut circuit = job.synthesize(0, buffers()).expect("synthesis");
+    let inputs = job.public_inputs(0).unwrap();
+    assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+    let out = CpuBackend::new().prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)]).unwrap();
+    assert!(verify_proof(&PreparedVerifyingKey::new(&params.vk), &out.proofs[0], &inputs).unwrap());
+    let proof = out.proofs[0].to_bytes().to_vec();
+    assert_eq!(job.verify(&proof).expect("verify_seal accepts it"), CheckedBy::FilecoinProofs);
+    assert!(p.filecoin_proofs_accepts(&proof, p.comm_r, p.seed));
+    let mut other = p.seed;
+    other[0] ^= 1;
+    assert!(!p.filecoin_proofs_accepts(&proof, p.comm_r, other), "another seed");
+    let mut comm_r = p.comm_r;
+    comm_r[3] ^= 1;
+    assert!(!p.filecoin_proofs_accepts(&proof, comm_r, p.seed), "another comm_r");
+
+    // The raw C1 JSON (no envelope) decodes to the same circuit.
+    let raw = decode_porep(&PorepRequest { vanilla_proof: &p.c1, ..p.request() }).expect("raw C1");
+    assert_eq!(raw.public_inputs(0).unwrap(), inputs);
+}
+
+fn decode_err(req: &PorepRequest<'_>) -> String {
+    match decode_porep(req) {
+        Ok(job) => panic!("{} was accepted", job.describe()),
+        Err(e) => {
+            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn bad_porep_requests_get_clear_errors() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let p = &f.porep;
+    // A C1 with one byte changed, at several places of its JSON (digits inside the
+    // vanilla proofs and commitments).
+    let digits: Vec<usize> = p.c1.iter().enumerate().filter(|(_, b)| b.is_ascii_digit()).map(|(i, _)| i).collect();
+    for k in [1, digits.len() / 3, digits.len() / 2, digits.len() - 10] {
+        let mut c1 = p.c1.clone();
+        let at = digits[k];
+        c1[at] = if c1[at] == b'1' { b'2' } else { b'1' };
+        let e = decode_err(&PorepRequest { vanilla_proof: &c1, ..p.request() });
+        assert!(e.contains("C1 output"), "byte {at}: {e}");
+    }
+    // Not base64, not JSON.
+    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"SectorNum":1,"Phase1Out":"%%%","SectorSize":2048}"#, ..p.request() });
+    assert!(e.contains("Phase1Out is not base64"), "{e}");
+    let e = decode_err(&PorepRequest { vanilla_proof: b"\x00\x01", ..p.request() });
+    assert!(e.contains("not JSON"), "{e}");
+    // A wrong sector size, a wrong registered proof.
+    let e = decode_err(&PorepRequest { sector_size: 32 << 30, ..p.request() });
+    assert!(e.contains("sector_size"), "{e}");
+    let e = decode_err(&PorepRequest { registered_proof: 8, ..p.request() });
+    assert!(e.contains("registered_proof is 8"), "{e}");
+    // Another sector or another miner: the replica id does not match.
+    let e = decode_err(&PorepRequest { vanilla_proof: &p.c1, sector_number: 2, ..p.request() });
+    assert!(e.contains("replica_id"), "{e}");
+    let e = decode_err(&PorepRequest { miner_id: 1001, ..p.request() });
+    assert!(e.contains("replica_id"), "{e}");
+    let e = decode_err(&PorepRequest { sector_number: 2, ..p.request() });
+    assert!(e.contains("SectorNum is 1"), "{e}");
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest};
+use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest, SnapRequest};
 use cuzk_groth16::format::{read_params_domain_size, read_params_with, PointCheck};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
@@ -35,12 +35,10 @@ pub struct FilecoinKind {
 }
 
 impl FilecoinKind {
-    /// `kind` must be one of the Filecoin kinds implemented so far: PoRep C2,
-    /// WindowPoSt and WinningPoSt.
+    /// `kind` must be one of the four Filecoin kinds.
     pub fn new(kind: ProofKind, param_dir: PathBuf) -> Result<Self, EngineError> {
-        match kind {
-            ProofKind::PorepSealCommit | ProofKind::WindowPostPartition | ProofKind::WinningPost => {}
-            other => return Err(EngineError::Internal(format!("the {other} kind is not implemented by cuzk-filecoin yet"))),
+        if kind == ProofKind::Synthetic {
+            return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
         Ok(FilecoinKind { kind, param_dir, domains: Mutex::new(HashMap::new()) })
     }
@@ -50,7 +48,7 @@ impl FilecoinKind {
             ProofKind::WindowPostPartition => CircuitKind::WindowPost,
             ProofKind::WinningPost => CircuitKind::WinningPost,
             ProofKind::PorepSealCommit => CircuitKind::Porep,
-            _ => CircuitKind::Snap,
+            ProofKind::SnapDealsUpdate | ProofKind::Synthetic => CircuitKind::Snap,
         }
     }
 
@@ -121,7 +119,17 @@ impl KindHandler for FilecoinKind {
             })
             .map_err(engine_error)?
             .into(),
-            other => return Err(EngineError::InvalidArgument(format!("proof kind {other} is not supported by this daemon"))),
+            ProofKind::SnapDealsUpdate => cuzk_filecoin::decode_snap(&SnapRequest {
+                registered_proof: p.registered_proof,
+                sector_size: p.sector_size,
+                vanilla_proofs: &p.vanilla_proofs,
+                comm_r_old: &p.comm_r_old,
+                comm_r_new: &p.comm_r_new,
+                comm_d_new: &p.comm_d_new,
+            })
+            .map_err(engine_error)?
+            .into(),
+            ProofKind::Synthetic => return Err(EngineError::InvalidArgument("not a Filecoin proof kind".into())),
         };
         let circuit = job.circuit();
         let eval_len = self.domain_size(circuit)?;

@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
 use cuzk_groth16::NoProgress;
 use filecoin_proofs::{
-    add_piece, generate_fallback_sector_challenges, generate_piece_commitment, generate_single_vanilla_proof,
-    generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, SealPreCommitOutput,
+    add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment, generate_single_vanilla_proof,
+    generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, SealPreCommitOutput, SectorUpdateConfig,
     SectorShape2KiB, UnpaddedBytesAmount,
 };
 use base64::Engine as _;
@@ -30,16 +30,17 @@ use storage_proofs_core::sector::SectorId;
 use crate::ids::{porep_config, post_config, prover_id};
 use crate::porep::PorepRequest;
 use crate::post::PostRequest;
+use crate::snap::SnapRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 use crate::setup;
 
 type Tree = SectorShape2KiB;
 
 /// Bump when what the fixtures hold or how they are made changes.
-const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 2: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
+const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 3: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
                       (V1_1 seal, seed 7), C1 of sector 1 in Curio's envelope, WindowPoSt V1_2 (registered 10) \
-                      over both, WinningPoSt (registered 0), parameters for wpost-2k, winning-2k and porep-2k \
-                      from setup seed 11";
+                      over both, WinningPoSt (registered 0), sector 2 updated with new data (SnapDeals vanilla \
+                      proofs), parameters for wpost-2k, winning-2k, porep-2k and snap-2k from setup seed 11";
 
 pub const MINER_ID: u64 = 1000;
 
@@ -129,6 +130,38 @@ impl PorepFixture {
     }
 }
 
+/// A SnapDeals request's payload, as Curio would send it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapFixture {
+    pub registered_proof: u64,
+    /// bincode `PartitionProof`s, in partition order.
+    pub vanilla_proofs: Vec<Vec<u8>>,
+    pub comm_r_old: [u8; 32],
+    pub comm_r_new: [u8; 32],
+    pub comm_d_new: [u8; 32],
+}
+
+impl SnapFixture {
+    pub fn request(&self) -> SnapRequest<'_> {
+        SnapRequest {
+            registered_proof: self.registered_proof,
+            sector_size: SectorSize::S2KiB.bytes(),
+            vanilla_proofs: &self.vanilla_proofs,
+            comm_r_old: &self.comm_r_old,
+            comm_r_new: &self.comm_r_new,
+            comm_d_new: &self.comm_d_new,
+        }
+    }
+
+    /// Whether filecoin-proofs' `verify_empty_sector_update_proof` accepts `proof` with
+    /// the given new commitments (the fixture's, or altered ones). An error counts as
+    /// a rejection.
+    pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r_new: [u8; 32], comm_d_new: [u8; 32]) -> bool {
+        let Ok(cfg) = SealProof::from_registered(5).and_then(porep_config) else { return false };
+        filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&cfg, proof, self.comm_r_old, comm_r_new, comm_d_new).unwrap_or(false)
+    }
+}
+
 /// Everything the 2 KiB tests need; filecoin-proofs' parameter directory is set to
 /// `param_dir` for the whole process.
 #[derive(Debug)]
@@ -138,6 +171,7 @@ pub struct Fixtures {
     pub window: PostFixture,
     pub winning: PostFixture,
     pub porep: PorepFixture,
+    pub snap: SnapFixture,
 }
 
 /// The fixtures, made on first use in this process (or read from the cache).
@@ -179,17 +213,19 @@ fn load_or_make() -> Result<Fixtures, String> {
             check_manifest(&dir).map_err(|e| format!("fixtures just made in {} do not check: {e}", dir.display()))?;
         }
     }
-    let read = |name: &str| -> Result<PostFixture, String> {
+    fn read<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> Result<T, String> {
         let path = dir.join(name);
         let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let porep_path = dir.join("porep.json");
-    let porep = fs::read(&porep_path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", porep_path.display()))?;
-    Ok(Fixtures { window: read("window.json")?, winning: read("winning.json")?, porep, root: dir, param_dir })
+    }
+    Ok(Fixtures {
+        window: read(&dir, "window.json")?,
+        winning: read(&dir, "winning.json")?,
+        porep: read(&dir, "porep.json")?,
+        snap: read(&dir, "snap.json")?,
+        root: dir,
+        param_dir,
+    })
 }
 
 const MANIFEST: &str = "MANIFEST.sha256";
@@ -277,6 +313,34 @@ fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> 
     let pc = seal_pre_commit_phase2(&cfg, pc1, &cache, &sealed)?;
     let replica = PrivateReplicaInfo::<Tree>::new(sealed.clone(), pc.comm_r, cache.clone())?;
     Ok(Sealed { id, comm_r: pc.comm_r, replica, pre_commit: pc, piece, ticket, sealed, cache })
+}
+
+/// New data written into a sealed sector (an update of its replica) and the update's
+/// vanilla proofs.
+fn snap_fixture(work: &Path, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<SnapFixture> {
+    let cfg = porep_config(SealProof::from_registered(5)?)?;
+    let update = SectorUpdateConfig::from_porep_config(&cfg);
+    let n: UnpaddedBytesAmount = cfg.unpadded_bytes_amount();
+    let mut data = vec![0u8; u64::from(n) as usize];
+    rng.fill_bytes(&mut data);
+    let piece = generate_piece_commitment(&data[..], n)?;
+    let staged = work.join(format!("new-staged-{}", s.id));
+    let mut staged_file = fs::File::create(&staged)?;
+    add_piece(&data[..], &mut staged_file, n, &[])?;
+    staged_file.flush()?;
+    let new_replica = work.join(format!("new-sealed-{}", s.id));
+    fs::File::create(&new_replica)?.set_len(fs::metadata(&s.sealed)?.len())?;
+    let new_cache = work.join(format!("new-cache-{}", s.id));
+    fs::create_dir_all(&new_cache)?;
+    let enc = encode_into::<Tree>(&update, &new_replica, &new_cache, &s.sealed, &s.cache, &staged, &[piece])?;
+    let parts = generate_partition_proofs::<Tree>(update, s.comm_r, enc.comm_r_new, enc.comm_d_new, &s.sealed, &s.cache, &new_replica, &new_cache)?;
+    Ok(SnapFixture {
+        registered_proof: 0,
+        vanilla_proofs: parts.iter().map(bincode::serialize).collect::<Result<_, _>>()?,
+        comm_r_old: s.comm_r,
+        comm_r_new: enc.comm_r_new,
+        comm_d_new: enc.comm_d_new,
+    })
 }
 
 /// C1 of a sealed sector and Curio's envelope around it.
@@ -370,10 +434,11 @@ fn make(root: &Path, dir: &Path) -> Result<(), String> {
     let chosen = if elected.first().copied().unwrap_or(0) == 0 { &s1 } else { &s2 };
     let winning = post_fixture(0, randomness, &[chosen]).map_err(step("WinningPoSt vanilla proof"))?;
     let porep = porep_fixture(&s1, &mut rng).map_err(step("C1 of sector 1"))?;
+    let snap = snap_fixture(work.path(), &s2, &mut rng).map_err(step("the update of sector 2"))?;
 
     let params = tmp.path().join("params");
     let mut prng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
-    for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost, CircuitKind::Porep] {
+    for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost, CircuitKind::Porep, CircuitKind::Snap] {
         let circuit = Circuit { kind, size: SectorSize::S2KiB };
         let t = std::time::Instant::now();
         let ps = setup::generate(circuit, &ToxicWaste::random(&mut prng), &CpuFixedBase::new(), &NoProgress)
@@ -381,11 +446,14 @@ fn make(root: &Path, dir: &Path) -> Result<(), String> {
         setup::write_files(&ps, circuit, &params).map_err(|e| format!("making fixtures: {e}"))?;
         eprintln!("fixtures: parameters for {circuit} (domain 2^{}) made in {:.1} s", ps.domain_size().trailing_zeros(), t.elapsed().as_secs_f64());
     }
-    for (name, f) in [("window.json", &window), ("winning.json", &winning)] {
-        let json = serde_json::to_vec(f).map_err(|e| e.to_string())?;
-        fs::write(tmp.path().join(name), json).map_err(|e| e.to_string())?;
+    fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<(), String> {
+        let json = serde_json::to_vec(value).map_err(|e| e.to_string())?;
+        fs::write(dir.join(name), json).map_err(|e| e.to_string())
     }
-    fs::write(tmp.path().join("porep.json"), serde_json::to_vec(&porep).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    write(tmp.path(), "window.json", &window)?;
+    write(tmp.path(), "winning.json", &winning)?;
+    write(tmp.path(), "porep.json", &porep)?;
+    write(tmp.path(), "snap.json", &snap)?;
     write_manifest(tmp.path())?;
     // Another process may have made the same fixtures meanwhile: either copy will do.
     let _ = fs::remove_dir_all(dir);

@@ -21,6 +21,7 @@ mod porep;
 mod post;
 pub mod registered;
 pub mod setup;
+mod snap;
 
 use blstrs::Scalar;
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -29,6 +30,7 @@ use cuzk_groth16::SynthesizedCircuit;
 pub use error::FilecoinError;
 pub use porep::PorepRequest;
 pub use post::PostRequest;
+pub use snap::SnapRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 
 /// How a proof was checked before it is returned.
@@ -63,6 +65,11 @@ pub trait FilecoinJob: Send + Sync {
 /// Decodes a PoRep C2 request.
 pub fn decode_porep(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
     porep::decode(req)
+}
+
+/// Decodes a SnapDeals (empty sector update) request.
+pub fn decode_snap(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    snap::decode(req)
 }
 
 /// Decodes a WindowPoSt partition request.

@@ -23,3 +23,13 @@ pub(crate) fn bincode_decode<T: DeserializeOwned>(bytes: &[u8], field: &str) -> 
 pub(crate) fn field_bytes(bytes: &[u8], field: &str) -> Result<[u8; 32], FilecoinError> {
     bytes.try_into().map_err(|_| FilecoinError::invalid(format!("{field} must be 32 bytes, got {}", bytes.len())))
 }
+
+/// A 32-byte field of the request that must be a canonical field element (below the
+/// scalar field's modulus, little-endian), as Filecoin's commitments are.
+pub(crate) fn field_element(bytes: &[u8], field: &str) -> Result<[u8; 32], FilecoinError> {
+    let b = field_bytes(bytes, field)?;
+    if bool::from(blstrs::Scalar::from_bytes_le(&b).is_none()) {
+        return Err(FilecoinError::invalid(format!("{field} is not a canonical field element (it is not below the modulus)")));
+    }
+    Ok(b)
+}

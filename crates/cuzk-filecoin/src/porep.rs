@@ -24,6 +24,7 @@ use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, S
 
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{porep_config, prover_id};
+use crate::payload::field_element;
 use crate::post::check_partition;
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
 use crate::{CheckedBy, FilecoinJob};
@@ -142,6 +143,9 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
         if v.iter().all(|&b| b == 0) {
             return Err(FilecoinError::invalid(format!("C1 output: {name} is all zero")));
         }
+    }
+    for (name, v) in [("comm_r", &c1.comm_r), ("comm_d", &c1.comm_d)] {
+        field_element(v, &format!("C1 output: {name}"))?;
     }
     // The replica id binds the proof to the miner, the sector, the ticket and the
     // data; if C1's differs, the proofs would verify against C1 but not on chain.

@@ -14,10 +14,12 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use filecoin_hashers::sha256::Sha256Hasher;
 use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
+use storage_proofs_update::constants::TreeRHasher;
+use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicParams as UpdatePublicParams};
 
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, post_public_params};
-use crate::registered::{with_shape, Circuit, CircuitKind, PostProof, SealProof};
+use crate::registered::{with_shape, Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 
 fn post_parameters<Tree: 'static + MerkleTreeTrait>(
     proof: PostProof,
@@ -42,6 +44,17 @@ fn porep_parameters<Tree: 'static + MerkleTreeTrait>(
     generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
 }
 
+fn snap_parameters<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    size: SectorSize,
+    tw: &ToxicWaste,
+    mul: &dyn FixedBaseMul,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, FilecoinError> {
+    let params = UpdatePublicParams::from_sector_size(size.bytes());
+    let blank = <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&params);
+    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+}
+
 /// Generates a parameter set for `circuit` from the secrets `tw`.
 pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progress: &dyn Progress) -> Result<ParameterSet, FilecoinError> {
     match circuit.kind {
@@ -58,7 +71,7 @@ pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progr
             let proof = SealProof::from_registered(5 + circuit.size as u64)?;
             with_shape!(circuit.size, porep_parameters, proof, tw, mul, progress)
         }
-        CircuitKind::Snap => Err(FilecoinError::Unsupported(format!("parameter generation for {circuit} is not implemented yet"))),
+        CircuitKind::Snap => with_shape!(circuit.size, snap_parameters, circuit.size, tw, mul, progress),
     }
 }
 

@@ -1,6 +1,6 @@
-//! Filecoin proofs at 2 KiB through the gRPC API: PoRep C2, WindowPoSt and WinningPoSt
-//! requests as Curio sends them (C1 in its envelope, bincode vanilla proofs; sectors
-//! sealed by filecoin-proofs),
+//! Filecoin proofs at 2 KiB through the gRPC API: PoRep C2, SnapDeals, WindowPoSt and
+//! WinningPoSt requests as Curio sends them (C1 in its envelope, bincode vanilla
+//! proofs; sectors sealed and updated by filecoin-proofs),
 //! proved by the daemon on the CPU, and the returned bytes accepted by
 //! filecoin-proofs' own verifiers; altered public data is rejected by them; bad
 //! requests get clear errors and the daemon keeps serving.
@@ -23,11 +23,10 @@ fn fixtures() -> &'static Fixtures {
 }
 
 async fn daemon(param_dir: &std::path::Path) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = vec![
-        Arc::new(FilecoinKind::new(Kind::PorepSealCommit, param_dir.to_owned()).unwrap()),
-        Arc::new(FilecoinKind::new(Kind::WindowPostPartition, param_dir.to_owned()).unwrap()),
-        Arc::new(FilecoinKind::new(Kind::WinningPost, param_dir.to_owned()).unwrap()),
-    ];
+    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+        .into_iter()
+        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned()).unwrap()) as Arc<dyn KindHandler>)
+        .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
 }
 
@@ -152,5 +151,42 @@ async fn porep_c2_over_grpc_is_accepted_by_verify_seal() {
     let mut seed = p.seed;
     seed[2] ^= 1;
     assert!(!p.filecoin_proofs_accepts(&r.proof, p.comm_r, seed), "and rejects it for another seed");
+    d.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn snap_deals_over_grpc_are_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let s = &f.snap;
+    let d = daemon(&f.param_dir).await;
+    let mut c = d.client().await;
+    let req = || pb::SubmitProofRequest {
+        proof_kind: ProofKind::SnapDealsUpdate as i32,
+        sector_size: 2048,
+        registered_proof: s.registered_proof,
+        vanilla_proofs: s.vanilla_proofs.clone(),
+        comm_r_old: s.comm_r_old.to_vec(),
+        comm_r_new: s.comm_r_new.to_vec(),
+        comm_d_new: s.comm_d_new.to_vec(),
+        ..Default::default()
+    };
+    // Bad requests first: a byte of a vanilla proof changed, another comm_r_old.
+    let mut bad = req();
+    let mid = bad.vanilla_proofs[0].len() / 2;
+    bad.vanilla_proofs[0][mid] ^= 0x21;
+    let e = c.submit_proof(bad).await.expect_err("a changed vanilla proof was accepted");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let mut comm = s.comm_r_old;
+    comm[1] ^= 1;
+    let e = c.submit_proof(pb::SubmitProofRequest { comm_r_old: comm.to_vec(), ..req() }).await.expect_err("another comm_r_old");
+    assert!(e.message().contains("vanilla proofs do not verify"), "{}", e.message());
+
+    let r = prove(&mut c, req()).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert_eq!(r.proof.len(), 192 * s.vanilla_proofs.len());
+    assert!(s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, s.comm_d_new), "filecoin-proofs accepts the update proof");
+    let mut other = s.comm_d_new;
+    other[0] ^= 1;
+    assert!(!s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, other), "and rejects it for another comm_d_new");
     d.stop(Duration::from_secs(5)).await;
 }

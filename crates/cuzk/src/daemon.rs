@@ -8,8 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::ProofKind;
-use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, MemoryBudget};
+use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, MemoryBudget, ProofKind};
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::{serve, ListenAddr, Listener};
@@ -87,6 +86,10 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         workers_per_backend = config.workers_per_device,
         "proving backends ready"
     );
+    let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
+    for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
+        kinds.push(Arc::new(FilecoinKind::new(k, config.param_cache.clone())?));
+    }
     let engine = Arc::new(
         Engine::start_with_buffers(
             EngineConfig {
@@ -98,12 +101,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 ..EngineConfig::default()
             },
             backends,
-            vec![
-                Arc::new(synthetic),
-                Arc::new(FilecoinKind::new(ProofKind::PorepSealCommit, config.param_cache.clone())?),
-                Arc::new(FilecoinKind::new(ProofKind::WindowPostPartition, config.param_cache.clone())?),
-                Arc::new(FilecoinKind::new(ProofKind::WinningPost, config.param_cache.clone())?),
-            ],
+            kinds,
             make_buffer,
         )
         .context("starting the engine")?,

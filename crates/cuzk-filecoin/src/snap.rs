@@ -1,0 +1,151 @@
+//! SnapDeals (empty sector update): the partition proofs of an update from the
+//! partitions' vanilla proofs and the three commitments.
+//!
+//! The payload is one bincode `PartitionProof` per partition, in order, with
+//! comm_r_old, comm_r_new and comm_d_new.
+
+use blstrs::Scalar;
+use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::SynthesizedCircuit;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_update::constants::TreeRHasher;
+use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicInputs, PublicParams};
+
+use crate::error::{guarded, FilecoinError};
+use crate::ids::porep_config;
+use crate::payload::{bincode_decode, field_element};
+use crate::post::check_partition;
+use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
+use crate::{CheckedBy, FilecoinJob};
+
+/// The fields of a SnapDeals request.
+pub struct SnapRequest<'a> {
+    pub registered_proof: u64,
+    pub sector_size: u64,
+    pub vanilla_proofs: &'a [Vec<u8>],
+    pub comm_r_old: &'a [u8],
+    pub comm_r_new: &'a [u8],
+    pub comm_d_new: &'a [u8],
+}
+
+pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    let proof = UpdateProof::from_registered(req.registered_proof)?;
+    check_sector_size(req.sector_size, proof.size)?;
+    let comms = [
+        field_element(req.comm_r_old, "comm_r_old")?,
+        field_element(req.comm_r_new, "comm_r_new")?,
+        field_element(req.comm_d_new, "comm_d_new")?,
+    ];
+    // The update's config only needs the sector size (any seal proof type of it).
+    let cfg = porep_config(SealProof::from_registered(5 + proof.size as u64)?)?;
+    guarded("decoding the SnapDeals request", || with_shape!(proof.size, decode_shaped, proof, cfg, req.vanilla_proofs, comms))
+}
+
+fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    proof: UpdateProof,
+    cfg: PoRepConfig,
+    vanilla_proofs: &[Vec<u8>],
+    [comm_r_old, comm_r_new, comm_d_new]: [[u8; 32]; 3],
+) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+    let update = SectorUpdateConfig::from_porep_config(&cfg);
+    let partitions = usize::from(update.update_partitions);
+    if vanilla_proofs.len() != partitions {
+        return Err(FilecoinError::invalid(format!(
+            "vanilla_proofs has {} entries; a {} update has {partitions} partitions (one proof each, in order)",
+            vanilla_proofs.len(),
+            proof.size
+        )));
+    }
+    let vanilla: Vec<PartitionProof<Tree>> = vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]")))
+        .collect::<Result<_, _>>()?;
+    let domain = |bytes: &[u8; 32], name: &str| {
+        <TreeRHasher as Hasher>::Domain::try_from_bytes(bytes)
+            .map_err(|e| FilecoinError::invalid(format!("{name} is not a canonical field element: {e}")))
+    };
+    let inputs = PublicInputs {
+        k: partitions,
+        comm_r_old: domain(&comm_r_old, "comm_r_old")?,
+        comm_d_new: DefaultPieceDomain::try_from_bytes(&comm_d_new)
+            .map_err(|e| FilecoinError::invalid(format!("comm_d_new is not a canonical field element: {e}")))?,
+        comm_r_new: domain(&comm_r_new, "comm_r_new")?,
+        h: update.h,
+    };
+    let params = PublicParams::from_sector_size(proof.size.bytes());
+    // The vanilla proofs are checked before any proving time is spent on them.
+    let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(&params, &inputs, &vanilla)
+        .map_err(FilecoinError::rejected("the update's vanilla proofs"))?;
+    if !ok {
+        return Err(FilecoinError::invalid("the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new"));
+    }
+    Ok(Box::new(SnapJob::<Tree> { proof, cfg, params, inputs, vanilla, comms: [comm_r_old, comm_r_new, comm_d_new] }))
+}
+
+struct SnapJob<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
+    proof: UpdateProof,
+    cfg: PoRepConfig,
+    params: PublicParams,
+    inputs: PublicInputs,
+    vanilla: Vec<PartitionProof<Tree>>,
+    comms: [[u8; 32]; 3],
+}
+
+type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for SnapJob<Tree> {
+    fn circuit(&self) -> Circuit {
+        self.proof.circuit()
+    }
+
+    fn describe(&self) -> String {
+        format!("SnapDeals {}, {} partitions", self.proof.size, self.vanilla.len())
+    }
+
+    fn partitions(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        guarded("synthesizing the SnapDeals circuit", || {
+            let circuit = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
+                &self.inputs,
+                Default::default(),
+                &self.vanilla[partition],
+                &self.params,
+                Some(partition),
+            )
+            .map_err(FilecoinError::rejected("building the SnapDeals circuit"))?;
+            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+        })
+    }
+
+    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        guarded("computing the SnapDeals public inputs", || {
+            <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::generate_public_inputs(
+                &self.inputs,
+                &self.params,
+                Some(partition),
+            )
+            .map_err(FilecoinError::rejected("the SnapDeals public inputs"))
+        })
+    }
+
+    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
+        let [old, new, d] = self.comms;
+        guarded("filecoin-proofs' verify_empty_sector_update_proof", || {
+            match filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&self.cfg, proof, old, new, d) {
+                Ok(true) => Ok(CheckedBy::FilecoinProofs),
+                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
+                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
+            }
+        })
+    }
+}

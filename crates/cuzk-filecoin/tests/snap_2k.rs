@@ -1,0 +1,79 @@
+//! SnapDeals at 2 KiB through the library: the vanilla proofs filecoin-proofs made
+//! for an update of a sealed sector, the partition circuit synthesized and proved by
+//! cuzk's CPU backend, the proof accepted by filecoin-proofs'
+//! `verify_empty_sector_update_proof` and rejected for other commitments; bad requests
+//! give clear errors.
+
+use cuzk_filecoin::fixtures::fixtures_2k;
+use cuzk_filecoin::{decode_snap, CheckedBy, FilecoinError, SnapRequest};
+use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
+use rand::SeedableRng;
+
+#[test]
+fn snap_2k_is_accepted_by_filecoin_proofs() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let s = &f.snap;
+    let job = decode_snap(&s.request()).expect("decode");
+    assert_eq!(job.circuit().id(), "snap-2k");
+    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).unwrap();
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+    let mut proof = Vec::new();
+    for k in 0..job.partitions() {
+        let buffers = EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) };
+        let mut circuit = job.synthesize(k, buffers).expect("synthesis");
+        let inputs = job.public_inputs(k).unwrap();
+        assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
+        let out = CpuBackend::new().prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)]).unwrap();
+        assert!(verify_proof(&pvk, &out.proofs[0], &inputs).unwrap());
+        proof.extend_from_slice(&out.proofs[0].to_bytes());
+    }
+    assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
+    assert!(s.filecoin_proofs_accepts(&proof, s.comm_r_new, s.comm_d_new));
+    let mut other = s.comm_r_new;
+    other[4] ^= 1;
+    assert!(!s.filecoin_proofs_accepts(&proof, other, s.comm_d_new), "another comm_r_new");
+    let mut other = s.comm_d_new;
+    other[4] ^= 1;
+    assert!(!s.filecoin_proofs_accepts(&proof, s.comm_r_new, other), "another comm_d_new");
+}
+
+fn decode_err(req: &SnapRequest<'_>) -> String {
+    match decode_snap(req) {
+        Ok(job) => panic!("{} was accepted", job.describe()),
+        Err(e) => {
+            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn bad_snap_requests_get_clear_errors() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let s = &f.snap;
+    let len = s.vanilla_proofs[0].len();
+    for at in [20, len / 3, len / 2, len - 40] {
+        let mut proofs = s.vanilla_proofs.clone();
+        proofs[0][at] ^= 0x21;
+        let e = decode_err(&SnapRequest { vanilla_proofs: &proofs, ..s.request() });
+        assert!(e.contains("vanilla proof"), "byte {at}: {e}");
+    }
+    let mut comm = s.comm_r_old;
+    comm[0] ^= 1;
+    let e = decode_err(&SnapRequest { comm_r_old: &comm, ..s.request() });
+    assert!(e.contains("vanilla proofs do not verify"), "{e}");
+    let e = decode_err(&SnapRequest { comm_d_new: &[0xff; 32], ..s.request() });
+    assert!(e.contains("comm_d_new"), "{e}");
+    let e = decode_err(&SnapRequest { comm_r_new: &[1; 31], ..s.request() });
+    assert!(e.contains("comm_r_new must be 32 bytes"), "{e}");
+    let e = decode_err(&SnapRequest { sector_size: 64 << 30, ..s.request() });
+    assert!(e.contains("sector_size"), "{e}");
+    let e = decode_err(&SnapRequest { registered_proof: 7, ..s.request() });
+    assert!(e.contains("registered_proof 7"), "{e}");
+    let e = decode_err(&SnapRequest { vanilla_proofs: &[], ..s.request() });
+    assert!(e.contains("vanilla_proofs has 0"), "{e}");
+}

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
-use cuzk_groth16::NoProgress;
+use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{CpuBackend, NoProgress, ProofRandomness, ProvingBackend};
 use filecoin_proofs::{
     add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment, generate_single_vanilla_proof,
     generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, SealPreCommitOutput, SectorUpdateConfig,
@@ -33,6 +36,7 @@ use crate::post::PostRequest;
 use crate::snap::SnapRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 use crate::setup;
+use crate::{FilecoinError, FilecoinJob};
 
 type Tree = SectorShape2KiB;
 
@@ -172,6 +176,44 @@ pub struct Fixtures {
     pub winning: PostFixture,
     pub porep: PorepFixture,
     pub snap: SnapFixture,
+}
+
+/// Proves every partition of `job` on the CPU with the parameters in `param_dir`:
+/// each partition's circuit inputs must be the job's public inputs (storage-proofs'
+/// computation) and its proof must verify with cuzk's verifier. Returns the
+/// assembled proof.
+pub fn prove_on_cpu(job: &dyn FilecoinJob, param_dir: &Path, seed: u64) -> Result<Vec<u8>, String> {
+    let path = job.circuit().params_path(param_dir).map_err(|e| e.to_string())?;
+    let params = read_params(&path, PointCheck::OnCurve).map_err(|e| e.to_string())?;
+    let pvk = PreparedVerifyingKey::new(&params.vk);
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+    let mut bytes = Vec::new();
+    for k in 0..job.partitions() {
+        let buffers = EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) };
+        let mut circuit = job.synthesize(k, buffers).map_err(|e| e.to_string())?;
+        let inputs = job.public_inputs(k).map_err(|e| e.to_string())?;
+        if circuit.input.get(1..) != Some(&inputs[..]) {
+            return Err(format!("partition {k}: the circuit's inputs are not storage-proofs' public inputs"));
+        }
+        let out = CpuBackend::new()
+            .prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)])
+            .map_err(|e| e.to_string())?;
+        if !verify_proof(&pvk, &out.proofs[0], &inputs).map_err(|e| e.to_string())? {
+            return Err(format!("partition {k}: the proof does not verify with cuzk's verifier"));
+        }
+        bytes.extend_from_slice(&out.proofs[0].to_bytes());
+    }
+    Ok(bytes)
+}
+
+/// The error message of a request that must be refused; `Err` if it was accepted, or
+/// if filecoin-proofs panicked on it (caught, but its checks should have come first).
+pub fn refusal(decoded: Result<Box<dyn FilecoinJob>, FilecoinError>) -> Result<String, String> {
+    match decoded {
+        Ok(job) => Err(format!("{} was accepted", job.describe())),
+        Err(e @ FilecoinError::Panicked { .. }) => Err(format!("a panic inside filecoin-proofs: {e}")),
+        Err(e) => Ok(e.to_string()),
+    }
 }
 
 /// The fixtures, made on first use in this process (or read from the cache).

@@ -43,6 +43,16 @@ pub enum CheckedBy {
     PartitionsOnly(&'static str),
 }
 
+/// filecoin-proofs' verdict on an assembled proof (`verify_*`'s result) as the final
+/// check's outcome; `what` describes the job for the error.
+pub(crate) fn verdict(r: anyhow::Result<bool>, what: String) -> Result<CheckedBy, FilecoinError> {
+    match r {
+        Ok(true) => Ok(CheckedBy::FilecoinProofs),
+        Ok(false) => Err(FilecoinError::NotVerified(what)),
+        Err(e) => Err(FilecoinError::NotVerified(format!("{what}: {e:#}"))),
+    }
+}
+
 /// One decoded request: its partition circuits, their public inputs, and the final
 /// check of the assembled proof.
 pub trait FilecoinJob: Send + Sync {

@@ -27,7 +27,7 @@ use crate::ids::{porep_config, prover_id};
 use crate::payload::field_element;
 use crate::post::check_partition;
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
-use crate::{CheckedBy, FilecoinJob};
+use crate::{verdict, CheckedBy, FilecoinJob};
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type Inputs<Tree> = stacked::PublicInputs<DomainOf<Tree>, <Sha256Hasher as Hasher>::Domain>;
@@ -246,7 +246,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
 
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
         guarded("filecoin-proofs' verify_seal", || {
-            match filecoin_proofs::verify_seal::<Tree>(
+            let r = filecoin_proofs::verify_seal::<Tree>(
                 &self.cfg,
                 self.comm_r,
                 self.comm_d,
@@ -255,11 +255,8 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
                 self.ticket,
                 self.seed,
                 proof,
-            ) {
-                Ok(true) => Ok(CheckedBy::FilecoinProofs),
-                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
-                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
-            }
+            );
+            verdict(r, self.describe())
         })
     }
 }

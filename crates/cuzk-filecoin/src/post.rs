@@ -22,7 +22,7 @@ use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::payload::{bincode_decode, field_bytes};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
-use crate::{FilecoinJob, CheckedBy};
+use crate::{verdict, CheckedBy, FilecoinJob};
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
@@ -266,11 +266,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
                 let replica = PublicReplicaInfo::new(comm_r).map_err(FilecoinError::rejected("comm_r"))?;
                 filecoin_proofs::verify_winning_post::<Tree>(&self.config, &self.randomness, &[(id, replica)], self.prover_id, proof)
             };
-            match ok {
-                Ok(true) => Ok(CheckedBy::FilecoinProofs),
-                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
-                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
-            }
+            verdict(ok, self.describe())
         })
     }
 }

@@ -8,6 +8,8 @@
 use std::path::Path;
 
 use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste};
+use bellpepper_core::Circuit;
+use blstrs::Scalar;
 use cuzk_groth16::{ParameterSet, Progress};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -19,7 +21,11 @@ use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySe
 
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, post_public_params};
-use crate::registered::{with_shape, Circuit, CircuitKind, PostProof, SealProof, SectorSize};
+use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize};
+
+fn setup<C: Circuit<Scalar>>(blank: C, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progress: &dyn Progress) -> Result<ParameterSet, FilecoinError> {
+    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+}
 
 fn post_parameters<Tree: 'static + MerkleTreeTrait>(
     proof: PostProof,
@@ -30,7 +36,7 @@ fn post_parameters<Tree: 'static + MerkleTreeTrait>(
     let cfg = post_config(proof);
     let params = post_public_params::<Tree>(&cfg)?;
     let blank = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&params);
-    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+    setup(blank, tw, mul, progress)
 }
 
 fn porep_parameters<Tree: 'static + MerkleTreeTrait>(
@@ -41,7 +47,7 @@ fn porep_parameters<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<ParameterSet, FilecoinError> {
     let params = filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?).map_err(FilecoinError::rejected("PoRep public parameters"))?;
     let blank = <StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(&params);
-    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+    setup(blank, tw, mul, progress)
 }
 
 fn snap_parameters<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -52,11 +58,11 @@ fn snap_parameters<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 ) -> Result<ParameterSet, FilecoinError> {
     let params = UpdatePublicParams::from_sector_size(size.bytes());
     let blank = <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&params);
-    generate_parameters_with(blank, tw, mul, progress).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("setup: {e}") })
+    setup(blank, tw, mul, progress)
 }
 
 /// Generates a parameter set for `circuit` from the secrets `tw`.
-pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progress: &dyn Progress) -> Result<ParameterSet, FilecoinError> {
+pub fn generate(circuit: crate::Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progress: &dyn Progress) -> Result<ParameterSet, FilecoinError> {
     match circuit.kind {
         CircuitKind::WindowPost | CircuitKind::WinningPost => {
             let proof = PostProof {
@@ -77,7 +83,7 @@ pub fn generate(circuit: Circuit, tw: &ToxicWaste, mul: &dyn FixedBaseMul, progr
 
 /// Writes `params` as `<dir>/<stem>.params` and `<dir>/<stem>.vk`, the names
 /// filecoin-proofs reads for `circuit`.
-pub fn write_files(params: &ParameterSet, circuit: Circuit, dir: &Path) -> Result<(), FilecoinError> {
+pub fn write_files(params: &ParameterSet, circuit: crate::Circuit, dir: &Path) -> Result<(), FilecoinError> {
     std::fs::create_dir_all(dir).map_err(|e| FilecoinError::invalid(format!("cannot create parameter directory {}: {e}", dir.display())))?;
     let path = circuit.params_path(dir)?;
     cuzk_groth16::format::save(params, &path).map_err(|e| FilecoinError::invalid(format!("writing {}: {e}", path.display())))

@@ -20,7 +20,7 @@ use crate::ids::porep_config;
 use crate::payload::{bincode_decode, field_element};
 use crate::post::check_partition;
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
-use crate::{CheckedBy, FilecoinJob};
+use crate::{verdict, CheckedBy, FilecoinJob};
 
 /// The fields of a SnapDeals request.
 pub struct SnapRequest<'a> {
@@ -141,11 +141,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
         let [old, new, d] = self.comms;
         guarded("filecoin-proofs' verify_empty_sector_update_proof", || {
-            match filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&self.cfg, proof, old, new, d) {
-                Ok(true) => Ok(CheckedBy::FilecoinProofs),
-                Ok(false) => Err(FilecoinError::NotVerified(self.describe())),
-                Err(e) => Err(FilecoinError::NotVerified(format!("{}: {e:#}", self.describe()))),
-            }
+            verdict(filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&self.cfg, proof, old, new, d), self.describe())
         })
     }
 }

@@ -3,17 +3,8 @@
 //! cuzk's CPU backend, the proof accepted by filecoin-proofs' `verify_seal` and
 //! rejected for other public values; bad requests give clear errors.
 
-use cuzk_filecoin::fixtures::fixtures_2k;
-use cuzk_filecoin::{decode_porep, CheckedBy, FilecoinError, PorepRequest};
-use cuzk_groth16::format::{read_params, PointCheck};
-use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
-use rand::SeedableRng;
-
-fn buffers() -> EvalBuffers {
-    EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
-}
+use cuzk_filecoin::fixtures::{fixtures_2k, prove_on_cpu, refusal};
+use cuzk_filecoin::{decode_porep, CheckedBy, PorepRequest};
 
 #[test]
 fn porep_c2_2k_is_accepted_by_verify_seal() {
@@ -22,14 +13,8 @@ fn porep_c2_2k_is_accepted_by_verify_seal() {
     let job = decode_porep(&p.request()).expect("decode");
     assert_eq!(job.circuit().id(), "porep-2k");
     assert_eq!(job.partitions(), 1);
-    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).unwrap();
-    let mut circuit = job.synthesize(0, buffers()).expect("synthesis");
+    let proof = prove_on_cpu(job.as_ref(), &f.param_dir, 9).expect("proving");
     let inputs = job.public_inputs(0).unwrap();
-    assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
-    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
-    let out = CpuBackend::new().prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)]).unwrap();
-    assert!(verify_proof(&PreparedVerifyingKey::new(&params.vk), &out.proofs[0], &inputs).unwrap());
-    let proof = out.proofs[0].to_bytes().to_vec();
     assert_eq!(job.verify(&proof).expect("verify_seal accepts it"), CheckedBy::FilecoinProofs);
     assert!(p.filecoin_proofs_accepts(&proof, p.comm_r, p.seed));
     let mut other = p.seed;
@@ -45,13 +30,7 @@ fn porep_c2_2k_is_accepted_by_verify_seal() {
 }
 
 fn decode_err(req: &PorepRequest<'_>) -> String {
-    match decode_porep(req) {
-        Ok(job) => panic!("{} was accepted", job.describe()),
-        Err(e) => {
-            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
-            e.to_string()
-        }
-    }
+    refusal(decode_porep(req)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

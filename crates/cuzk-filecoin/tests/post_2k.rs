@@ -4,38 +4,8 @@
 //! and the proof checked by filecoin-proofs' own verifier. Bad requests must give
 //! errors naming what is wrong.
 
-use cuzk_filecoin::fixtures::{fixtures_2k, PostFixture};
-use cuzk_filecoin::{decode_window_post, decode_winning_post, FilecoinError, FilecoinJob, CheckedBy, PostRequest};
-use cuzk_groth16::format::{read_params, PointCheck};
-use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
-use rand::SeedableRng;
-
-/// Proves every partition of `job` on the CPU, checks each against the job's public
-/// inputs, and returns the assembled proof bytes.
-fn prove(job: &dyn FilecoinJob) -> Vec<u8> {
-    let f = fixtures_2k().expect("fixtures");
-    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).expect("parameters");
-    let pvk = PreparedVerifyingKey::new(&params.vk);
-    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-    let mut bytes = Vec::new();
-    for k in 0..job.partitions() {
-        let mut circuit = job.synthesize(k, cuzk_groth16::synthesis::EvalBuffers {
-            a: Box::new(Vec::new()),
-            b: Box::new(Vec::new()),
-            c: Box::new(Vec::new()),
-        })
-        .expect("synthesis");
-        let inputs = job.public_inputs(k).expect("public inputs");
-        assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
-        let out = CpuBackend::new()
-            .prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)])
-            .expect("proving");
-        assert!(verify_proof(&pvk, &out.proofs[0], &inputs).unwrap(), "partition {k} verifies with cuzk's verifier");
-        bytes.extend_from_slice(&out.proofs[0].to_bytes());
-    }
-    bytes
-}
+use cuzk_filecoin::fixtures::{fixtures_2k, prove_on_cpu, refusal, PostFixture};
+use cuzk_filecoin::{decode_window_post, decode_winning_post, CheckedBy, PostRequest};
 
 fn fixtures() -> &'static cuzk_filecoin::fixtures::Fixtures {
     fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"))
@@ -46,7 +16,7 @@ fn winning_post_2k_is_accepted_by_filecoin_proofs() {
     let f = fixtures();
     let job = decode_winning_post(&f.winning.request()).expect("decode");
     assert_eq!(job.circuit().id(), "winning-2k");
-    let proof = prove(job.as_ref());
+    let proof = prove_on_cpu(job.as_ref(), &f.param_dir, 3).expect("proving");
     assert_eq!(proof.len(), 192);
     assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
 
@@ -68,7 +38,7 @@ fn window_post_2k_is_accepted_by_filecoin_proofs() {
     let f = fixtures();
     let job = decode_window_post(&f.window.request()).expect("decode");
     assert_eq!(job.circuit().id(), "wpost-2k");
-    let proof = prove(job.as_ref());
+    let proof = prove_on_cpu(job.as_ref(), &f.param_dir, 3).expect("proving");
     assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
 
     let w = &f.window;
@@ -81,14 +51,7 @@ fn window_post_2k_is_accepted_by_filecoin_proofs() {
 }
 
 fn decode_err(window: bool, req: &PostRequest<'_>) -> String {
-    let r = if window { decode_window_post(req) } else { decode_winning_post(req) };
-    match r {
-        Ok(job) => panic!("{} was accepted", job.describe()),
-        Err(e) => {
-            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
-            e.to_string()
-        }
-    }
+    refusal(if window { decode_window_post(req) } else { decode_winning_post(req) }).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -4,13 +4,8 @@
 //! `verify_empty_sector_update_proof` and rejected for other commitments; bad requests
 //! give clear errors.
 
-use cuzk_filecoin::fixtures::fixtures_2k;
-use cuzk_filecoin::{decode_snap, CheckedBy, FilecoinError, SnapRequest};
-use cuzk_groth16::format::{read_params, PointCheck};
-use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
-use rand::SeedableRng;
+use cuzk_filecoin::fixtures::{fixtures_2k, prove_on_cpu, refusal};
+use cuzk_filecoin::{decode_snap, CheckedBy, SnapRequest};
 
 #[test]
 fn snap_2k_is_accepted_by_filecoin_proofs() {
@@ -18,19 +13,7 @@ fn snap_2k_is_accepted_by_filecoin_proofs() {
     let s = &f.snap;
     let job = decode_snap(&s.request()).expect("decode");
     assert_eq!(job.circuit().id(), "snap-2k");
-    let params = read_params(&job.circuit().params_path(&f.param_dir).unwrap(), PointCheck::OnCurve).unwrap();
-    let pvk = PreparedVerifyingKey::new(&params.vk);
-    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
-    let mut proof = Vec::new();
-    for k in 0..job.partitions() {
-        let buffers = EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) };
-        let mut circuit = job.synthesize(k, buffers).expect("synthesis");
-        let inputs = job.public_inputs(k).unwrap();
-        assert_eq!(&circuit.input[1..], &inputs[..], "the circuit's inputs are storage-proofs' public inputs");
-        let out = CpuBackend::new().prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)]).unwrap();
-        assert!(verify_proof(&pvk, &out.proofs[0], &inputs).unwrap());
-        proof.extend_from_slice(&out.proofs[0].to_bytes());
-    }
+    let proof = prove_on_cpu(job.as_ref(), &f.param_dir, 5).expect("proving");
     assert_eq!(job.verify(&proof).expect("filecoin-proofs accepts it"), CheckedBy::FilecoinProofs);
     assert!(s.filecoin_proofs_accepts(&proof, s.comm_r_new, s.comm_d_new));
     let mut other = s.comm_r_new;
@@ -42,13 +25,7 @@ fn snap_2k_is_accepted_by_filecoin_proofs() {
 }
 
 fn decode_err(req: &SnapRequest<'_>) -> String {
-    match decode_snap(req) {
-        Ok(job) => panic!("{} was accepted", job.describe()),
-        Err(e) => {
-            assert!(!matches!(e, FilecoinError::Panicked { .. }), "a panic inside filecoin-proofs: {e}");
-            e.to_string()
-        }
-    }
+    refusal(decode_snap(req)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -65,6 +65,10 @@ pub struct CurveKernels {
     pub(crate) combine_windows: CudaFunction,
     pub(crate) sum_indexed: CudaFunction,
     pub(crate) sum_pairs: CudaFunction,
+    pub(crate) affine_offsets: CudaFunction,
+    pub(crate) affine_prefix: CudaFunction,
+    pub(crate) affine_invert: CudaFunction,
+    pub(crate) affine_apply: CudaFunction,
     pub(crate) fixed_base_mul: CudaFunction,
     pub(crate) fixed_base_to_affine: CudaFunction,
 }
@@ -81,6 +85,10 @@ impl CurveKernels {
             combine_windows: f("combine_windows")?,
             sum_indexed: f("sum_indexed")?,
             sum_pairs: f("sum_pairs")?,
+            affine_offsets: f("affine_offsets")?,
+            affine_prefix: f("affine_prefix")?,
+            affine_invert: f("affine_invert")?,
+            affine_apply: f("affine_apply")?,
             fixed_base_mul: m.load_function(&format!("fixed_base_mul_{group}"))?,
             fixed_base_to_affine: m.load_function(&format!("fixed_base_to_affine_{group}"))?,
         })

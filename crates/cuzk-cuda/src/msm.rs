@@ -15,7 +15,7 @@ use blst::{
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use rayon::prelude::*;
 use group::prime::PrimeCurveAffine;
 use group::Group;
@@ -62,7 +62,14 @@ pub trait MsmGroup {
     type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin;
     /// An XYZZ point (x, y, zz, zzz).
     type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
+    /// One coordinate (Fp or Fp2, Montgomery form): the batch-affine rounds' products.
+    type DeviceField: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
     const NAME: &'static str;
+    /// The most batch-affine rounds [`affine_rounds`] picks for this group.
+    const DEFAULT_AFFINE_ROUNDS: u32;
+    /// Bucket entries one batch-affine group of windows may hold ([`GpuMsm`]'s rounds
+    /// keep about 100 (G1) or 200 (G2) bytes of scratch per entry).
+    const AFFINE_GROUP_ENTRIES: u64;
     /// Window width from 2^24 scalars on ([`window_bits`]).
     const WIDE_WINDOW_BITS: u32;
     fn as_device(points: &[Self::Affine]) -> &[Self::DeviceAffine];
@@ -91,7 +98,12 @@ impl MsmGroup for G1 {
     type Projective = G1Projective;
     type DeviceAffine = Words<24>;
     type DeviceXyzz = Words<48>;
+    type DeviceField = Words<12>;
     const NAME: &'static str = "G1";
+    /// None: on the H200 the rounds cost more than the XYZZ additions they replace
+    /// (2^24: 1 round 173.9–187.8 ms against 170.6 without; bench/README.md).
+    const DEFAULT_AFFINE_ROUNDS: u32 = 0;
+    const AFFINE_GROUP_ENTRIES: u64 = 1 << 27;
     const WIDE_WINDOW_BITS: u32 = 20;
 
     fn as_device(points: &[G1Affine]) -> &[Words<24>] {
@@ -139,7 +151,11 @@ impl MsmGroup for G2 {
     type Projective = G2Projective;
     type DeviceAffine = Words<48>;
     type DeviceXyzz = Words<96>;
+    type DeviceField = Words<24>;
     const NAME: &'static str = "G2";
+    /// Three: 2^24 in 492.5 ms against 602.3 without, and four or five gain < 1 %.
+    const DEFAULT_AFFINE_ROUNDS: u32 = 3;
+    const AFFINE_GROUP_ENTRIES: u64 = 1 << 26;
     const WIDE_WINDOW_BITS: u32 = 16;
 
     fn as_device(points: &[G2Affine]) -> &[Words<48>] {
@@ -205,8 +221,10 @@ pub struct MsmTimings {
     pub upload_ms: f32,
     /// Digits counted, prefix sums, entries scattered to their buckets.
     pub sort_ms: f32,
-    /// Bucket sums (segments and the fix-up of crossing buckets).
+    /// Bucket sums (batch-affine rounds, segments and the fix-up of crossing buckets).
     pub accumulate_ms: f32,
+    /// Of `accumulate_ms`, the batch-affine rounds.
+    pub affine_ms: f32,
     /// Buckets → window sums → result.
     pub reduce_ms: f32,
     /// A split MSM's batch addition of the bases whose scalar is 1.
@@ -319,6 +337,8 @@ pub struct PendingMsm<G: MsmGroup> {
     start: CudaEvent,
     /// After sorting, accumulation and reduction (Pippenger only).
     events: Vec<CudaEvent>,
+    /// Around each group's batch-affine rounds.
+    affine: Vec<(CudaEvent, CudaEvent)>,
     end: CudaEvent,
 }
 
@@ -350,6 +370,9 @@ impl<G: MsmGroup> PendingMsm<G> {
             timings.sort_ms = self.start.elapsed_ms(t2)?;
             timings.accumulate_ms = t2.elapsed_ms(t3)?;
             timings.reduce_ms = t3.elapsed_ms(t4)?;
+            for (a, b) in &self.affine {
+                timings.affine_ms += a.elapsed_ms(b)?;
+            }
             timings.batch_add_ms = t4.elapsed_ms(&self.end)?;
         } else {
             timings.batch_add_ms = self.start.elapsed_ms(&self.end)?;
@@ -358,11 +381,33 @@ impl<G: MsmGroup> PendingMsm<G> {
     }
 }
 
+/// Batch-affine rounds (kernels/msm/batch_affine.cuh) for n scalars of group G in c-bit
+/// windows. A round halves every bucket at about six field products per addition where
+/// the XYZZ accumulation spends ten, but costs passes over memory and an inversion per
+/// 512 pairs: worth it while buckets hold several entries on average (n / 2^(c−1)),
+/// and only where measured faster (G::DEFAULT_AFFINE_ROUNDS).
+pub fn affine_rounds<G: MsmGroup>(n: usize, c: u32) -> u32 {
+    let avg = (n as u64) >> (c - 1);
+    if avg < 8 {
+        0
+    } else {
+        (63 - avg.leading_zeros() - 2).min(G::DEFAULT_AFFINE_ROUNDS)
+    }
+}
+/// The most a caller may ask for ([`GpuMsm::with_affine_rounds`]).
+pub const MAX_AFFINE_ROUNDS: u32 = 8;
+/// Positions per thread of the batch-affine kernels and totals per inverting thread
+/// (MSM_AFFINE_SPAN, MSM_AFFINE_INVERT_GROUP in batch_affine.cuh).
+const AFFINE_SPAN: u64 = 32;
+const AFFINE_INVERT_GROUP: u64 = 32;
+
 /// MSM engine of one GPU.
 pub struct GpuMsm {
     gpu: Arc<Gpu>,
     /// Fixed window width for every size (benchmarks), or None: [`window_bits`].
     window_bits: Option<u32>,
+    /// Fixed batch-affine rounds (benchmarks), or None: [`affine_rounds`].
+    affine_rounds: Option<u32>,
 }
 
 /// The widest window the digit and reduction kernels are sized for.
@@ -370,7 +415,7 @@ pub const MAX_WINDOW_BITS: u32 = 24;
 
 impl GpuMsm {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuMsm { gpu, window_bits: None }
+        GpuMsm { gpu, window_bits: None, affine_rounds: None }
     }
 
     /// The same engine with a fixed window width of c bits (4..=MAX_WINDOW_BITS).
@@ -378,12 +423,26 @@ impl GpuMsm {
         if !(4..=MAX_WINDOW_BITS).contains(&c) {
             return Err(GpuError::Invalid(format!("window of {c} bits: must be 4 to {MAX_WINDOW_BITS}")));
         }
-        Ok(GpuMsm { gpu, window_bits: Some(c) })
+        Ok(GpuMsm { gpu, window_bits: Some(c), affine_rounds: None })
+    }
+
+    /// The same engine with a fixed number of batch-affine rounds (0 = none, up to
+    /// MAX_AFFINE_ROUNDS) for every size.
+    pub fn with_affine_rounds(self, rounds: u32) -> Result<Self, GpuError> {
+        if rounds > MAX_AFFINE_ROUNDS {
+            return Err(GpuError::Invalid(format!("{rounds} batch-affine rounds: at most {MAX_AFFINE_ROUNDS}")));
+        }
+        Ok(GpuMsm { affine_rounds: Some(rounds), ..self })
     }
 
     /// The window width used for n scalars.
     pub fn window_bits_for<G: MsmGroup>(&self, n: usize) -> u32 {
         self.window_bits.unwrap_or_else(|| window_bits::<G>(n))
+    }
+
+    /// The batch-affine rounds used for n scalars.
+    pub fn affine_rounds_for<G: MsmGroup>(&self, n: usize) -> u32 {
+        self.affine_rounds.unwrap_or_else(|| affine_rounds::<G>(n, self.window_bits_for::<G>(n)))
     }
 
     /// Uploads bases once; they stay on the device for every later MSM.
@@ -504,8 +563,9 @@ impl GpuMsm {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
         let mut events = Vec::with_capacity(3);
+        let mut affine = Vec::new();
         let result = match (&split.sig_scalars, &split.sig_index) {
-            (Some(sc), Some(idx)) => Some(self.enqueue_pippenger(bases, &sc.as_view(), sc.len(), Some(idx), &mut events)?),
+            (Some(sc), Some(idx)) => Some(self.enqueue_pippenger(bases, &sc.as_view(), sc.len(), Some(idx), &mut events, &mut affine)?),
             _ => None,
         };
         let ones_result = match &split.ones {
@@ -513,7 +573,7 @@ impl GpuMsm {
             None => None,
         };
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { result, ones_result, t0: None, start, events, end })
+        Ok(PendingMsm { result, ones_result, t0: None, start, events, affine, end })
     }
 
     /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on
@@ -534,9 +594,10 @@ impl GpuMsm {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
         let mut events = Vec::with_capacity(3);
-        let result = if n == 0 { None } else { Some(self.enqueue_pippenger(bases, scalars, n, None, &mut events)?) };
+        let mut affine = Vec::new();
+        let result = if n == 0 { None } else { Some(self.enqueue_pippenger(bases, scalars, n, None, &mut events, &mut affine)?) };
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { result, ones_result: None, t0: None, start, events, end })
+        Ok(PendingMsm { result, ones_result: None, t0: None, start, events, affine, end })
     }
 
     /// Enqueues Pippenger over n scalars already on the device; pushes an event after
@@ -548,6 +609,7 @@ impl GpuMsm {
         n: usize,
         base_index: Option<&CudaSlice<u32>>,
         events: &mut Vec<cudarc::driver::CudaEvent>,
+        affine_spans: &mut Vec<(CudaEvent, CudaEvent)>,
     ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
@@ -562,8 +624,6 @@ impl GpuMsm {
                 "{n} scalars × {w} windows of {c} bits: more bucket entries than 32-bit offsets hold"
             )));
         }
-        let seg_len = max_entries.div_ceil(ACCUMULATE_THREADS).max(8) as u32;
-        let segments = max_entries.div_ceil(seg_len as u64) as u32;
         let m0 = REDUCE_FIRST_SEGMENT.min(buckets_per_window);
         let reduce_threads = w * (buckets_per_window / m0);
 
@@ -573,11 +633,6 @@ impl GpuMsm {
         // before msm_accumulate reads it; slots past the total are never read.
         let mut sorted = unsafe { s.alloc::<u32>(max_entries as usize)? };
         let mut bucket_sums = s.alloc_zeros::<G::DeviceXyzz>(len as usize)?;
-        let mut left = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
-        let mut left_scan = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
-        let mut left_bucket = s.alloc_zeros::<u32>(segments as usize)?;
-        let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
-        let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
         // The reduction's pairs (T, Y), ping-ponging between two sets of buffers.
         let mut pairs = [
             (
@@ -646,37 +701,29 @@ impl GpuMsm {
         }
         events.push(s.record_event(timing)?);
 
-        let mut b = s.launch_builder(&ck.accumulate);
-        b.arg(&bases.points)
-            .arg(&sorted)
-            .arg(&offsets)
-            .arg(&len)
-            .arg(&seg_len)
-            .arg(&segments);
-        b.arg(&mut bucket_sums).arg(&mut left).arg(&mut left_bucket).arg(&mut right).arg(&mut right_bucket);
-        // SAFETY: matches `msm_accumulate(const affine*, const u32*, const u32*, u32, u32,
-        // u32, xyzz*, xyzz*, u32*, xyzz*, u32*)`; point indices are < n ≤ bases.len();
-        // the partial arrays hold `segments` entries, bucket_sums len.
-        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
-        // Segmented suffix sums of the left partials, ping-ponging between two buffers.
-        let mut d = 1u32;
-        let mut in_left = true;
-        while d < segments {
-            let (src, dst) = if in_left { (&left, &mut left_scan) } else { (&left_scan, &mut left) };
-            let mut b = s.launch_builder(&ck.partials_scan);
-            b.arg(src).arg(dst).arg(&left_bucket).arg(&segments).arg(&d);
-            // SAFETY: matches `msm_partials_scan(const xyzz*, xyzz*, const u32*, u32, u32)`;
-            // all arrays hold `segments` entries.
-            unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
-            in_left = !in_left;
-            d *= 2;
+        let rounds = self.affine_rounds_for::<G>(n);
+        if rounds == 0 {
+            self.enqueue_accumulate::<G>(
+                &bases.points.slice(..),
+                (&sorted.slice(..), 1),
+                &offsets.slice(..),
+                len,
+                max_entries,
+                &mut bucket_sums.slice_mut(..),
+            )?;
+        } else {
+            let affine = self.enqueue_affine_accumulate::<G>(
+                bases,
+                &sorted,
+                &offsets,
+                n as u64,
+                w,
+                buckets_per_window,
+                rounds,
+                &mut bucket_sums,
+            )?;
+            affine_spans.extend(affine);
         }
-        let left_sums = if in_left { &left } else { &left_scan };
-        let mut b = s.launch_builder(&ck.fixup);
-        b.arg(&segments).arg(&mut bucket_sums).arg(&right).arg(&right_bucket).arg(left_sums).arg(&left_bucket);
-        // SAFETY: matches `msm_fixup(u32, xyzz*, const xyzz*, const u32*, const xyzz*,
-        // const u32*)`; bucket ids written by msm_accumulate are < len.
-        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
         events.push(s.record_event(timing)?);
 
         let log_m0 = m0.trailing_zeros();
@@ -711,6 +758,167 @@ impl GpuMsm {
         unsafe { b.launch(blocks(1, 32))? };
         events.push(s.record_event(timing)?);
         Ok(result)
+    }
+
+    /// Enqueues the XYZZ bucket sums of a run of `len` buckets: the entries of bucket g
+    /// are positions offsets[g] .. offsets[g + 1] (offsets[0] = 0, at most max_total in
+    /// all) of `sorted` into `points` when its flag is 1, else of `points` itself.
+    fn enqueue_accumulate<G: MsmGroup>(
+        &self,
+        points: &CudaView<'_, G::DeviceAffine>,
+        sorted: (&CudaView<'_, u32>, u32),
+        offsets: &CudaView<'_, u32>,
+        len: u32,
+        max_total: u64,
+        buckets: &mut CudaViewMut<'_, G::DeviceXyzz>,
+    ) -> Result<(), GpuError> {
+        let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
+        let seg_len = max_total.div_ceil(ACCUMULATE_THREADS).max(8) as u32;
+        let segments = max_total.div_ceil(seg_len as u64).max(1) as u32;
+        let mut left = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
+        let mut left_scan = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
+        let mut left_bucket = s.alloc_zeros::<u32>(segments as usize)?;
+        let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
+        let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
+        let mut b = s.launch_builder(&ck.accumulate);
+        b.arg(points).arg(sorted.0).arg(&sorted.1).arg(offsets).arg(&len).arg(&seg_len).arg(&segments);
+        b.arg(&mut *buckets).arg(&mut left).arg(&mut left_bucket).arg(&mut right).arg(&mut right_bucket);
+        // SAFETY: matches `msm_accumulate(const affine*, const u32*, u32, const u32*, u32,
+        // u32, u32, xyzz*, xyzz*, u32*, xyzz*, u32*)`; offsets holds len + 1 entries whose
+        // total is at most max_total = seg_len·segments or less; entries (or, unindexed,
+        // positions) address points; bucket ids are < len = buckets.len(); the partial
+        // arrays hold `segments` entries.
+        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+        // Segmented suffix sums of the left partials, ping-ponging between two buffers.
+        let mut d = 1u32;
+        let mut in_left = true;
+        while d < segments {
+            let (src, dst) = if in_left { (&left, &mut left_scan) } else { (&left_scan, &mut left) };
+            let mut b = s.launch_builder(&ck.partials_scan);
+            b.arg(src).arg(dst).arg(&left_bucket).arg(&segments).arg(&d);
+            // SAFETY: matches `msm_partials_scan(const xyzz*, xyzz*, const u32*, u32, u32)`;
+            // all arrays hold `segments` entries.
+            unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+            in_left = !in_left;
+            d *= 2;
+        }
+        let left_sums = if in_left { &left } else { &left_scan };
+        let mut b = s.launch_builder(&ck.fixup);
+        b.arg(&segments).arg(&mut *buckets).arg(&right).arg(&right_bucket).arg(left_sums).arg(&left_bucket);
+        // SAFETY: matches `msm_fixup(u32, xyzz*, const xyzz*, const u32*, const xyzz*,
+        // const u32*)`; bucket ids written by msm_accumulate are < len.
+        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+        Ok(())
+    }
+
+    /// Enqueues the bucket sums through batch-affine rounds, a group of windows at a
+    /// time (at most G::AFFINE_GROUP_ENTRIES entries, so the rounds' scratch stays a
+    /// few GB), then the XYZZ accumulation of what the rounds leave. Returns the
+    /// rounds' event spans.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_affine_accumulate<G: MsmGroup>(
+        &self,
+        bases: &DeviceBases<G>,
+        sorted: &CudaSlice<u32>,
+        offsets: &CudaSlice<u32>,
+        n: u64,
+        windows: u32,
+        buckets_per_window: u32,
+        rounds: u32,
+        bucket_sums: &mut CudaSlice<G::DeviceXyzz>,
+    ) -> Result<Vec<(CudaEvent, CudaEvent)>, GpuError> {
+        let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let group = ((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32).clamp(1, windows);
+        let group_buckets = group as u64 * buckets_per_window as u64;
+        // Capacities: the input of round r and its output ((in + buckets) / 2 + 1).
+        let mut caps = vec![n * group as u64];
+        for r in 0..rounds as usize {
+            caps.push((caps[r] + group_buckets) / 2 + 1);
+        }
+        // SAFETY (these four buffers, uninitialised): a round writes every output slot below
+        // its total (bucket slots by msm_affine_prefix / msm_affine_apply, the gap slots by
+        // msm_affine_offsets) before anything reads it; prefix slots are read only for the
+        // pairs whose product msm_affine_prefix stored; prod and inv are written for every
+        // thread before they are read.
+        // Rounds alternate between the two output buffers (even rounds write the first);
+        // each must hold the largest output it receives (outputs grow when buckets are
+        // smaller than two entries).
+        let cap_of = |parity: usize| caps.iter().skip(1 + parity).step_by(2).copied().max().unwrap_or(1) as usize;
+        let mut outs = unsafe { [s.alloc::<G::DeviceAffine>(cap_of(0))?, s.alloc::<G::DeviceAffine>(cap_of(1))?] };
+        let mut out_offsets = [
+            s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
+            s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
+        ];
+        let max_in = caps[..rounds as usize].iter().copied().max().unwrap_or(1);
+        let max_threads = max_in.div_ceil(AFFINE_SPAN);
+        // SAFETY: see `outs`.
+        let (mut prefix, mut prod, mut inv) = unsafe {
+            (
+                s.alloc::<G::DeviceField>((max_in / 2 + 1) as usize)?,
+                s.alloc::<G::DeviceField>(max_threads as usize)?,
+                s.alloc::<G::DeviceField>(max_threads as usize)?,
+            )
+        };
+        let unindexed = s.alloc_zeros::<u32>(1)?;
+        let mut spans = Vec::new();
+        for first in (0..windows).step_by(group as usize) {
+            let gw = group.min(windows - first);
+            let nb = gw * buckets_per_window;
+            let g0 = (first * buckets_per_window) as usize;
+            let start = s.record_event(timing)?;
+            for r in 0..rounds as usize {
+                let threads = if r == 0 { n * gw as u64 } else { caps[r] }.div_ceil(AFFINE_SPAN) as u32;
+                let [o0, o1] = &mut outs;
+                let (src, dst) = if r % 2 == 0 { (&*o1, o0) } else { (&*o0, o1) };
+                let [f0, f1] = &mut out_offsets;
+                let (src_off, dst_off) = if r % 2 == 0 { (&*f1, f0) } else { (&*f0, f1) };
+                let (points, entries, indexed, in_off) = if r == 0 {
+                    (bases.points.slice(..), sorted.slice(..), 1u32, offsets.slice(g0..g0 + nb as usize + 1))
+                } else {
+                    (src.slice(..), unindexed.slice(..), 0u32, src_off.slice(..nb as usize + 1))
+                };
+                let mut b = s.launch_builder(&ck.affine_offsets);
+                b.arg(&in_off).arg(&nb).arg(&mut *dst_off).arg(&mut *dst);
+                // SAFETY: matches `msm_affine_offsets(const u32*, u32, u32*, affine*)`; in_off
+                // holds nb + 1 offsets, dst_off nb + 1 entries; the gap slots are below
+                // (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity (cap_of).
+                unsafe { b.launch(blocks(nb as u64 + 1, 256))? };
+                let mut b = s.launch_builder(&ck.affine_prefix);
+                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&threads);
+                b.arg(&*dst_off).arg(&mut prefix).arg(&mut prod).arg(&mut *dst);
+                // SAFETY: matches `msm_affine_prefix(const affine*, const u32*, u32, const u32*,
+                // u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
+                // input's caps[r] ≥ its total positions; prefix slots (p − p0)/2 < caps[0]/2 + 1,
+                // prod holds max_threads ≥ threads; entries address bases (< n ≤ bases.len()).
+                unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
+                let inverters = (threads as u64).div_ceil(AFFINE_INVERT_GROUP);
+                let mut b = s.launch_builder(&ck.affine_invert);
+                b.arg(&prod).arg(&threads).arg(&mut inv);
+                // SAFETY: matches `msm_affine_invert(const field*, u32, field*)`; both arrays
+                // hold at least `threads` elements.
+                unsafe { b.launch(blocks(inverters, 64))? };
+                let mut b = s.launch_builder(&ck.affine_apply);
+                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&threads);
+                b.arg(&*dst_off).arg(&prefix).arg(&inv).arg(&mut *dst);
+                // SAFETY: matches `msm_affine_apply(const affine*, const u32*, u32, const u32*,
+                // u32, u32, const u32*, const field*, const field*, affine*)`; as for the prefix.
+                unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
+            }
+            let end = s.record_event(timing)?;
+            spans.push((start, end));
+            let last = (rounds as usize - 1) % 2;
+            let mut sums = bucket_sums.slice_mut(g0..g0 + nb as usize);
+            self.enqueue_accumulate::<G>(
+                &outs[last].slice(..),
+                (&unindexed.slice(..), 0),
+                &out_offsets[last].slice(..nb as usize + 1),
+                nb,
+                caps[rounds as usize],
+                &mut sums,
+            )?;
+        }
+        Ok(spans)
     }
 
     /// Enqueues Σ bases[idx[j]] (the batch addition of a split MSM's ones): per-thread
@@ -802,6 +1010,17 @@ mod tests {
         assert!(bool::from(G2::to_affine(&Words::default()).unwrap().is_identity()));
         d2.0[0] ^= 1;
         assert!(G2::to_affine(&d2).is_err());
+    }
+
+    #[test]
+    fn affine_round_choice() {
+        // Buckets of 8 entries on average: one round; 16: two; more: at most G's default.
+        assert_eq!(affine_rounds::<G2>(7 << 15, 16), 0);
+        assert_eq!(affine_rounds::<G2>(8 << 15, 16), 1);
+        assert_eq!(affine_rounds::<G2>(16 << 15, 16), 2);
+        assert_eq!(affine_rounds::<G2>(1 << 25, 16), G2::DEFAULT_AFFINE_ROUNDS);
+        assert_eq!(affine_rounds::<G2>(1, 4), 0);
+        assert_eq!(affine_rounds::<G1>(1 << 27, 20), G1::DEFAULT_AFFINE_ROUNDS);
     }
 
     #[test]

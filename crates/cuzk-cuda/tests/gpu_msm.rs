@@ -205,6 +205,58 @@ fn gpu_msm_g2_matches_blstrs() {
     check(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
 }
 
+/// Bases and scalars that send every pair kind of the batch-affine rounds through one
+/// bucket per window: in each run of 64, P, −P, the point at infinity and P again, all
+/// with the same scalar (so P + P doubles, P + (−P) cancels, P + ∞ passes P on), the
+/// rest random.
+fn special_pairs<P>(points: &[P::AffineRepr], seed: u64) -> (Vec<P::AffineRepr>, Vec<Scalar>)
+where
+    P: Curve + Group<Scalar = Scalar>,
+    P::AffineRepr: Copy + Into<P>,
+{
+    let p: P = points[0].into();
+    let (minus, inf) = ((-p).to_affine(), P::identity().to_affine());
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let same = Scalar::random(&mut rng);
+    let mut bases = points.to_vec();
+    let mut scalars = common::random_scalars(points.len(), seed);
+    for (i, (b, s)) in bases.iter_mut().zip(scalars.iter_mut()).enumerate() {
+        match i % 64 {
+            0 | 3 => *b = points[0],
+            1 => *b = minus,
+            2 => *b = inf,
+            _ => continue,
+        }
+        *s = same;
+    }
+    (bases, scalars)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_msm_affine_rounds_match_blstrs() {
+    let Some(g) = common::gpu() else { return };
+    let n = 1 << 14;
+    let (g1_points, g1_scalars) = special_pairs::<G1Projective>(&random_points(n, 11), 12);
+    let (g2_points, g2_scalars) = special_pairs::<G2Projective>(&random_points_g2(n, 13), 14);
+    let plain = GpuMsm::new(g.clone());
+    let g1_bases = plain.upload_bases::<G1>(&g1_points).unwrap();
+    let g2_bases = plain.upload_bases::<G2>(&g2_points).unwrap();
+    let random = common::random_scalars(n, 15);
+    for rounds in [0, 1, 2, 3, 5] {
+        // 8-bit windows: 128 buckets per window, 128 entries each on average.
+        for c in [8, 12] {
+            let msm = GpuMsm::with_window_bits(g.clone(), c).unwrap().with_affine_rounds(rounds).unwrap();
+            let what = format!("{rounds} batch-affine rounds, {c}-bit windows");
+            check(&msm, &g1_bases, &g1_points, &g1_scalars, &format!("{what}, special pairs"));
+            check(&msm, &g1_bases, &g1_points, &random, &format!("{what}, random"));
+            check(&msm, &g1_bases, &g1_points, &random[..1000], &format!("{what}, n = 1000"));
+            check(&msm, &g2_bases, &g2_points, &g2_scalars, &format!("{what}, special pairs"));
+        }
+    }
+    assert!(GpuMsm::new(g).with_affine_rounds(cuzk_cuda::MAX_AFFINE_ROUNDS + 1).is_err());
+}
+
 /// Scalars with the split MSM's classes mixed (zeros, ones, significant), and the split
 /// lists the prover would hand over: base indices of the ones, and the significant
 /// scalars with their base indices.

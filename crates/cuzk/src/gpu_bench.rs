@@ -49,6 +49,10 @@ pub struct GpuBenchArgs {
     /// MSM window widths in bits to compare, comma-separated (empty: the size's default).
     #[arg(long, value_delimiter = ',')]
     msm_window_bits: Vec<u32>,
+    /// Batch-affine rounds of the MSM accumulation to compare, comma-separated (empty:
+    /// the size's default).
+    #[arg(long, value_delimiter = ',')]
+    msm_affine_rounds: Vec<u32>,
     /// NTT sizes as powers of two, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 24, 26, 27])]
     log_sizes: Vec<u32>,
@@ -290,8 +294,8 @@ fn run_msm(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     println!("MSM: bases resident on the device (uploaded once), scalars uploaded from pinned memory per call;");
     println!("medians of {} after 2 warm-ups; device times from CUDA events", args.reps);
     println!(
-        "{:>9} {:>4} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>8} {:>9}",
-        "size", "c", "total(ms)", "upload", "sort", "accumulate", "reduce", "bases (s)", "CPU (s)", "vs CPU"
+        "{:>9} {:>4} {:>6} {:>10} {:>9} {:>9} {:>11} {:>9} {:>9} {:>10} {:>8} {:>9}",
+        "size", "c", "rounds", "total(ms)", "upload", "sort", "accumulate", "(affine)", "reduce", "bases (s)", "CPU (s)", "vs CPU"
     );
     let mut results = msm_sizes::<G1>(gpu, args, &args.msm_log_sizes)?;
     results.extend(msm_sizes::<G2>(gpu, args, &args.msm_g2_log_sizes)?);
@@ -305,11 +309,23 @@ fn msm_sizes<G: BenchGroup>(gpu: &Arc<Gpu>, args: &GpuBenchArgs, logs: &[u32]) -
 where
     G::Affine: Send + Sync,
 {
-    let engines = if args.msm_window_bits.is_empty() {
-        vec![GpuMsm::new(gpu.clone())]
-    } else {
-        args.msm_window_bits.iter().map(|&c| GpuMsm::with_window_bits(gpu.clone(), c)).collect::<Result<_, _>>()?
-    };
+    let widths: Vec<Option<u32>> =
+        if args.msm_window_bits.is_empty() { vec![None] } else { args.msm_window_bits.iter().map(|&c| Some(c)).collect() };
+    let rounds: Vec<Option<u32>> =
+        if args.msm_affine_rounds.is_empty() { vec![None] } else { args.msm_affine_rounds.iter().map(|&r| Some(r)).collect() };
+    let mut engines = Vec::new();
+    for &c in &widths {
+        for &r in &rounds {
+            let msm = match c {
+                Some(c) => GpuMsm::with_window_bits(gpu.clone(), c)?,
+                None => GpuMsm::new(gpu.clone()),
+            };
+            engines.push(match r {
+                Some(r) => msm.with_affine_rounds(r)?,
+                None => msm,
+            });
+        }
+    }
     let mut results = Vec::new();
     for &log in logs {
         let n = 1usize << log;
@@ -336,19 +352,21 @@ where
             let ok = first == want;
             let total = med(|t| t.total_ms);
             let c = msm.window_bits_for::<G>(n);
+            let r = msm.affine_rounds_for::<G>(n);
             println!(
-                "{:>9} {c:>4} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
+                "{:>9} {c:>4} {r:>6} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
                 format!("{} 2^{log}", G::NAME),
                 med(|t| t.upload_ms),
                 med(|t| t.sort_ms),
                 med(|t| t.accumulate_ms),
+                med(|t| t.affine_ms),
                 med(|t| t.reduce_ms),
                 if ok { "match" } else { "MISMATCH" }
             );
             if !ok {
                 bail!("GPU {} MSM at 2^{log} with {c}-bit windows differs from the CPU", G::NAME);
             }
-            results.push((format!("{}_c{c}", G::NAME.to_lowercase()), log, total));
+            results.push((format!("{}_c{c}_r{r}", G::NAME.to_lowercase()), log, total));
         }
     }
     Ok(results)

@@ -12,7 +12,10 @@
 //      each bucket's first slot in one array sorted by (window, bucket);
 //   3. msm_scatter, window by window: each entry (point index, sign) written to its
 //      bucket's next free slot;
-//   4. msm_accumulate: the sorted entries cut into equal segments of K, one thread per
+//   4. (when the buckets are large) batch-affine rounds, a group of windows at a time
+//      (batch_affine.cuh): pairs of entries of a bucket added in affine form, one shared
+//      inversion per round and 512 pairs, each round halving the buckets;
+//      msm_accumulate: the sorted entries (or what the rounds left) cut into equal segments of K, one thread per
 //      segment, so a heavy bucket is spread over many threads; a bucket inside one
 //      segment is stored directly, a bucket crossing a segment edge leaves partial sums;
 //   5. msm_partials_scan (log2(segments) rounds) sums the left partials of each run of
@@ -26,6 +29,7 @@
 #include "../ec/xyzz.cuh"
 #include "../ff/fr.cuh"
 #include "digits.cuh"
+#include "batch_affine.cuh"
 
 // Sorted entries are point index << 1 | (1 if the digit is negative); partial sums
 // that belong to no bucket are marked with this id.
@@ -167,10 +171,11 @@ __device__ __forceinline__ uint32_t msm_bucket_of(const uint32_t *offsets, uint3
 // buckets[]; the bucket running in from the left goes to left[t] and the one running
 // out to the right (it starts here) to right[t], with their bucket ids in left_bucket
 // and right_bucket (MSM_NO_BUCKET where unused). A bucket covering the whole segment
-// is a left one.
+// is a left one. With `indexed` = 0 the entries are the points themselves, in order
+// (bases[pos], as batch_affine.cuh's rounds leave them), and `sorted` is not read.
 template <class F>
 __device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ sorted,
-                                               const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
+                                               uint32_t indexed, const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
                                                uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,
                                                uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -203,7 +208,7 @@ __device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__
             g_end = offsets[g + 1];
             acc = ec::infinity<F>();
         }
-        const uint32_t e = sorted[pos];
+        const uint32_t e = indexed ? sorted[pos] : pos << 1;
         ec::affine<F> p = bases[e >> 1];
         if (e & 1) p = ec::neg(p);
         acc = ec::add_affine(acc, p);
@@ -335,11 +340,11 @@ __device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ sr
 // The curve kernels of one group (G = g1 or g2, F its coordinate field).
 #define MSM_CURVE_KERNELS(G, F)                                                                                      \
     extern "C" __global__ void __launch_bounds__(128, MSM_ACCUMULATE_MIN_BLOCKS) msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
-                                                  const uint32_t *__restrict__ sorted,                                \
+                                                  const uint32_t *__restrict__ sorted, uint32_t indexed,              \
                                                   const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,     \
                                                   uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,         \
                                                   uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) { \
-        msm_accumulate<F>(bases, sorted, offsets, len, k, segments, buckets, left, left_bucket, right, right_bucket);  \
+        msm_accumulate<F>(bases, sorted, indexed, offsets, len, k, segments, buckets, left, left_bucket, right, right_bucket);  \
     }                                                                                                                 \
     extern "C" __global__ void msm_partials_scan_##G(const ec::xyzz<F> *__restrict__ src, ec::xyzz<F> *dst,            \
                                                      const uint32_t *__restrict__ left_bucket, uint32_t segments,     \
@@ -378,3 +383,5 @@ __device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ sr
 
 MSM_CURVE_KERNELS(g1, ec::fp_field)
 MSM_CURVE_KERNELS(g2, ec::fp2_field)
+MSM_AFFINE_KERNELS(g1, ec::fp_field)
+MSM_AFFINE_KERNELS(g2, ec::fp2_field)

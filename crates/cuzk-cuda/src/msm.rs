@@ -221,6 +221,8 @@ pub struct MsmTimings {
     pub upload_ms: f32,
     /// Digits counted, prefix sums, entries scattered to their buckets.
     pub sort_ms: f32,
+    /// Of `sort_ms`, the digits (computed, stored and counted per bucket).
+    pub digits_ms: f32,
     /// Bucket sums (batch-affine rounds, segments and the fix-up of crossing buckets).
     pub accumulate_ms: f32,
     /// Of `accumulate_ms`, the batch-affine rounds.
@@ -335,7 +337,7 @@ pub struct PendingMsm<G: MsmGroup> {
     /// Before the call's own upload of host scalars, if it made one.
     t0: Option<CudaEvent>,
     start: CudaEvent,
-    /// After sorting, accumulation and reduction (Pippenger only).
+    /// After the digits, sorting, accumulation and reduction (Pippenger only).
     events: Vec<CudaEvent>,
     /// Around each group's batch-affine rounds.
     affine: Vec<(CudaEvent, CudaEvent)>,
@@ -366,7 +368,8 @@ impl<G: MsmGroup> PendingMsm<G> {
             timings.upload_ms = t0.elapsed_ms(&self.start)?;
             timings.total_ms += timings.upload_ms;
         }
-        if let [t2, t3, t4] = &self.events[..] {
+        if let [t1, t2, t3, t4] = &self.events[..] {
+            timings.digits_ms = self.start.elapsed_ms(t1)?;
             timings.sort_ms = self.start.elapsed_ms(t2)?;
             timings.accumulate_ms = t2.elapsed_ms(t3)?;
             timings.reduce_ms = t3.elapsed_ms(t4)?;
@@ -562,7 +565,7 @@ impl GpuMsm {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
-        let mut events = Vec::with_capacity(3);
+        let mut events = Vec::with_capacity(4);
         let mut affine = Vec::new();
         let result = match (&split.sig_scalars, &split.sig_index) {
             (Some(sc), Some(idx)) => Some(self.enqueue_pippenger(bases, &sc.as_view(), sc.len(), Some(idx), &mut events, &mut affine)?),
@@ -593,14 +596,14 @@ impl GpuMsm {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
-        let mut events = Vec::with_capacity(3);
+        let mut events = Vec::with_capacity(4);
         let mut affine = Vec::new();
         let result = if n == 0 { None } else { Some(self.enqueue_pippenger(bases, scalars, n, None, &mut events, &mut affine)?) };
         let end = s.record_event(timing)?;
         Ok(PendingMsm { result, ones_result: None, t0: None, start, events, affine, end })
     }
 
-    /// Enqueues Pippenger over n scalars already on the device; pushes an event after
+    /// Enqueues Pippenger over n scalars already on the device; pushes an event after the digits,
     /// sorting, accumulation and reduction; returns the one-point result buffer.
     fn enqueue_pippenger<G: MsmGroup>(
         &self,
@@ -654,6 +657,7 @@ impl GpuMsm {
         // windows·2^(c−1) entries and every (window, bucket) index is below that; digits
         // holds windows·n entries.
         unsafe { b.launch(blocks(n as u64, 256))? };
+        events.push(s.record_event(timing)?);
         let tiles = len.div_ceil(SCAN_TILE);
         let mut tile_sums = s.alloc_zeros::<u32>(tiles as usize)?;
         let mut tile_offsets = s.alloc_zeros::<u32>(tiles as usize + 1)?;

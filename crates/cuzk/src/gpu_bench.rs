@@ -292,10 +292,10 @@ where
 
 fn run_msm(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     println!("MSM: bases resident on the device (uploaded once), scalars uploaded from pinned memory per call;");
-    println!("medians of {} after 2 warm-ups; device times from CUDA events", args.reps);
+    println!("medians of {} after 2 warm-ups; device times from CUDA events; (digits) is part of sort, (affine) part of accumulate", args.reps);
     println!(
-        "{:>9} {:>4} {:>6} {:>10} {:>9} {:>9} {:>11} {:>9} {:>9} {:>10} {:>8} {:>9}",
-        "size", "c", "rounds", "total(ms)", "upload", "sort", "accumulate", "(affine)", "reduce", "bases (s)", "CPU (s)", "vs CPU"
+        "{:>9} {:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>10} {:>8} {:>9}",
+        "size", "c", "rounds", "total(ms)", "upload", "(digits)", "sort", "accumulate", "(affine)", "reduce", "bases (s)", "CPU (s)", "vs CPU"
     );
     let mut results = msm_sizes::<G1>(gpu, args, &args.msm_log_sizes)?;
     results.extend(msm_sizes::<G2>(gpu, args, &args.msm_g2_log_sizes)?);
@@ -354,9 +354,10 @@ where
             let c = msm.window_bits_for::<G>(n);
             let r = msm.affine_rounds_for::<G>(n);
             println!(
-                "{:>9} {c:>4} {r:>6} {total:>10.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
+                "{:>9} {c:>4} {r:>6} {total:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {bases_s:>10.2} {cpu_s:>8.1} {:>9}",
                 format!("{} 2^{log}", G::NAME),
                 med(|t| t.upload_ms),
+                med(|t| t.digits_ms),
                 med(|t| t.sort_ms),
                 med(|t| t.accumulate_ms),
                 med(|t| t.affine_ms),

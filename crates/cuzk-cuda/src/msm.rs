@@ -67,8 +67,9 @@ pub trait MsmGroup {
     const NAME: &'static str;
     /// The most batch-affine rounds [`affine_rounds`] picks for this group.
     const DEFAULT_AFFINE_ROUNDS: u32;
-    /// Bucket entries one batch-affine group of windows may hold ([`GpuMsm`]'s rounds
-    /// keep about 100 (G1) or 200 (G2) bytes of scratch per entry).
+    /// Bucket entries a batch-affine group of windows is sized for ([`GpuMsm`]'s rounds
+    /// keep about 100 (G1) or 200 (G2) bytes of scratch per entry of a group; a group
+    /// has at least one window, so above this many scalars it holds more).
     const AFFINE_GROUP_ENTRIES: u64;
     /// Window width from 2^24 scalars on ([`window_bits`]).
     const WIDE_WINDOW_BITS: u32;
@@ -101,7 +102,7 @@ impl MsmGroup for G1 {
     type DeviceField = Words<12>;
     const NAME: &'static str = "G1";
     /// None: on the H200 the rounds cost more than the XYZZ additions they replace
-    /// (2^24: 1 round 173.9–187.8 ms against 170.6 without; bench/README.md).
+    /// (2^24: one round 173.9–187.8 ms against 170.6 without; bench/README.md).
     const DEFAULT_AFFINE_ROUNDS: u32 = 0;
     const AFFINE_GROUP_ENTRIES: u64 = 1 << 27;
     const WIDE_WINDOW_BITS: u32 = 20;
@@ -394,15 +395,17 @@ pub fn affine_rounds<G: MsmGroup>(n: usize, c: u32) -> u32 {
     if avg < 8 {
         0
     } else {
+        // ⌊log2 avg⌋ − 2 rounds leave 4 to 8 entries per bucket for the XYZZ kernel.
         (63 - avg.leading_zeros() - 2).min(G::DEFAULT_AFFINE_ROUNDS)
     }
 }
 /// The most a caller may ask for ([`GpuMsm::with_affine_rounds`]).
 pub const MAX_AFFINE_ROUNDS: u32 = 8;
-/// Positions per thread of the batch-affine kernels and totals per inverting thread
-/// (MSM_AFFINE_SPAN, MSM_AFFINE_INVERT_GROUP in batch_affine.cuh).
-const AFFINE_SPAN: u64 = 32;
-const AFFINE_INVERT_GROUP: u64 = 32;
+/// Positions per thread of the batch-affine prefix and apply kernels (at most 16 pairs)
+/// and chain totals per inverting thread: one inversion per 512 pairs. Passed to the
+/// kernels as arguments.
+const AFFINE_SPAN: u32 = 32;
+const AFFINE_INVERT_GROUP: u32 = 32;
 
 /// MSM engine of one GPU.
 pub struct GpuMsm {
@@ -411,6 +414,9 @@ pub struct GpuMsm {
     window_bits: Option<u32>,
     /// Fixed batch-affine rounds (benchmarks), or None: [`affine_rounds`].
     affine_rounds: Option<u32>,
+    /// Fixed windows per batch-affine group (tests of the group loop), or None: as
+    /// many as hold G::AFFINE_GROUP_ENTRIES entries.
+    affine_group_windows: Option<u32>,
 }
 
 /// The widest window the digit and reduction kernels are sized for.
@@ -418,7 +424,7 @@ pub const MAX_WINDOW_BITS: u32 = 24;
 
 impl GpuMsm {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuMsm { gpu, window_bits: None, affine_rounds: None }
+        GpuMsm { gpu, window_bits: None, affine_rounds: None, affine_group_windows: None }
     }
 
     /// The same engine with a fixed window width of c bits (4..=MAX_WINDOW_BITS).
@@ -426,7 +432,7 @@ impl GpuMsm {
         if !(4..=MAX_WINDOW_BITS).contains(&c) {
             return Err(GpuError::Invalid(format!("window of {c} bits: must be 4 to {MAX_WINDOW_BITS}")));
         }
-        Ok(GpuMsm { gpu, window_bits: Some(c), affine_rounds: None })
+        Ok(GpuMsm { gpu, window_bits: Some(c), affine_rounds: None, affine_group_windows: None })
     }
 
     /// The same engine with a fixed number of batch-affine rounds (0 = none, up to
@@ -436,6 +442,12 @@ impl GpuMsm {
             return Err(GpuError::Invalid(format!("{rounds} batch-affine rounds: at most {MAX_AFFINE_ROUNDS}")));
         }
         Ok(GpuMsm { affine_rounds: Some(rounds), ..self })
+    }
+
+    /// The same engine running the batch-affine rounds `windows` windows at a time
+    /// (at least 1), whatever the size: for tests of the group loop.
+    pub fn with_affine_group_windows(self, windows: u32) -> Self {
+        GpuMsm { affine_group_windows: Some(windows.max(1)), ..self }
     }
 
     /// The window width used for n scalars.
@@ -633,7 +645,8 @@ impl GpuMsm {
         let mut counts = s.alloc_zeros::<u32>(len as usize)?;
         let mut offsets = s.alloc_zeros::<u32>(len as usize + 1)?;
         // SAFETY: every slot below the (device-side) total is written by msm_scatter
-        // before msm_accumulate reads it; slots past the total are never read.
+        // before msm_accumulate or the batch-affine round 0 reads it; slots past the
+        // total are never read.
         let mut sorted = unsafe { s.alloc::<u32>(max_entries as usize)? };
         let mut bucket_sums = s.alloc_zeros::<G::DeviceXyzz>(len as usize)?;
         // The reduction's pairs (T, Y), ping-ponging between two sets of buffers.
@@ -789,7 +802,7 @@ impl GpuMsm {
         b.arg(&mut *buckets).arg(&mut left).arg(&mut left_bucket).arg(&mut right).arg(&mut right_bucket);
         // SAFETY: matches `msm_accumulate(const affine*, const u32*, u32, const u32*, u32,
         // u32, u32, xyzz*, xyzz*, u32*, xyzz*, u32*)`; offsets holds len + 1 entries whose
-        // total is at most max_total = seg_len·segments or less; entries (or, unindexed,
+        // total is at most max_total ≤ seg_len·segments; entries (or, unindexed,
         // positions) address points; bucket ids are < len = buckets.len(); the partial
         // arrays hold `segments` entries.
         unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
@@ -816,9 +829,9 @@ impl GpuMsm {
     }
 
     /// Enqueues the bucket sums through batch-affine rounds, a group of windows at a
-    /// time (at most G::AFFINE_GROUP_ENTRIES entries, so the rounds' scratch stays a
-    /// few GB), then the XYZZ accumulation of what the rounds leave. Returns the
-    /// rounds' event spans.
+    /// time (as many as hold G::AFFINE_GROUP_ENTRIES entries, at least one: the
+    /// rounds' scratch is about 100 (G1) or 200 (G2) bytes per entry of a group), then
+    /// the XYZZ accumulation of what the rounds leave. Returns the rounds' event spans.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_affine_accumulate<G: MsmGroup>(
         &self,
@@ -833,29 +846,39 @@ impl GpuMsm {
     ) -> Result<Vec<(CudaEvent, CudaEvent)>, GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let group = ((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32).clamp(1, windows);
+        let group = self
+            .affine_group_windows
+            .unwrap_or((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32)
+            .clamp(1, windows);
         let group_buckets = group as u64 * buckets_per_window as u64;
         // Capacities: the input of round r and its output ((in + buckets) / 2 + 1).
         let mut caps = vec![n * group as u64];
         for r in 0..rounds as usize {
             caps.push((caps[r] + group_buckets) / 2 + 1);
         }
-        // SAFETY (these four buffers, uninitialised): a round writes every output slot below
-        // its total (bucket slots by msm_affine_prefix / msm_affine_apply, the gap slots by
-        // msm_affine_offsets) before anything reads it; prefix slots are read only for the
-        // pairs whose product msm_affine_prefix stored; prod and inv are written for every
-        // thread before they are read.
+        // Positions (round 0: into all windows' entries) and a thread's span past them
+        // must stay below 2^32.
+        if n * windows as u64 + AFFINE_SPAN as u64 >= 1 << 32 || caps.iter().any(|&c| c + AFFINE_SPAN as u64 >= 1 << 32) {
+            return Err(GpuError::Invalid(format!(
+                "{n} scalars × {windows} windows: too many entries for the batch-affine rounds' 32-bit positions"
+            )));
+        }
         // Rounds alternate between the two output buffers (even rounds write the first);
         // each must hold the largest output it receives (outputs grow when buckets are
         // smaller than two entries).
         let cap_of = |parity: usize| caps.iter().skip(1 + parity).step_by(2).copied().max().unwrap_or(1) as usize;
+        // SAFETY (outs, prefix, prod and inv, uninitialised): a round writes every output
+        // slot below its total (bucket slots by msm_affine_prefix / msm_affine_apply, the
+        // gap slots by msm_affine_offsets) before anything reads it; prefix slots are read
+        // only for the pairs whose product msm_affine_prefix stored; prod and inv are
+        // written for every thread before they are read.
         let mut outs = unsafe { [s.alloc::<G::DeviceAffine>(cap_of(0))?, s.alloc::<G::DeviceAffine>(cap_of(1))?] };
         let mut out_offsets = [
             s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
             s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
         ];
         let max_in = caps[..rounds as usize].iter().copied().max().unwrap_or(1);
-        let max_threads = max_in.div_ceil(AFFINE_SPAN);
+        let max_threads = max_in.div_ceil(AFFINE_SPAN as u64);
         // SAFETY: see `outs`.
         let (mut prefix, mut prod, mut inv) = unsafe {
             (
@@ -872,7 +895,7 @@ impl GpuMsm {
             let g0 = (first * buckets_per_window) as usize;
             let start = s.record_event(timing)?;
             for r in 0..rounds as usize {
-                let threads = if r == 0 { n * gw as u64 } else { caps[r] }.div_ceil(AFFINE_SPAN) as u32;
+                let threads = if r == 0 { n * gw as u64 } else { caps[r] }.div_ceil(AFFINE_SPAN as u64) as u32;
                 let [o0, o1] = &mut outs;
                 let (src, dst) = if r % 2 == 0 { (&*o1, o0) } else { (&*o0, o1) };
                 let [f0, f1] = &mut out_offsets;
@@ -889,24 +912,27 @@ impl GpuMsm {
                 // (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity (cap_of).
                 unsafe { b.launch(blocks(nb as u64 + 1, 256))? };
                 let mut b = s.launch_builder(&ck.affine_prefix);
-                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&threads);
+                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
                 b.arg(&*dst_off).arg(&mut prefix).arg(&mut prod).arg(&mut *dst);
                 // SAFETY: matches `msm_affine_prefix(const affine*, const u32*, u32, const u32*,
-                // u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
-                // input's caps[r] ≥ its total positions; prefix slots (p − p0)/2 < caps[0]/2 + 1,
-                // prod holds max_threads ≥ threads; entries address bases (< n ≤ bases.len()).
+                // u32, u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
+                // input's positions (caps[r] at most); prefix slots (p − p0)/2 < max_in/2 + 1,
+                // prod holds max_threads ≥ threads; entries address bases (< n ≤ bases.len()),
+                // output slots are below the round's total ≤ the buffer's capacity.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
-                let inverters = (threads as u64).div_ceil(AFFINE_INVERT_GROUP);
+                let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
                 let mut b = s.launch_builder(&ck.affine_invert);
-                b.arg(&prod).arg(&threads).arg(&mut inv);
-                // SAFETY: matches `msm_affine_invert(const field*, u32, field*)`; both arrays
-                // hold at least `threads` elements.
+                b.arg(&prod).arg(&threads).arg(&AFFINE_INVERT_GROUP).arg(&mut inv);
+                // SAFETY: matches `msm_affine_invert(const field*, u32, u32, field*)`; both
+                // arrays hold at least `threads` elements.
                 unsafe { b.launch(blocks(inverters, 64))? };
                 let mut b = s.launch_builder(&ck.affine_apply);
-                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&threads);
+                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
                 b.arg(&*dst_off).arg(&prefix).arg(&inv).arg(&mut *dst);
                 // SAFETY: matches `msm_affine_apply(const affine*, const u32*, u32, const u32*,
-                // u32, u32, const u32*, const field*, const field*, affine*)`; as for the prefix.
+                // u32, u32, u32, const u32*, const field*, const field*, affine*)`; positions,
+                // entries and output slots as for the prefix kernel; inv[t] for t < threads ≤
+                // max_threads; prefix read only at the slots the prefix kernel stored.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
             }
             let end = s.record_event(timing)?;

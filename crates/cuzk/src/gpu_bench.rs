@@ -365,7 +365,7 @@ where
                 if ok { "match" } else { "MISMATCH" }
             );
             if !ok {
-                bail!("GPU {} MSM at 2^{log} with {c}-bit windows differs from the CPU", G::NAME);
+                bail!("GPU {} MSM at 2^{log} with {c}-bit windows and {r} batch-affine rounds differs from the CPU", G::NAME);
             }
             results.push((format!("{}_c{c}_r{r}", G::NAME.to_lowercase()), log, total));
         }

@@ -9,16 +9,18 @@
 // or the points a previous round wrote, and writes bucket g's ⌈n_g/2⌉ sums to
 // out[S_g ..], S_g = (offsets[g] − offsets[0] + g) / 2. Those ranges never overlap and
 // leave at most one slot between buckets, which holds the point at infinity, so the
-// output is again a run of buckets with offsets S (S_0 = 0).
+// output is again a run of buckets with offsets S (S_0 = 0); the gap slot counts as bucket
+// g's last entry in the next round (an empty bucket becomes one ∞ entry), so a round's
+// total is ⌊(total + buckets)/2⌋ at most: halving only while buckets hold several entries.
 //
 // Kernels, in order, per round:
 //   msm_affine_offsets: S, and infinity in the gap slots;
-//   msm_affine_prefix:  thread t takes positions [offsets[0] + t·2K, … + 2K); for the
+//   msm_affine_prefix:  thread t takes `span` positions from offsets[0] + t·span; for the
 //                       pairs starting there (even index within their bucket) it keeps
 //                       the running product of d = x2 − x1, storing the product before
 //                       each d (prefix) and the total (prod[t]); a lone last entry is
 //                       copied out;
-//   msm_affine_invert:  each thread inverts G consecutive totals with one inversion;
+//   msm_affine_invert:  each thread inverts `group` consecutive totals with one inversion;
 //   msm_affine_apply:   walking its pairs backwards from 1/prod[t], thread t recovers
 //                       each 1/d and writes x3 = λ² − x1 − x2, y3 = λ(x1 − x3) − y1.
 // A pair with x1 = 0, x2 = 0 or x1 = x2 (infinity, P + P, P − P, or the rare point with
@@ -26,10 +28,6 @@
 // that one result with its own inversion only when it is a doubling or involves x = 0.
 #pragma once
 #include "../ec/xyzz.cuh"
-
-// Positions per thread in the prefix and apply kernels (2K), totals per inverting thread.
-#define MSM_AFFINE_SPAN 32
-#define MSM_AFFINE_INVERT_GROUP 32
 
 // The bucket holding position `pos`: the largest g < len with offsets[g] ≤ pos.
 __device__ __forceinline__ uint32_t msm_affine_bucket_of(const uint32_t *offsets, uint32_t len, uint32_t pos) {
@@ -85,14 +83,16 @@ template <class F>
 __device__ __forceinline__ void msm_affine_prefix(const ec::affine<F> *__restrict__ points,
                                                   const uint32_t *__restrict__ sorted, uint32_t indexed,
                                                   const uint32_t *__restrict__ offsets, uint32_t buckets,
-                                                  uint32_t threads, const uint32_t *__restrict__ out_offsets,
+                                                  uint32_t span, uint32_t threads,
+                                                  const uint32_t *__restrict__ out_offsets,
                                                   typename F::elem *prefix, typename F::elem *prod,
                                                   ec::affine<F> *out) {
     typedef typename F::elem E;
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= threads) return;
     const uint32_t p0 = offsets[0], p1 = offsets[buckets];
-    const uint32_t lo = p0 + t * MSM_AFFINE_SPAN, hi = min(lo + MSM_AFFINE_SPAN, p1);
+    // No wrap: lo ≤ p0 + threads·span stays below 2^32 (the host checks the capacity).
+    const uint32_t lo = p0 + t * span, hi = lo < p1 ? lo + min(p1 - lo, span) : lo;
     E acc = F::one();
     if (lo < hi) {
         uint32_t g = msm_affine_bucket_of(offsets, buckets, lo);
@@ -127,12 +127,12 @@ __device__ __forceinline__ void msm_affine_prefix(const ec::affine<F> *__restric
 
 template <class F>
 __device__ __forceinline__ void msm_affine_invert(const typename F::elem *__restrict__ prod, uint32_t count,
-                                                  typename F::elem *inv) {
+                                                  uint32_t group, typename F::elem *inv) {
     typedef typename F::elem E;
     const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint32_t begin = u * MSM_AFFINE_INVERT_GROUP;
+    const uint32_t begin = u * group;
     if (begin >= count) return;
-    const uint32_t end = min(begin + MSM_AFFINE_INVERT_GROUP, count);
+    const uint32_t end = begin + min(count - begin, group);
     E acc = F::one();
     for (uint32_t i = begin; i < end; i++) {
         inv[i] = acc;  // the product before i
@@ -163,14 +163,16 @@ template <class F>
 __device__ __forceinline__ void msm_affine_apply(const ec::affine<F> *__restrict__ points,
                                                  const uint32_t *__restrict__ sorted, uint32_t indexed,
                                                  const uint32_t *__restrict__ offsets, uint32_t buckets,
-                                                 uint32_t threads, const uint32_t *__restrict__ out_offsets,
+                                                 uint32_t span, uint32_t threads,
+                                                 const uint32_t *__restrict__ out_offsets,
                                                  const typename F::elem *__restrict__ prefix,
                                                  const typename F::elem *__restrict__ inv, ec::affine<F> *out) {
     typedef typename F::elem E;
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= threads) return;
     const uint32_t p0 = offsets[0], p1 = offsets[buckets];
-    const uint32_t lo = p0 + t * MSM_AFFINE_SPAN, hi = min(lo + MSM_AFFINE_SPAN, p1);
+    // No wrap: lo ≤ p0 + threads·span stays below 2^32 (the host checks the capacity).
+    const uint32_t lo = p0 + t * span, hi = lo < p1 ? lo + min(p1 - lo, span) : lo;
     if (lo >= hi) return;
     E ia = inv[t];  // 1 / (product of every d of this thread's chain so far)
     // The prefix kernel's pairs in reverse, one pair per iteration of the outer loop.
@@ -225,18 +227,18 @@ __device__ __forceinline__ void msm_affine_apply(const ec::affine<F> *__restrict
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) msm_affine_prefix_##G(                                          \
         const ec::affine<F> *__restrict__ points, const uint32_t *__restrict__ sorted, uint32_t indexed,               \
-        const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t threads,                                      \
+        const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span, uint32_t threads,                       \
         const uint32_t *__restrict__ out_offsets, F::elem *prefix, F::elem *prod, ec::affine<F> *out) {                \
-        msm_affine_prefix<F>(points, sorted, indexed, offsets, buckets, threads, out_offsets, prefix, prod, out);      \
+        msm_affine_prefix<F>(points, sorted, indexed, offsets, buckets, span, threads, out_offsets, prefix, prod, out); \
     }                                                                                                                  \
     extern "C" __global__ void msm_affine_invert_##G(const F::elem *__restrict__ prod, uint32_t count,                \
-                                                     F::elem *inv) {                                                   \
-        msm_affine_invert<F>(prod, count, inv);                                                                        \
+                                                     uint32_t group, F::elem *inv) {                                   \
+        msm_affine_invert<F>(prod, count, group, inv);                                                                 \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128, MSM_AFFINE_APPLY_MIN_BLOCKS) msm_affine_apply_##G(                                           \
         const ec::affine<F> *__restrict__ points, const uint32_t *__restrict__ sorted, uint32_t indexed,               \
-        const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t threads,                                      \
+        const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span, uint32_t threads,                       \
         const uint32_t *__restrict__ out_offsets, const F::elem *__restrict__ prefix,                                  \
         const F::elem *__restrict__ inv, ec::affine<F> *out) {                                                         \
-        msm_affine_apply<F>(points, sorted, indexed, offsets, buckets, threads, out_offsets, prefix, inv, out);       \
+        msm_affine_apply<F>(points, sorted, indexed, offsets, buckets, span, threads, out_offsets, prefix, inv, out);  \
     }

@@ -208,9 +208,14 @@ __device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__
             g_end = offsets[g + 1];
             acc = ec::infinity<F>();
         }
-        const uint32_t e = indexed ? sorted[pos] : pos << 1;
-        ec::affine<F> p = bases[e >> 1];
-        if (e & 1) p = ec::neg(p);
+        ec::affine<F> p;
+        if (indexed) {
+            const uint32_t e = sorted[pos];
+            p = bases[e >> 1];
+            if (e & 1) p = ec::neg(p);
+        } else {
+            p = bases[pos];
+        }
         acc = ec::add_affine(acc, p);
     }
     flush();

@@ -28,19 +28,7 @@
 // that one result with its own inversion only when it is a doubling or involves x = 0.
 #pragma once
 #include "../ec/xyzz.cuh"
-
-// The bucket holding position `pos`: the largest g < len with offsets[g] ≤ pos.
-__device__ __forceinline__ uint32_t msm_affine_bucket_of(const uint32_t *offsets, uint32_t len, uint32_t pos) {
-    uint32_t lo = 0, hi = len;
-    while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (offsets[mid] <= pos)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+#include "buckets.cuh"
 
 template <class F>
 __device__ __forceinline__ typename F::elem msm_affine_x(const ec::affine<F> *points, const uint32_t *sorted,
@@ -95,7 +83,7 @@ __device__ __forceinline__ void msm_affine_prefix(const ec::affine<F> *__restric
     const uint32_t lo = p0 + t * span, hi = lo < p1 ? lo + min(p1 - lo, span) : lo;
     E acc = F::one();
     if (lo < hi) {
-        uint32_t g = msm_affine_bucket_of(offsets, buckets, lo);
+        uint32_t g = msm_bucket_of(offsets, buckets, lo);
         uint32_t gs = offsets[g], ge = offsets[g + 1];
         // One pair (or lone last entry) per iteration, so the threads of a warp run their
         // products together: p is always the first of a pair, or a bucket's last entry.
@@ -177,7 +165,7 @@ __device__ __forceinline__ void msm_affine_apply(const ec::affine<F> *__restrict
     E ia = inv[t];  // 1 / (product of every d of this thread's chain so far)
     // The prefix kernel's pairs in reverse, one pair per iteration of the outer loop.
     int64_t p = (int64_t)hi - 1;
-    uint32_t g = msm_affine_bucket_of(offsets, buckets, hi - 1);
+    uint32_t g = msm_bucket_of(offsets, buckets, hi - 1);
     uint32_t gs = offsets[g], ge = offsets[g + 1];
     for (;;) {
         // Move p to the last first-of-a-pair at or below it.

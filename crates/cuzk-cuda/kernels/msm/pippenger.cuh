@@ -28,6 +28,7 @@
 #pragma once
 #include "../ec/xyzz.cuh"
 #include "../ff/fr.cuh"
+#include "buckets.cuh"
 #include "digits.cuh"
 #include "batch_affine.cuh"
 
@@ -151,20 +152,6 @@ extern "C" __global__ void msm_scatter(const uint32_t *__restrict__ digits, uint
         const uint32_t slot = atomicAdd(&cursor[w * buckets + (d >> 1)], 1u);
         sorted[slot] = ((indexed ? base_index[i] : i) << 1) | (d & 1);
     }
-}
-
-// The bucket holding sorted slot `pos`: the largest g with offsets[g] ≤ pos
-// (offsets is non-decreasing over g < len; empty buckets repeat an offset).
-__device__ __forceinline__ uint32_t msm_bucket_of(const uint32_t *offsets, uint32_t len, uint32_t pos) {
-    uint32_t lo = 0, hi = len;  // offsets[lo] ≤ pos < offsets[hi] (offsets[len] = total > pos)
-    while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (offsets[mid] <= pos)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 // Segment t = sorted slots [t·K, t·K + K). Buckets wholly inside are written to

@@ -12,6 +12,7 @@
 //! must run before anything else here.
 
 pub mod env;
+mod compound;
 mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;

@@ -9,19 +9,19 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use blstrs::Scalar;
-use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{as_safe_commitment, PoRepConfig, VanillaSealProof};
 use serde::Deserialize;
 use storage_proofs_core::api_version::ApiFeature;
-use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg};
 
+use crate::compound::{partition_public_inputs, synthesize_partition};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{porep_config, prover_id};
 use crate::payload::field_element;
@@ -219,29 +219,25 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
-        guarded("synthesizing the PoRep circuit", || {
-            let circuit = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::circuit(
-                &self.inputs,
-                Default::default(),
-                &self.vanilla[partition],
-                &self.params,
-                Some(partition),
-            )
-            .map_err(FilecoinError::rejected("building the PoRep circuit"))?;
-            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
-        })
+        synthesize_partition::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
+            "PoRep",
+            &self.inputs,
+            &self.vanilla[partition],
+            &self.params,
+            partition,
+            partition,
+            buffers,
+        )
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
-        guarded("computing the PoRep public inputs", || {
-            <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::generate_public_inputs(
-                &self.inputs,
-                &self.params,
-                Some(partition),
-            )
-            .map_err(FilecoinError::rejected("the PoRep public inputs"))
-        })
+        partition_public_inputs::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
+            "PoRep",
+            &self.inputs,
+            &self.params,
+            partition,
+        )
     }
 
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {

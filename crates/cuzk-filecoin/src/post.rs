@@ -8,16 +8,16 @@
 use std::collections::BTreeMap;
 
 use blstrs::Scalar;
-use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
 use storage_proofs_core::api_version::ApiVersion;
-use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
 
+use crate::compound::{partition_public_inputs, synthesize_partition};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::payload::{bincode_decode, field_bytes};
@@ -184,17 +184,6 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
             partition_index,
         }))
     }
-
-    fn circuit(&self) -> Result<FallbackPoStCircuit<Tree>, FilecoinError> {
-        <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
-            &self.circuit_inputs,
-            Default::default(),
-            &self.vanilla,
-            &self.params,
-            Some(0),
-        )
-        .map_err(FilecoinError::rejected("building the PoSt circuit"))
-    }
 }
 
 fn bytes32<D: Domain>(d: &D) -> [u8; 32] {
@@ -228,22 +217,25 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         check_partition(partition, 1)?;
-        guarded("synthesizing the PoSt circuit", || {
-            let circuit = self.circuit()?;
-            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
-        })
+        synthesize_partition::<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>, FallbackPoStCompound<Tree>>(
+            "PoSt",
+            &self.circuit_inputs,
+            &self.vanilla,
+            &self.params,
+            partition,
+            0,
+            buffers,
+        )
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
         check_partition(partition, 1)?;
-        guarded("computing the PoSt public inputs", || {
-            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::generate_public_inputs(
-                &self.verify_inputs,
-                &self.params,
-                Some(self.verify_partition),
-            )
-            .map_err(FilecoinError::rejected("the PoSt public inputs"))
-        })
+        partition_public_inputs::<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>, FallbackPoStCompound<Tree>>(
+            "PoSt",
+            &self.verify_inputs,
+            &self.params,
+            self.verify_partition,
+        )
     }
 
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {

@@ -5,16 +5,16 @@
 //! comm_r_old, comm_r_new and comm_d_new.
 
 use blstrs::Scalar;
-use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
-use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::TreeRHasher;
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicInputs, PublicParams};
 
+use crate::compound::{partition_public_inputs, synthesize_partition};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::porep_config;
 use crate::payload::{bincode_decode, field_element};
@@ -113,29 +113,25 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
-        guarded("synthesizing the SnapDeals circuit", || {
-            let circuit = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
-                &self.inputs,
-                Default::default(),
-                &self.vanilla[partition],
-                &self.params,
-                Some(partition),
-            )
-            .map_err(FilecoinError::rejected("building the SnapDeals circuit"))?;
-            synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
-        })
+        synthesize_partition::<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>, Compound<Tree>>(
+            "SnapDeals",
+            &self.inputs,
+            &self.vanilla[partition],
+            &self.params,
+            partition,
+            partition,
+            buffers,
+        )
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
-        guarded("computing the SnapDeals public inputs", || {
-            <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::generate_public_inputs(
-                &self.inputs,
-                &self.params,
-                Some(partition),
-            )
-            .map_err(FilecoinError::rejected("the SnapDeals public inputs"))
-        })
+        partition_public_inputs::<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>, Compound<Tree>>(
+            "SnapDeals",
+            &self.inputs,
+            &self.params,
+            partition,
+        )
     }
 
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {

@@ -5,3 +5,4 @@
 #include "msm/pippenger.cuh"
 #include "msm/split.cuh"
 #include "ec/fixed_base.cuh"
+#include "ec/decode.cuh"

@@ -55,7 +55,8 @@ pub fn device_count() -> Result<usize, GpuError> {
 }
 
 /// The curve kernels of one group: the MSM's (kernels/msm/pippenger.cuh,
-/// msm_<phase>_<group>) and the fixed-base multiplication's (kernels/ec/fixed_base.cuh).
+/// msm_<phase>_<group>), the fixed-base multiplication's (kernels/ec/fixed_base.cuh) and
+/// the `.params` point decoder (kernels/ec/decode.cuh).
 pub struct CurveKernels {
     pub(crate) accumulate: CudaFunction,
     pub(crate) partials_scan: CudaFunction,
@@ -71,6 +72,8 @@ pub struct CurveKernels {
     pub(crate) affine_apply: CudaFunction,
     pub(crate) fixed_base_mul: CudaFunction,
     pub(crate) fixed_base_to_affine: CudaFunction,
+    /// kernels/ec/decode.cuh: points as `.params` files store them, decoded in place.
+    pub(crate) decode_points: CudaFunction,
 }
 
 impl CurveKernels {
@@ -91,6 +94,7 @@ impl CurveKernels {
             affine_apply: f("affine_apply")?,
             fixed_base_mul: m.load_function(&format!("fixed_base_mul_{group}"))?,
             fixed_base_to_affine: m.load_function(&format!("fixed_base_to_affine_{group}"))?,
+            decode_points: m.load_function(&format!("decode_points_{group}"))?,
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod field;
 pub mod fixed_base;
 pub mod msm;
 pub mod ntt;
+pub mod params_file;
 pub mod prover;
 pub mod split;
 mod pinned;

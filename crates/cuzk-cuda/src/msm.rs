@@ -55,7 +55,7 @@ const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_
 
 /// A group the GPU MSM runs in: its host and device point types.
 pub trait MsmGroup {
-    type Affine: Copy;
+    type Affine: Copy + cuzk_groth16::format::FilePoint;
     type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
     /// The affine point's bytes as the device reads them (x then y, coordinates as
     /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
@@ -206,6 +206,11 @@ pub struct DeviceBases<G: MsmGroup> {
 }
 
 impl<G: MsmGroup> DeviceBases<G> {
+    /// Bases already on the device (decoded there: crate::params_file).
+    pub(crate) fn from_points(points: CudaSlice<G::DeviceAffine>) -> Self {
+        DeviceBases { points }
+    }
+
     pub fn len(&self) -> usize {
         self.points.len()
     }

@@ -24,7 +24,10 @@ use cuzk_groth16::backend::{
     check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings,
 };
 use cuzk_groth16::msm::msm as host_msm;
-use cuzk_groth16::params::ParameterSetId;
+use cuzk_groth16::params::{ParameterSetId, QueryPoints};
+use cuzk_groth16::{NoProgress, Progress};
+
+use crate::params_file::load_queries;
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
@@ -80,30 +83,49 @@ impl CudaBackend {
     }
 
     /// The parameter set's points on the device, uploading them on first use.
-    fn resident(&self, p: &ParameterSet, t: &mut StageTimings) -> Result<Arc<ResidentParams>, ProveError> {
+    fn resident(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<ResidentParams>, ProveError> {
         let mut map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
         if let Some(r) = map.get(&p.id()) {
             return Ok(r.clone());
         }
-        let up = |what: &str, points: &[blstrs::G1Affine]| {
-            self.msm.upload_bases::<G1>(points).map_err(|e| backend_error(what, e))
-        };
+        // A clear refusal rather than an allocation failure halfway through.
+        let (free, _) = self.gpu.memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        if p.points_bytes() > free {
+            return Err(ProveError::Backend(format!(
+                "the parameter set's points need {:.2} GB on {}, {:.2} GB is free: sets larger than the device are not streamed from host memory (yet)",
+                p.points_bytes() as f64 / 1e9,
+                self.name(),
+                free as f64 / 1e9
+            )));
+        }
         let start = Instant::now();
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
-            Ok(ResidentParams {
-                h: up("uploading H", &p.h)?,
-                l: up("uploading L", &p.l)?,
-                a: up("uploading A", &p.a)?,
-                b_g1: up("uploading B (G1)", &p.b_g1)?,
-                b_g2: self.msm.upload_bases::<G2>(&p.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
-            })
+            match p.points() {
+                QueryPoints::Host(q) => {
+                    let up = |what: &str, points: &[blstrs::G1Affine]| {
+                        self.msm.upload_bases::<G1>(points).map_err(|e| backend_error(what, e))
+                    };
+                    Ok(ResidentParams {
+                        h: up("uploading H", &q.h)?,
+                        l: up("uploading L", &q.l)?,
+                        a: up("uploading A", &q.a)?,
+                        b_g1: up("uploading B (G1)", &q.b_g1)?,
+                        b_g2: self.msm.upload_bases::<G2>(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
+                    })
+                }
+                QueryPoints::File(f) => {
+                    let q = load_queries(&self.gpu, f, progress)
+                        .map_err(|e| ProveError::Backend(format!("reading the parameters onto the GPU: {e}")))?;
+                    Ok(ResidentParams { h: q.h, l: q.l, a: q.a, b_g1: q.b_g1, b_g2: q.b_g2 })
+                }
+            }
         })?;
-        let gb = p.size_bytes() as f64 / 1e9;
-        let secs = start.elapsed().as_secs_f64();
+        let n = p.lens();
         tracing::info!(
-            points = p.h.len() + p.l.len() + p.a.len() + p.b_g1.len() + p.b_g2.len(),
-            gb = format!("{gb:.2}"),
-            seconds = format!("{secs:.2}"),
+            points = n.h + n.l + n.a + 2 * n.b,
+            gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
+            seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
+            from = if matches!(p.points(), QueryPoints::File(_)) { "file, decoded on the GPU" } else { "host memory" },
             "parameter set resident on the GPU"
         );
         let r = Arc::new(r);
@@ -121,7 +143,7 @@ impl CudaBackend {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
         check_inputs(params, circuits, randomness)?;
-        let resident = self.resident(params, &mut timings)?;
+        let resident = self.resident(params, &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
         let mut index = 0;
         let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
@@ -165,6 +187,14 @@ impl ProvingBackend for CudaBackend {
 
     fn keeps_evaluations(&self) -> bool {
         true // a, b, c are only read, for the upload
+    }
+
+    fn reads_params_from_file(&self) -> bool {
+        true
+    }
+
+    fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
+        self.resident(params, &mut StageTimings::default(), progress).map(drop)
     }
 }
 
@@ -233,6 +263,9 @@ impl CudaBackend {
         if r.b_g2.len() != r.b_g1.len() {
             return Err(ProveError::Backend(format!("B query: {} G1 points but {} G2 points", r.b_g1.len(), r.b_g2.len())));
         }
+        let (a_rows, b_g1_rows, b_g2_rows) = p
+            .input_rows(num_inputs, b_inputs.len())
+            .ok_or_else(|| ProveError::Backend("the parameter set lacks the public inputs' rows of A or B".into()))?;
         let t0 = Instant::now();
         let n = c.aux.len();
         let plan = |d: Option<&Density>, first: usize| split_plan(n, &c.aux_classes, d, first).map_err(|e| backend_error("planning the split lists", e));
@@ -263,8 +296,8 @@ impl CudaBackend {
             || self.ntt.stage_with(c.a.as_slice(), c.b.as_slice(), c.c.as_slice(), lists).map_err(|e| backend_error("uploading a, b, c and building the split lists", e)),
             || {
                 rayon::join(
-                    || host_msm(&p.a[..num_inputs], &c.input),
-                    || rayon::join(|| host_msm(&p.b_g1[..b_inputs.len()], &b_inputs), || host_msm(&p.b_g2[..b_inputs.len()], &b_inputs)),
+                    || host_msm(a_rows, &c.input),
+                    || rayon::join(|| host_msm(b_g1_rows, &b_inputs), || host_msm(b_g2_rows, &b_inputs)),
                 )
             },
         );

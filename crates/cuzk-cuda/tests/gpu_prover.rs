@@ -169,8 +169,7 @@ fn gpu_setup_equals_cpu_setup() {
         let on_gpu = generate_parameters_with(shape.circuit(0), &tw, &gpu, &NoProgress).unwrap();
         let on_cpu = generate_parameters_with(shape.circuit(0), &tw, &CpuFixedBase::new(), &NoProgress).unwrap();
         assert_eq!(on_gpu.vk, on_cpu.vk, "2^{log_n}: verifying keys differ");
-        assert!(on_gpu.h == on_cpu.h && on_gpu.l == on_cpu.l && on_gpu.a == on_cpu.a, "2^{log_n}: G1 queries differ");
-        assert!(on_gpu.b_g1 == on_cpu.b_g1 && on_gpu.b_g2 == on_cpu.b_g2, "2^{log_n}: B queries differ");
+        assert!(on_gpu == on_cpu, "2^{log_n}: queries differ");
         let mut rng = ChaCha20Rng::seed_from_u64(0x5e8);
         let mut synth = synthesize_many(vec![shape.circuit(7)]).unwrap();
         let inputs = synth[0].input[1..].to_vec();
@@ -223,4 +222,75 @@ fn prove_releasing_frees_the_witness_and_gives_the_cpu_proofs() {
     });
     assert_eq!(got, want, "proofs from prove_releasing differ from the CPU's");
     eprintln!("2^14: 8 proofs through prove_releasing from two threads equal the CPU's; every witness released");
+}
+
+/// A parameter set read from its file onto the GPU and decoded there (through small
+/// staging buffers, so every query crosses many chunk boundaries) proves exactly as the
+/// same set decoded on the host, points at infinity included; a malformed point is
+/// reported with the host reader's error (section, index, byte offset, reason), and a
+/// file that changed since its header was read is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
+    use cuzk_cuda::params_file::{load_queries_staged, STAGING_BYTES};
+    use cuzk_groth16::format::{read_params_layout, save, Section};
+    use cuzk_groth16::params::QueryPoints;
+    use cuzk_groth16::ParameterSet;
+    let Some(g) = common::gpu() else { return };
+    let shape = SyntheticShape::for_domain(12);
+    let params = generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(0xf11e), &NoProgress).unwrap();
+    // Points at infinity in H and L (the encoding with only the infinity flag set).
+    let (vk, points) = params.into_parts();
+    let QueryPoints::Host(mut q) = points else { panic!("a setup's points are in host memory") };
+    q.h[0] = blstrs::G1Affine::default();
+    q.l[3] = blstrs::G1Affine::default();
+    let host = ParameterSet::new(vk, q.h, q.l, q.a, q.b_g1, q.b_g2);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.params");
+    save(&host, &path).unwrap();
+    let in_file = read_params_layout(&path).unwrap();
+    assert_eq!(in_file.lens(), host.lens());
+    assert!(in_file.size_bytes() < host.size_bytes() / 4, "only the header and the input rows stay on the host");
+    assert!(CpuBackend::new().prove(&in_file, &mut synthesize_many(vec![shape.circuit(1)]).unwrap(), &[ProofRandomness::zero()]).is_err());
+
+    let zero = [ProofRandomness::zero(); 2];
+    let circuits = || synthesize_many(vec![shape.circuit(1), shape.circuit(2)]).unwrap();
+    let want = CpuBackend::new().prove(&host, &mut circuits(), &zero).unwrap().proofs;
+    let backend = CudaBackend::new(g.clone());
+    backend.load_params(&in_file, &NoProgress).unwrap();
+    assert_eq!(backend.prove(&in_file, &mut circuits(), &zero).unwrap().proofs, want, "file → GPU proofs differ from the CPU's");
+    assert_eq!(backend.prove(&host, &mut circuits(), &zero).unwrap().proofs, want, "host → GPU proofs differ from the CPU's");
+
+    let QueryPoints::File(f) = in_file.points() else { panic!("read_params_layout leaves the points in the file") };
+    // Staging of 10 G2 / 20 G1 points: many chunks per query, the last one partial.
+    load_queries_staged(&g, f, 1920, &NoProgress).unwrap();
+    assert!(load_queries_staged(&g, f, 1000, &NoProgress).is_err(), "staging must hold whole points");
+    assert!(STAGING_BYTES % 192 == 0);
+
+    // Each corruption, read with fresh staging: the host reader's error for that point.
+    let clean = std::fs::read(&path).unwrap();
+    let at = |s: &Section, i: usize| s.point_offset(i) as usize;
+    let l = &f.layout;
+    let cases: Vec<(&str, usize, Box<dyn Fn(&mut [u8])>)> = vec![
+        ("section l, point 5", at(&l.l, 5), Box::new(|b| b[90] ^= 1)),
+        ("section b_g2, point 1", at(&l.b_g2, 1), Box::new(|b| b[0] |= 0x80)),
+        ("section h, point 2", at(&l.h, 2), Box::new(|b| b[0] = 0x40)),
+        ("section a, point 7", at(&l.a, 7), Box::new(|b| { b[0] = 0x1f; b[1..48].fill(0xff) })),
+        ("section b_g1, point 0", at(&l.b_g1, 0), Box::new(|b| b[0] |= 0x20)),
+    ];
+    for (want, offset, corrupt) in cases {
+        let mut bytes = clean.clone();
+        corrupt(&mut bytes[offset..]);
+        std::fs::write(&path, &bytes).unwrap();
+        let e = load_queries_staged(&g, f, 1920, &NoProgress).err().unwrap_or_else(|| panic!("{want}: accepted"));
+        let e = e.to_string();
+        assert!(e.contains(want) && e.contains(&format!("byte offset {offset}")), "{want}: {e}");
+        assert!(!e.contains("decoder bug"), "the device and host decoders disagree: {e}");
+        eprintln!("rejected: {e}");
+    }
+    let mut longer = clean.clone();
+    longer.push(0);
+    std::fs::write(&path, &longer).unwrap();
+    let e = load_queries_staged(&g, f, 1920, &NoProgress).err().expect("a changed file is refused").to_string();
+    assert!(e.contains("was it replaced"), "{e}");
 }

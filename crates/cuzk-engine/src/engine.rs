@@ -432,6 +432,9 @@ impl Engine {
             return Err(EngineError::InvalidArgument("the engine needs at least one proving backend".into()));
         }
         let budget = MemoryBudget::new(config.memory_budget_bytes);
+        // GPU backends read a set's points from its file onto their devices: the host
+        // then keeps only the header (a C2 set: 47 GB less host memory, no host decoding).
+        let points_in_file = backends.iter().all(|b| b.reads_params_from_file());
         // Enough idle buffers for every partition that can be in flight at once.
         let in_flight = config.synthesis_threads.max(1)
             + config.synthesis_lookahead.max(1)
@@ -445,7 +448,7 @@ impl Engine {
             buffers,
             admit: Mutex::new(()),
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
-            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle, relieve),
+            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle, points_in_file, relieve),
             budget,
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest, SnapRequest};
-use cuzk_groth16::format::{read_params_domain_size, read_params_with, PointCheck};
+use cuzk_groth16::format::{read_params_domain_size, read_params_layout, read_params_with, PointCheck};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
 
@@ -156,7 +156,7 @@ impl KindHandler for FilecoinKind {
         Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.circuit_kind())
     }
 
-    fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError> {
+    fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
         let circuit = Circuit::from_id(circuit_id)
             .filter(|c| c.kind == self.circuit_kind())
             .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {circuit_id:?}", self.kind)))?;
@@ -165,9 +165,15 @@ impl KindHandler for FilecoinKind {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
         }
         let t = std::time::Instant::now();
-        let p = read_params_with(&path, PointCheck::OnCurve, &NoProgress)
+        let p = if points_in_file { read_params_layout(&path) } else { read_params_with(&path, PointCheck::OnCurve, &NoProgress) }
             .map_err(|e| EngineError::Internal(format!("reading parameters of {circuit} from {}: {e}", path.display())))?;
-        tracing::info!(circuit_id, path = %path.display(), secs = t.elapsed().as_secs_f64(), "parameters loaded");
+        tracing::info!(
+            circuit_id,
+            path = %path.display(),
+            secs = t.elapsed().as_secs_f64(),
+            points = if points_in_file { "left in the file for the GPUs" } else { "decoded in host memory" },
+            "parameters loaded"
+        );
         Ok(p)
     }
 }

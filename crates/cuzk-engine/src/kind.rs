@@ -90,6 +90,8 @@ pub trait KindHandler: Send + Sync {
     fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError>;
     /// Whether `circuit_id` names a parameter set of this kind.
     fn owns_circuit(&self, circuit_id: &str) -> bool;
-    /// Loads (or makes) the parameter set `circuit_id`.
-    fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError>;
+    /// Loads (or makes) the parameter set `circuit_id`. With `points_in_file` every
+    /// backend reads the query points from the file itself: a handler that reads a file
+    /// may then leave them there ([`cuzk_groth16::format::read_params_layout`]).
+    fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError>;
 }

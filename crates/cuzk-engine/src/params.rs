@@ -41,6 +41,8 @@ pub(crate) struct ParamCache {
     handlers: Vec<Arc<dyn KindHandler>>,
     budget: Arc<MemoryBudget>,
     min_idle: Duration,
+    /// Every backend reads query points from their file itself (KindHandler::load_params).
+    points_in_file: bool,
     /// Frees other idle memory (pooled buffers) when a set does not fit.
     on_pressure: Box<dyn Fn() + Send + Sync>,
     entries: Mutex<HashMap<String, Entry>>,
@@ -55,9 +57,10 @@ impl ParamCache {
         handlers: Vec<Arc<dyn KindHandler>>,
         budget: Arc<MemoryBudget>,
         min_idle: Duration,
+        points_in_file: bool,
         on_pressure: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
-        ParamCache { handlers, budget, min_idle, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
+        ParamCache { handlers, budget, min_idle, points_in_file, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }
 
     fn cached(&self, id: &str) -> Option<Arc<LoadedParams>> {
@@ -84,7 +87,7 @@ impl ParamCache {
             .ok_or_else(|| EngineError::NotFound(format!("no proof kind knows the circuit id {id:?}")))?;
         let t = Instant::now();
         tracing::info!(circuit_id = id, "loading parameters");
-        let set = handler.load_params(id)?;
+        let set = handler.load_params(id, self.points_in_file)?;
         let pvk = PreparedVerifyingKey::new(&set.vk);
         let size_bytes = set.size_bytes() as u64;
         let params = Arc::new(LoadedParams { circuit_id: id.to_string(), set, pvk, size_bytes });

@@ -213,7 +213,8 @@ impl KindHandler for SyntheticKind {
         self.parse_circuit_id(circuit_id).is_some()
     }
 
-    fn load_params(&self, circuit_id: &str) -> Result<ParameterSet, EngineError> {
+    /// Made in memory: `points_in_file` does not apply.
+    fn load_params(&self, circuit_id: &str, _points_in_file: bool) -> Result<ParameterSet, EngineError> {
         let (shape, seed) = self
             .parse_circuit_id(circuit_id)
             .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {circuit_id:?}")))?;

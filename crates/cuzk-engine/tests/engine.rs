@@ -408,8 +408,8 @@ impl cuzk_engine::KindHandler for Refusing {
     fn owns_circuit(&self, id: &str) -> bool {
         self.inner.owns_circuit(id)
     }
-    fn load_params(&self, id: &str) -> Result<ParameterSet, EngineError> {
-        self.inner.load_params(id)
+    fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
+        self.inner.load_params(id, points_in_file)
     }
 }
 

@@ -228,6 +228,20 @@ pub trait ProvingBackend: Send + Sync {
         self.prove(params, circuits, randomness)
     }
 
+    /// Makes the set's points ready for proving now (a GPU backend reads them onto its
+    /// device, reporting to `progress`) rather than on the first proof; by default
+    /// nothing is done.
+    fn load_params(&self, params: &ParameterSet, progress: &dyn crate::Progress) -> Result<(), ProveError> {
+        let _ = (params, progress);
+        Ok(())
+    }
+
+    /// Whether this backend reads a set's query points from their `.params` file
+    /// itself ([`crate::params::QueryPoints::File`]), so the host need not decode them.
+    fn reads_params_from_file(&self) -> bool {
+        false
+    }
+
     /// Whether `prove` leaves a, b and c as they were (it computes on copies), so a
     /// caller may prove the same synthesized circuit again
     /// ([`SynthesizedCircuit::reuse_evaluations`]): benchmarks with pre-made partitions.

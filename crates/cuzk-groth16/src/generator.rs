@@ -527,6 +527,7 @@ mod tests {
         let c = crate::synthesize(shape.circuit(1)).unwrap();
         let p = timing_parameters(&c, &mut rand_chacha::ChaCha20Rng::seed_from_u64(5), &NoProgress);
         p.check_shape(&c).unwrap();
+        let p = p.host().unwrap();
         let mut all: Vec<[u8; 48]> = p.h.iter().chain(&p.l).chain(&p.a).map(|q| q.to_compressed()).collect();
         assert!(p.h.iter().all(|q| bool::from(q.is_on_curve()) && !bool::from(q.is_identity())));
         let n = all.len();

@@ -2,7 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::path::PathBuf;
+
 use blstrs::{G1Affine, G2Affine};
+
+use crate::format::ParamsLayout;
 
 use crate::synthesis::SynthesizedCircuit;
 
@@ -31,11 +35,9 @@ impl ParameterSetId {
     }
 }
 
-/// A Groth16 parameter set (proving key) in the bellperson/Filecoin layout.
-#[derive(Debug)]
-pub struct ParameterSet {
-    id: ParameterSetId,
-    pub vk: VerifyingKey,
+/// The five queries' points, decoded in host memory.
+#[derive(Debug, PartialEq)]
+pub struct HostQueries {
     /// τⁱ·Z(τ)/δ · G1 for i < n − 1, n the domain size.
     pub h: Vec<G1Affine>,
     /// (β·uᵢ + α·vᵢ + wᵢ)/δ · G1 for every aux variable.
@@ -48,10 +50,57 @@ pub struct ParameterSet {
     pub b_g2: Vec<G2Affine>,
 }
 
+/// The queries left in their `.params` file for a device backend to read straight onto
+/// its device; the host holds the layout and the public inputs' rows of A and B (which
+/// it sums itself).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileQueries {
+    pub path: PathBuf,
+    pub layout: ParamsLayout,
+    /// A's first points, one per public input (IC).
+    pub a_inputs: Vec<G1Affine>,
+    /// B's first points, as many as the inputs or B's length if smaller.
+    pub b_g1_inputs: Vec<G1Affine>,
+    pub b_g2_inputs: Vec<G2Affine>,
+}
+
+/// Where a parameter set's query points are.
+#[derive(Debug, PartialEq)]
+pub enum QueryPoints {
+    Host(HostQueries),
+    File(FileQueries),
+}
+
+/// Query lengths: what a circuit's shape is checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryLens {
+    pub h: usize,
+    pub l: usize,
+    pub a: usize,
+    /// B_G1 and B_G2 (equal).
+    pub b: usize,
+}
+
+/// A backend that computes on the host was given a parameter set whose points are
+/// still in their file.
+#[derive(Debug, thiserror::Error)]
+#[error("the parameter set's points were left in {path} for a GPU to read; this backend needs them decoded in host memory")]
+pub struct NotOnHost {
+    pub path: PathBuf,
+}
+
+/// A Groth16 parameter set (proving key) in the bellperson/Filecoin layout.
+#[derive(Debug)]
+pub struct ParameterSet {
+    id: ParameterSetId,
+    pub vk: VerifyingKey,
+    points: QueryPoints,
+}
+
 impl PartialEq for ParameterSet {
     /// Equal contents (the process-local id is ignored).
     fn eq(&self, o: &Self) -> bool {
-        self.vk == o.vk && self.h == o.h && self.l == o.l && self.a == o.a && self.b_g1 == o.b_g1 && self.b_g2 == o.b_g2
+        self.vk == o.vk && self.points == o.points
     }
 }
 
@@ -65,6 +114,7 @@ pub struct ShapeMismatch {
 }
 
 impl ParameterSet {
+    /// A set with its points in host memory.
     pub fn new(
         vk: VerifyingKey,
         h: Vec<G1Affine>,
@@ -73,35 +123,85 @@ impl ParameterSet {
         b_g1: Vec<G1Affine>,
         b_g2: Vec<G2Affine>,
     ) -> Self {
-        ParameterSet { id: ParameterSetId::fresh(), vk, h, l, a, b_g1, b_g2 }
+        ParameterSet { id: ParameterSetId::fresh(), vk, points: QueryPoints::Host(HostQueries { h, l, a, b_g1, b_g2 }) }
+    }
+
+    /// Takes the set apart (tests that edit a query).
+    pub fn into_parts(self) -> (VerifyingKey, QueryPoints) {
+        (self.vk, self.points)
+    }
+
+    /// A set whose points stay in their file (see [`crate::format::read_params_layout`]).
+    pub fn in_file(file: FileQueries) -> Self {
+        ParameterSet { id: ParameterSetId::fresh(), vk: file.layout.vk.clone(), points: QueryPoints::File(file) }
     }
 
     pub fn id(&self) -> ParameterSetId {
         self.id
     }
 
-    /// The evaluation domain size these parameters were made for.
-    pub fn domain_size(&self) -> usize {
-        self.h.len() + 1
+    pub fn points(&self) -> &QueryPoints {
+        &self.points
     }
 
-    /// Total bytes of points held (for memory accounting).
+    /// The points in host memory, for backends that compute on the host.
+    pub fn host(&self) -> Result<&HostQueries, NotOnHost> {
+        match &self.points {
+            QueryPoints::Host(q) => Ok(q),
+            QueryPoints::File(f) => Err(NotOnHost { path: f.path.clone() }),
+        }
+    }
+
+    pub fn lens(&self) -> QueryLens {
+        match &self.points {
+            QueryPoints::Host(q) => QueryLens { h: q.h.len(), l: q.l.len(), a: q.a.len(), b: q.b_g1.len() },
+            QueryPoints::File(f) => {
+                let s = &f.layout;
+                QueryLens { h: s.h.count, l: s.l.count, a: s.a.count, b: s.b_g1.count }
+            }
+        }
+    }
+
+    /// The first `a` points of A and `b` of B (G1 and G2): the public inputs' rows,
+    /// which device backends sum on the host. None if the set holds fewer.
+    pub fn input_rows(&self, a: usize, b: usize) -> Option<(&[G1Affine], &[G1Affine], &[G2Affine])> {
+        match &self.points {
+            QueryPoints::Host(q) => Some((q.a.get(..a)?, q.b_g1.get(..b)?, q.b_g2.get(..b)?)),
+            QueryPoints::File(f) => Some((f.a_inputs.get(..a)?, f.b_g1_inputs.get(..b)?, f.b_g2_inputs.get(..b)?)),
+        }
+    }
+
+    /// The evaluation domain size these parameters were made for.
+    pub fn domain_size(&self) -> usize {
+        self.lens().h + 1
+    }
+
+    /// Bytes of points held in host memory (for memory accounting).
     pub fn size_bytes(&self) -> usize {
-        let g1 = std::mem::size_of::<G1Affine>();
-        (self.vk.ic.len() + self.h.len() + self.l.len() + self.a.len() + self.b_g1.len()) * g1
-            + self.b_g2.len() * std::mem::size_of::<G2Affine>()
+        let (g1, g2) = (std::mem::size_of::<G1Affine>(), std::mem::size_of::<G2Affine>());
+        let (g1_points, g2_points) = match &self.points {
+            QueryPoints::Host(q) => (q.h.len() + q.l.len() + q.a.len() + q.b_g1.len(), q.b_g2.len()),
+            QueryPoints::File(f) => (f.a_inputs.len() + f.b_g1_inputs.len(), f.b_g2_inputs.len()),
+        };
+        (self.vk.ic.len() + g1_points) * g1 + g2_points * g2
+    }
+
+    /// Bytes of the query points wherever they are (what a device holds of them).
+    pub fn points_bytes(&self) -> usize {
+        let n = self.lens();
+        (n.h + n.l + n.a + n.b) * std::mem::size_of::<G1Affine>() + n.b * std::mem::size_of::<G2Affine>()
     }
 
     /// Checks every query length against what `c` needs.
     pub fn check_shape(&self, c: &SynthesizedCircuit) -> Result<(), ShapeMismatch> {
         let b_count = c.b_input_density.count() + c.b_aux_density.count();
+        let n = self.lens();
         let checks = [
             ("IC", self.vk.ic.len(), c.num_inputs()),
-            ("H", self.h.len(), c.domain_size() - 1),
-            ("L", self.l.len(), c.num_aux()),
-            ("A", self.a.len(), c.num_inputs() + c.a_aux_density.count()),
-            ("B_G1", self.b_g1.len(), b_count),
-            ("B_G2", self.b_g2.len(), b_count),
+            ("H", n.h, c.domain_size() - 1),
+            ("L", n.l, c.num_aux()),
+            ("A", n.a, c.num_inputs() + c.a_aux_density.count()),
+            ("B", n.b, b_count),
         ];
         for (query, params, circuit) in checks {
             if params != circuit {

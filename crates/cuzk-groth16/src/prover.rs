@@ -83,19 +83,20 @@ fn prove_one(
     t: &mut StageTimings,
 ) -> Result<Proof, ProveError> {
     let n = domain.size();
+    let q = p.host().map_err(|e| ProveError::Backend(e.to_string()))?;
     c.mark_consumed();
     for v in [&mut c.a, &mut c.b, &mut c.c] {
         v.resize(n).map_err(|_| ProveError::Buffer(format!("needs {n} elements, has {}", v.capacity())))?;
     }
     t.time(Stage::HPolynomial, || domain.h_polynomial(c.a.as_mut_slice(), c.b.as_mut_slice(), c.c.as_mut_slice()));
-    let h = t.time(Stage::MsmH, || msm(&p.h, &c.a.as_slice()[..n - 1]));
-    let l = t.time(Stage::MsmL, || split_msm(&p.l, &c.aux, &c.aux_classes, None).0);
+    let h = t.time(Stage::MsmH, || msm(&q.h, &c.a.as_slice()[..n - 1]));
+    let l = t.time(Stage::MsmL, || split_msm(&q.l, &c.aux, &c.aux_classes, None).0);
     let a = t.time(Stage::MsmA, || {
-        let (input_bases, aux_bases) = p.a.split_at(c.num_inputs());
+        let (input_bases, aux_bases) = q.a.split_at(c.num_inputs());
         msm(input_bases, &c.input) + split_msm(aux_bases, &c.aux, &c.aux_classes, Some(&c.a_aux_density)).0
     });
-    let b_g1 = t.time(Stage::MsmBG1, || b_query(&p.b_g1, c));
-    let b_g2 = t.time(Stage::MsmBG2, || b_query(&p.b_g2, c));
+    let b_g1 = t.time(Stage::MsmBG1, || b_query(&q.b_g1, c));
+    let b_g2 = t.time(Stage::MsmBG2, || b_query(&q.b_g2, c));
     Ok(t.time(Stage::Assembly, || assemble(p, rs, h, l, a, b_g1, b_g2)))
 }
 

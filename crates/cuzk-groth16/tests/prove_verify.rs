@@ -96,7 +96,7 @@ fn degenerate_circuits_prove_and_verify() {
     // Empty aux: no L, no aux part of A or B; the domain holds only input constraints.
     let c = InputsOnly { values: vec![Scalar::from(5u64), Scalar::from(7u64)] };
     let params = generate_parameters(c.clone(), &mut rng(1), &NoProgress).unwrap();
-    assert!(params.l.is_empty());
+    assert_eq!(params.lens().l, 0);
     prove_and_check(&params, vec![c], 1);
     // Only the constant input.
     let c = InputsOnly { values: vec![] };

@@ -125,14 +125,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut spare: Vec<EvalBuffers> = Vec::new();
         let params = if let Some(path) = &args.params {
             let t = Instant::now();
-            let p = cuzk_groth16::format::read_params_with(path, cuzk_groth16::format::PointCheck::OnCurve, &bars)
-                .with_context(|| format!("reading {}", path.display()))?;
-            println!(
-                "read {} ({:.2} GB of points) in {:.2} s",
-                path.display(),
-                p.size_bytes() as f64 / 1e9,
-                t.elapsed().as_secs_f64()
-            );
+            let p = crate::read_params_for(backend.as_ref(), path, cuzk_groth16::format::PointCheck::OnCurve, &bars)?;
+            let on = match p.points() {
+                cuzk_groth16::params::QueryPoints::File(_) => format!("onto {}, decoded there", backend.name()),
+                cuzk_groth16::params::QueryPoints::Host(_) => "into host memory".to_string(),
+            };
+            println!("read {} ({:.2} GB of points) {on} in {:.2} s", path.display(), p.points_bytes() as f64 / 1e9, t.elapsed().as_secs_f64());
             p
         } else if args.timing_params {
             let c = synthesize_into(shape.circuit(0), new_buffers(gpu.as_ref(), n)?).context("synthesis failed")?;
@@ -187,7 +185,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 rejects_tampering(&pvk, &out.proofs[0], &inputs).with_context(|| format!("2^{log}"))?;
             }
             if rep == 0 {
-                let what = if gpu.is_some() { " (includes moving the parameters onto the device)" } else { "" };
+                let what = if gpu.is_some() && args.params.is_none() { " (includes moving the parameters onto the device)" } else { "" };
                 println!("  warm-up proof{what}: {:.3} s", prove.as_secs_f64());
             }
             let c = circuits.pop().context("no circuit")?;

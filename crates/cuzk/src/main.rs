@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use cuzk_groth16::format::{read_params_with, read_vk, save, PointCheck};
+use cuzk_groth16::format::{read_params_layout, read_params_with, read_vk, save, PointCheck};
 use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{synthesize, CpuBackend, ProofRandomness, ProvingBackend, Scalar, Stage};
+use cuzk_groth16::{synthesize, CpuBackend, ParameterSet, ProofRandomness, ProvingBackend, Scalar, Stage};
 use ff::PrimeField;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -320,14 +320,15 @@ fn prove(
 ) -> Result<()> {
     let shape = shape_args.shape()?;
     let check = if check_subgroup { PointCheck::Subgroup } else { PointCheck::OnCurve };
+    let backend = backend(kind)?;
     let bars = Bars::new();
-    let params = read_params_with(params_path, check, &bars)?;
+    let params = read_params_for(backend.as_ref(), params_path, check, &bars)?;
     bars.finish();
     let mut circuits = vec![synthesize(shape.circuit(witness_seed)).context("synthesis failed")?];
     let inputs = circuits[0].input[1..].to_vec();
     params.check_shape(&circuits[0]).with_context(|| format!("{} does not fit this circuit", params_path.display()))?;
     let t = Instant::now();
-    let proofs = backend(kind)?.prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?.proofs;
+    let proofs = backend.prove(&params, &mut circuits, &[ProofRandomness::random(&mut rand::rngs::OsRng)])?.proofs;
     let prove_time = t.elapsed();
     if !verify_proof(&PreparedVerifyingKey::new(&params.vk), &proofs[0], &inputs)? {
         bail!("the proof failed verification; nothing written");
@@ -338,6 +339,20 @@ fn prove(
     fs::write(&inputs_path, text).with_context(|| format!("writing {}", inputs_path.display()))?;
     println!("proved in {}; wrote {} and {}", secs(prove_time), out.display(), inputs_path.display());
     Ok(())
+}
+
+/// Reads a `.params` file for `backend`. A backend that reads the points from the file
+/// itself (a GPU: decoded there) gets the header from here and loads the points now;
+/// otherwise, or to check the subgroup (which only the host reader does), the points
+/// are decoded in host memory.
+pub fn read_params_for(backend: &dyn ProvingBackend, path: &Path, check: PointCheck, bars: &Bars) -> Result<ParameterSet> {
+    let read = || format!("reading {}", path.display());
+    if !backend.reads_params_from_file() || check == PointCheck::Subgroup {
+        return read_params_with(path, check, bars).with_context(read);
+    }
+    let p = read_params_layout(path).with_context(read)?;
+    backend.load_params(&p, bars).with_context(|| format!("reading {} onto {}", path.display(), backend.name()))?;
+    Ok(p)
 }
 
 fn inputs_path(proof: &Path) -> PathBuf {

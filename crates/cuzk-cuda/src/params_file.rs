@@ -1,0 +1,188 @@
+//! A `.params` file's query points read straight onto the device.
+//!
+//! Decoding on the host costs ~300 ns per G1 point and core (blst's byte-order and
+//! Montgomery conversions and the curve check), longer than reading the 47 GB of a C2
+//! file from the page cache. So the raw bytes go up instead, in chunks through two
+//! pinned staging buffers (one filling from the file by parallel reads while the other's
+//! copy runs), straight into the bases' final buffer, where a kernel decodes each chunk
+//! in place (kernels/ec/decode.cuh, the host reader's checks). The host waits for the
+//! device once per query, at its end, to read the index of the first malformed point;
+//! that point is then reported with the host reader's own error.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cuzk_groth16::format::{map_file, rejected_point, FormatError, Section};
+use cuzk_groth16::params::FileQueries;
+use cuzk_groth16::Progress;
+use rayon::prelude::*;
+
+use crate::device::{Gpu, GpuError};
+use crate::msm::{DeviceBases, MsmGroup, G1, G2};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+impl From<cudarc::driver::DriverError> for LoadError {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        LoadError::Gpu(e.into())
+    }
+}
+
+/// Bytes per staging buffer: a whole number of G1 and of G2 points, large enough that
+/// a chunk's copy and kernel launch cost little beside its read, small enough that the
+/// two buffers are a small pinned allocation.
+pub const STAGING_BYTES: usize = 192 << 20;
+/// Bytes per read call: the reads of one chunk run in parallel.
+const READ_BYTES: usize = 4 << 20;
+
+/// A pinned buffer a chunk is read into, and the event after its last copy out.
+struct Staging {
+    buf: PinnedHostSlice<u64>,
+    copied: Option<CudaEvent>,
+}
+
+/// The five queries of a parameter set on the device.
+pub struct DeviceQueries {
+    pub h: DeviceBases<G1>,
+    pub l: DeviceBases<G1>,
+    pub a: DeviceBases<G1>,
+    pub b_g1: DeviceBases<G1>,
+    pub b_g2: DeviceBases<G2>,
+}
+
+/// Reads the queries of `file` onto `gpu`, checking every point as the host reader does
+/// (on the curve; the subgroup is not checked). `progress` counts bytes.
+pub fn load_queries(gpu: &Gpu, file: &FileQueries, progress: &dyn Progress) -> Result<DeviceQueries, LoadError> {
+    load_queries_staged(gpu, file, STAGING_BYTES, progress)
+}
+
+/// [`load_queries`] through staging buffers of `staging_bytes` each, a multiple of 192
+/// (whole G1 and G2 points): tests use small ones to cross many chunk boundaries.
+pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<DeviceQueries, LoadError> {
+    if staging_bytes == 0 || staging_bytes % 192 != 0 {
+        return Err(GpuError::Invalid(format!("staging buffers of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
+    }
+    let path = file.path.as_path();
+    let io = |source| FormatError::Io { path: path.to_owned(), source };
+    let f = File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let layout = &file.layout;
+    if len != layout.file_len {
+        return Err(FormatError::Inconsistent(format!(
+            "{} is {len} bytes long, but {} when its header was read: was it replaced?",
+            path.display(),
+            layout.file_len
+        ))
+        .into());
+    }
+    let stream = gpu.ctx.new_stream()?;
+    let mut staging = Vec::with_capacity(2);
+    for _ in 0..2 {
+        // SAFETY: the buffer is only read (by copies) after a chunk has been read into
+        // the part that is copied.
+        let buf = unsafe { gpu.ctx.alloc_pinned_with_flags::<u64>(staging_bytes / 8, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)? };
+        staging.push(Staging { buf, copied: None });
+    }
+    let total: u64 = layout.sections().iter().map(|s| s.bytes()).sum();
+    progress.stage("points onto the GPU (bytes)", total);
+    let start = Instant::now();
+    let r = (|| {
+        let mut load = Loader { gpu, stream: &stream, file: &f, path, staging: &mut staging, progress };
+        Ok::<_, LoadError>(DeviceQueries {
+            h: load.query::<G1>(&layout.h)?,
+            l: load.query::<G1>(&layout.l)?,
+            a: load.query::<G1>(&layout.a)?,
+            b_g1: load.query::<G1>(&layout.b_g1)?,
+            b_g2: load.query::<G2>(&layout.b_g2)?,
+        })
+    })();
+    // Nothing may copy from the staging buffers once they are freed.
+    let synced = stream.synchronize();
+    let queries = r?;
+    synced?;
+    let secs = start.elapsed().as_secs_f64();
+    tracing::info!(
+        path = %path.display(),
+        gb = format!("{:.2}", total as f64 / 1e9),
+        seconds = format!("{secs:.2}"),
+        gb_per_s = format!("{:.2}", total as f64 / 1e9 / secs),
+        "query points read onto the GPU and decoded there"
+    );
+    Ok(queries)
+}
+
+struct Loader<'a> {
+    gpu: &'a Gpu,
+    stream: &'a Arc<CudaStream>,
+    file: &'a File,
+    path: &'a Path,
+    staging: &'a mut [Staging],
+    progress: &'a dyn Progress,
+}
+
+impl Loader<'_> {
+    fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<DeviceBases<G>, LoadError> {
+        let point_bytes = std::mem::size_of::<G::DeviceAffine>();
+        if s.point_bytes != point_bytes {
+            return Err(GpuError::Invalid(format!("section {} holds {}-byte points, not {}", s.name, s.point_bytes, G::NAME)).into());
+        }
+        if s.count >= 1 << 31 {
+            return Err(GpuError::Invalid(format!("section {}: {} points, at most 2^31 − 1 are supported", s.name, s.count)).into());
+        }
+        // SAFETY: every point is written by the chunks' copies below before any read.
+        let mut points: CudaSlice<G::DeviceAffine> = unsafe { self.stream.alloc(s.count)? };
+        let mut first_bad = self.stream.clone_htod(&[u32::MAX])?;
+        let st_bytes = self.staging[0].buf.len() * 8;
+        let per_chunk = st_bytes / point_bytes;
+        let kernel = &G::kernels(self.gpu).decode_points;
+        for (k, first) in (0..s.count).step_by(per_chunk).enumerate() {
+            let n = per_chunk.min(s.count - first);
+            let bytes = n * point_bytes;
+            let st = &mut self.staging[k % 2];
+            if let Some(ev) = st.copied.take() {
+                ev.synchronize()?;
+            }
+            // SAFETY: the buffer's last copy has finished (waited for above), and the
+            // memory is plain bytes: any value is valid for u8.
+            let buf = unsafe { std::slice::from_raw_parts_mut(st.buf.as_mut_ptr()? as *mut u8, st_bytes) };
+            let at = s.point_offset(first);
+            buf[..bytes].par_chunks_mut(READ_BYTES).enumerate().try_for_each(|(i, part)| {
+                self.file.read_exact_at(part, at + (i * READ_BYTES) as u64)
+            }).map_err(|source| FormatError::Io { path: self.path.to_owned(), source })?;
+            // SAFETY: the staging memory is 8-byte aligned (page-aligned pinned memory),
+            // `bytes` is n whole points and G::DeviceAffine is plain words of that size
+            // and alignment, valid for any bits (the kernel decodes them in place).
+            let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const G::DeviceAffine, n) };
+            // Asynchronous: from pinned memory, which stays untouched until `copied`.
+            self.stream.memcpy_htod(raw, &mut points.slice_mut(first..first + n))?;
+            let (n32, first32) = (n as u32, first as u32);
+            let mut view = points.slice_mut(first..first + n);
+            let mut b = self.stream.launch_builder(kernel);
+            b.arg(&mut view).arg(&n32).arg(&first32).arg(&mut first_bad);
+            let cfg = LaunchConfig { grid_dim: (n32.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: matches `decode_points_<g>(uint32_t *points, uint32_t n, uint32_t
+            // first_index, uint32_t *first_bad)`: `view` holds n points of the group's
+            // size, first_bad one word.
+            unsafe { b.launch(cfg)? };
+            st.copied = Some(self.stream.record_event(None)?);
+            self.progress.advance(bytes as u64);
+        }
+        // The query's one host wait.
+        let bad = self.stream.clone_dtoh(&first_bad)?[0];
+        if bad != u32::MAX {
+            let data = map_file(self.path)?;
+            return Err(rejected_point::<G::Affine>(&data, s, bad as usize).into());
+        }
+        Ok(DeviceBases::from_points(points))
+    }
+}

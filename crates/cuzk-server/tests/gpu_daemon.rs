@@ -46,3 +46,64 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
     eprintln!("daemon on {:?}: 2 jobs × 3 partitions proved on the GPU and verified", st.gpus.iter().map(|g| &g.name).collect::<Vec<_>>());
     d.stop(Duration::from_secs(5)).await;
 }
+
+/// Filecoin requests (2 KiB PoRep C2 and WindowPoSt, as Curio sends them) proved by the
+/// daemon on the GPU with the parameters read from their files onto the device (the
+/// host keeps only their headers), and accepted by filecoin-proofs' verifiers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
+    use cuzk_engine::filecoin::FilecoinKind;
+    use cuzk_engine::{KindHandler, ProofKind as Kind};
+    use cuzk_filecoin::fixtures::fixtures_2k;
+    let gpu = match Gpu::open(0) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            return;
+        }
+    };
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::WindowPostPartition]
+        .into_iter()
+        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone()).unwrap()) as Arc<dyn KindHandler>)
+        .collect();
+    let d = Daemon::start_with_kinds(config(), vec![Arc::new(CudaBackend::new(gpu))], kinds, cuzk_engine::vec_buffers()).await;
+    let mut c = d.client().await;
+    let p = &f.porep;
+    let porep = pb::SubmitProofRequest {
+        proof_kind: pb::ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: p.registered_proof,
+        vanilla_proof: p.envelope.clone(),
+        sector_number: p.sector_number,
+        miner_id: p.miner_id,
+        ..Default::default()
+    };
+    let r = c.prove(pb::ProveRequest { submit: Some(porep) }).await.unwrap().into_inner().result.unwrap();
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(p.filecoin_proofs_accepts(&r.proof, p.comm_r, p.seed), "verify_seal accepts the GPU's PoRep proof");
+    let w = &f.window;
+    let window = pb::SubmitProofRequest {
+        proof_kind: pb::ProofKind::WindowPostPartition as i32,
+        sector_size: 2048,
+        registered_proof: w.registered_proof,
+        vanilla_proofs: w.vanilla_proofs.clone(),
+        randomness: w.randomness.to_vec(),
+        miner_id: w.miner_id,
+        partition_index: 0,
+        ..Default::default()
+    };
+    let r = c.prove(pb::ProveRequest { submit: Some(window) }).await.unwrap().into_inner().result.unwrap();
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(w.filecoin_proofs_accepts(&r.proof, &w.randomness, &w.comm_rs), "filecoin-proofs accepts the GPU's WindowPoSt proof");
+    // Only the headers stay in host memory: each loaded set is a small part of its file.
+    let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    let largest_file = std::fs::read_dir(&f.param_dir).unwrap().filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).max().unwrap();
+    assert_eq!(st.loaded_srs.len(), 2, "{:?}", st.loaded_srs);
+    for s in &st.loaded_srs {
+        assert!(s.size_bytes < largest_file / 4, "{} holds {} bytes on the host", s.circuit_id, s.size_bytes);
+    }
+    eprintln!("PoRep C2 and WindowPoSt at 2 KiB proved on the GPU from parameter files read onto it; filecoin-proofs accepts both; host holds {:?}", st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>());
+    d.stop(Duration::from_secs(5)).await;
+}

@@ -193,6 +193,21 @@ impl ProvingBackend for CudaBackend {
         true
     }
 
+    /// The points leave the device once the proofs in flight with them finish (each
+    /// holds its own reference).
+    fn release_params(&self, id: ParameterSetId) {
+        let removed = match self.resident.lock() {
+            Ok(mut map) => map.remove(&id).is_some(),
+            Err(_) => {
+                tracing::error!("resident parameter map poisoned: points not released");
+                false
+            }
+        };
+        if removed {
+            tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
+        }
+    }
+
     fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
         self.resident(params, &mut StageTimings::default(), progress).map(drop)
     }

@@ -432,9 +432,6 @@ impl Engine {
             return Err(EngineError::InvalidArgument("the engine needs at least one proving backend".into()));
         }
         let budget = MemoryBudget::new(config.memory_budget_bytes);
-        // GPU backends read a set's points from its file onto their devices: the host
-        // then keeps only the header (a C2 set: 47 GB less host memory, no host decoding).
-        let points_in_file = backends.iter().all(|b| b.reads_params_from_file());
         // Enough idle buffers for every partition that can be in flight at once.
         let in_flight = config.synthesis_threads.max(1)
             + config.synthesis_lookahead.max(1)
@@ -448,7 +445,9 @@ impl Engine {
             buffers,
             admit: Mutex::new(()),
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
-            params: ParamCache::new(handlers, budget.clone(), config.eviction_min_idle, points_in_file, relieve),
+            // GPU backends read a set's points from its file onto their devices: the host
+            // then keeps only the header (a C2 set: 47 GB less host memory, no decoding).
+            params: ParamCache::new(handlers, backends.clone(), budget.clone(), config.eviction_min_idle, relieve),
             budget,
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),
@@ -617,13 +616,23 @@ impl Engine {
         Ok(was_running)
     }
 
-    /// Loads a parameter set now; (already loaded, load time).
+    /// Loads a parameter set now, and onto every backend's device; (already loaded, load
+    /// time).
     pub fn preload(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
         if !self.inner.params.knows(circuit_id) {
             return Err(EngineError::NotFound(format!("unknown circuit id {circuit_id:?}")));
         }
         let already = self.inner.params.is_loaded(circuit_id);
-        let (_, took) = self.inner.params.get(circuit_id)?;
+        let (p, mut took) = self.inner.params.get(circuit_id)?;
+        // Onto every device too, so the first partition does not pay for it (a backend
+        // that has the set already returns at once).
+        for slot in &self.inner.backends {
+            let t = Instant::now();
+            slot.backend
+                .load_params(&p.set, &cuzk_groth16::NoProgress)
+                .map_err(|e| EngineError::Internal(format!("loading {circuit_id} onto {}: {e}", slot.backend.name())))?;
+            took += t.elapsed();
+        }
         Ok((already, took))
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::PreparedVerifyingKey;
-use cuzk_groth16::ParameterSet;
+use cuzk_groth16::{ParameterSet, ProvingBackend};
 
 use crate::budget::{BudgetGuard, MemoryBudget};
 use crate::error::EngineError;
@@ -18,6 +18,17 @@ pub struct LoadedParams {
     pub set: ParameterSet,
     pub pvk: PreparedVerifyingKey,
     pub size_bytes: u64,
+    /// Told when the set is dropped (evicted and no longer used), to free what they
+    /// hold for it (a GPU's copy of the points).
+    backends: Vec<Arc<dyn ProvingBackend>>,
+}
+
+impl Drop for LoadedParams {
+    fn drop(&mut self) {
+        for b in &self.backends {
+            b.release_params(self.set.id());
+        }
+    }
 }
 
 struct Entry {
@@ -39,6 +50,7 @@ pub struct ParamStatus {
 
 pub(crate) struct ParamCache {
     handlers: Vec<Arc<dyn KindHandler>>,
+    backends: Vec<Arc<dyn ProvingBackend>>,
     budget: Arc<MemoryBudget>,
     min_idle: Duration,
     /// Every backend reads query points from their file itself (KindHandler::load_params).
@@ -52,15 +64,18 @@ pub(crate) struct ParamCache {
 
 impl ParamCache {
     /// Cached sets are charged to `budget`; to make room for a new one, sets idle for
-    /// `min_idle` are evicted and `on_pressure` is called first.
+    /// `min_idle` are evicted and `on_pressure` is called first. `backends` are told
+    /// when a set is gone; when every one of them reads points from files itself, sets
+    /// are loaded with their points left in the file.
     pub fn new(
         handlers: Vec<Arc<dyn KindHandler>>,
+        backends: Vec<Arc<dyn ProvingBackend>>,
         budget: Arc<MemoryBudget>,
         min_idle: Duration,
-        points_in_file: bool,
         on_pressure: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
-        ParamCache { handlers, budget, min_idle, points_in_file, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
+        let points_in_file = !backends.is_empty() && backends.iter().all(|b| b.reads_params_from_file());
+        ParamCache { handlers, backends, budget, min_idle, points_in_file, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }
 
     fn cached(&self, id: &str) -> Option<Arc<LoadedParams>> {
@@ -90,7 +105,7 @@ impl ParamCache {
         let set = handler.load_params(id, self.points_in_file)?;
         let pvk = PreparedVerifyingKey::new(&set.vk);
         let size_bytes = set.size_bytes() as u64;
-        let params = Arc::new(LoadedParams { circuit_id: id.to_string(), set, pvk, size_bytes });
+        let params = Arc::new(LoadedParams { circuit_id: id.to_string(), set, pvk, size_bytes, backends: self.backends.clone() });
         let took = t.elapsed();
         tracing::info!(circuit_id = id, size_bytes, ms = took.as_millis() as u64, "parameters loaded");
         // Charge the set: room is made by evicting idle sets, else it waits for

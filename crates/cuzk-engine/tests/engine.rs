@@ -427,3 +427,51 @@ fn a_refused_final_check_or_wrong_public_inputs_fail_the_job_without_a_proof() {
         e.shutdown(Duration::from_secs(5));
     }
 }
+
+/// A CPU backend that records what the engine tells it about parameter sets.
+#[derive(Default)]
+struct Recording {
+    inner: CpuBackend,
+    loaded: std::sync::Mutex<Vec<cuzk_groth16::ParameterSetId>>,
+    released: std::sync::Mutex<Vec<cuzk_groth16::ParameterSetId>>,
+}
+
+impl ProvingBackend for Recording {
+    fn name(&self) -> String {
+        "recording".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.inner.prove(p, c, r)
+    }
+    fn load_params(&self, p: &ParameterSet, _: &dyn cuzk_groth16::Progress) -> Result<(), ProveError> {
+        self.loaded.lock().unwrap().push(p.id());
+        Ok(())
+    }
+    fn release_params(&self, id: cuzk_groth16::ParameterSetId) {
+        self.released.lock().unwrap().push(id);
+    }
+}
+
+#[test]
+fn preloaded_sets_go_onto_the_backends_and_are_released_once_evicted_and_unused() {
+    let b = Arc::new(Recording::default());
+    let e = engine_with(b.clone(), config());
+    e.preload("synthetic-2^8").unwrap();
+    let first = b.loaded.lock().unwrap().clone();
+    assert_eq!(first.len(), 1, "preload puts the set onto the backend");
+    let s = e.submit(synthetic(8, 2, 5, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    assert!(b.released.lock().unwrap().is_empty(), "released while cached");
+    assert_eq!(e.evict("synthetic-2^8").unwrap().0, true);
+    // The job is done; its workers drop their references as they return.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while b.released.lock().unwrap().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(*b.released.lock().unwrap(), first, "the evicted set is released once, after its last use");
+    e.preload("synthetic-2^8").unwrap();
+    let loaded = b.loaded.lock().unwrap().clone();
+    assert!(loaded.len() == 2 && loaded[1] != first[0], "loaded again as a new set: {loaded:?}");
+    e.shutdown(Duration::from_secs(5));
+}

@@ -6,7 +6,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rand_core::RngCore;
 
-use crate::params::{ParameterSet, ShapeMismatch};
+use crate::params::{ParameterSet, ParameterSetId, ShapeMismatch};
 use crate::proof::Proof;
 use crate::synthesis::SynthesizedCircuit;
 
@@ -234,6 +234,13 @@ pub trait ProvingBackend: Send + Sync {
     fn load_params(&self, params: &ParameterSet, progress: &dyn crate::Progress) -> Result<(), ProveError> {
         let _ = (params, progress);
         Ok(())
+    }
+
+    /// The set `id` will not be proven with again (it was evicted and its last user has
+    /// finished): per-set state such as device-resident points can go. A later `prove`
+    /// with a set of that id may load it anew. By default nothing is kept, nothing done.
+    fn release_params(&self, id: ParameterSetId) {
+        let _ = id;
     }
 
     /// Whether this backend reads a set's query points from their `.params` file

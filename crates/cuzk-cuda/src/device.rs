@@ -236,6 +236,29 @@ impl Gpu {
         Ok(self.ctx.mem_get_info()?)
     }
 
+    /// Bytes this process can still allocate: the driver's free memory plus what the
+    /// default pool holds unused (kept, not returned: `keep_pool_memory`).
+    pub fn available_memory(&self) -> Result<usize, GpuError> {
+        let (free, _) = self.ctx.mem_get_info()?;
+        if !self.ctx.has_async_alloc() {
+            return Ok(free);
+        }
+        use cudarc::driver::sys;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        let (mut reserved, mut used) = (0u64, 0u64);
+        self.ctx.bind_to_thread()?;
+        // SAFETY: `pool` receives the device's default pool handle; both attributes
+        // take a pointer to a u64, valid for its call. Results are checked.
+        unsafe {
+            sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()).result()?;
+            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, (&mut reserved as *mut u64).cast())
+                .result()?;
+            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast())
+                .result()?;
+        }
+        Ok(free + reserved.saturating_sub(used) as usize)
+    }
+
     /// The compute stream (for callers that time with events).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream

@@ -89,7 +89,7 @@ impl CudaBackend {
             return Ok(r.clone());
         }
         // A clear refusal rather than an allocation failure halfway through.
-        let (free, _) = self.gpu.memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
         if p.points_bytes() > free {
             return Err(ProveError::Backend(format!(
                 "the parameter set's points need {:.2} GB on {}, {:.2} GB is free: sets larger than the device are not streamed from host memory (yet)",

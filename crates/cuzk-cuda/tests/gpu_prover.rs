@@ -257,9 +257,18 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
     let circuits = || synthesize_many(vec![shape.circuit(1), shape.circuit(2)]).unwrap();
     let want = CpuBackend::new().prove(&host, &mut circuits(), &zero).unwrap().proofs;
     let backend = CudaBackend::new(g.clone());
+    let before = g.available_memory().unwrap();
     backend.load_params(&in_file, &NoProgress).unwrap();
+    let loaded = g.available_memory().unwrap();
+    assert!(before - loaded >= in_file.points_bytes(), "{before} → {loaded} bytes available; the points take {}", in_file.points_bytes());
     assert_eq!(backend.prove(&in_file, &mut circuits(), &zero).unwrap().proofs, want, "file → GPU proofs differ from the CPU's");
     assert_eq!(backend.prove(&host, &mut circuits(), &zero).unwrap().proofs, want, "host → GPU proofs differ from the CPU's");
+    // Released: the points' memory is available again (the proofs' scratch stays pooled).
+    let proved = g.available_memory().unwrap();
+    backend.release_params(in_file.id());
+    g.context().synchronize().unwrap();
+    let released = g.available_memory().unwrap();
+    assert!(released >= proved + in_file.points_bytes(), "{proved} → {released} bytes available after the release");
 
     let QueryPoints::File(f) = in_file.points() else { panic!("read_params_layout leaves the points in the file") };
     // Staging of 10 G2 / 20 G1 points: many chunks per query, the last one partial.

@@ -2,7 +2,8 @@
 // least significant first: the bytes of blst's blst_fp (six 64-bit limbs) on a
 // little-endian host. Values are kept fully reduced (< p).
 //
-// The product runs on the FP64 units (limbs52.cuh): 8 limbs of 52 bits, R' = 2^416.
+// The product (`mul`) runs on the FP64 units where they are fast (`mul_fp64`, limbs52.cuh:
+// 8 limbs of 52 bits, R' = 2^416), else with 32-bit integer limbs (`mul_int`).
 // mont(a, b·2^32) = a·b·2^32/2^416 = a·b·2^-384, the host's Montgomery product; the
 // shift by 32 bits is free while splitting (b·2^32 < 2^413 fits eight limbs).
 // Bound before the last subtraction: (a·b·2^32 + m·p) / 2^416 < p·(p·2^32/2^416 + 1)
@@ -10,6 +11,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "fp64_rate.cuh"
 #include "limbs52.cuh"
 
 namespace fp {
@@ -132,11 +134,55 @@ __device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
 // from 161.8 to 148.2 ms; G2's (three of these per Fp2 product) got slower, 592 to
 // 774 ms, still to be explained (NOTES.md). Grouping two or three independent
 // products per call was 2.4× slower (255 registers, spills).
-__device__ __noinline__ elem mul(elem a, elem b) {
+__device__ __noinline__ elem mul_fp64(elem a, elem b) {
     double da[8], db[8];
     limbs52::split<12, 8, 0>(a.l, da);
     limbs52::split<12, 8, 32>(b.l, db);
     return mont(da, db);
+}
+
+// The same product with 32-bit integer limbs (CIOS) on the integer pipe.
+__device__ __noinline__ elem mul_int(elem a, elem b) {
+    constexpr uint32_t PINV32 = 0xfffcfffdu;  // -p^-1 mod 2^32
+    uint32_t t[14];
+#pragma unroll
+    for (int i = 0; i < 14; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) {
+        uint64_t c = 0;
+#pragma unroll
+        for (int j = 0; j < 12; j++) {
+            c = (uint64_t)a.l[j] * b.l[i] + t[j] + (c >> 32);
+            t[j] = (uint32_t)c;
+        }
+        c = (uint64_t)t[12] + (c >> 32);
+        t[12] = (uint32_t)c;
+        t[13] = (uint32_t)(c >> 32);
+        const uint32_t m = t[0] * PINV32;
+        c = (uint64_t)m * P[0] + t[0];
+#pragma unroll
+        for (int j = 1; j < 12; j++) {
+            c = (uint64_t)m * P[j] + t[j] + (c >> 32);
+            t[j - 1] = (uint32_t)c;
+        }
+        c = (uint64_t)t[12] + (c >> 32);
+        t[11] = (uint32_t)c;
+        t[12] = t[13] + (uint32_t)(c >> 32);
+    }
+    // t < 2p here: one conditional subtraction.
+    return reduce_once(t);
+}
+
+// The product: on the FP64 units where they run at full rate, else on the integer
+// pipe (fp64_rate.cuh). Measured on the H200, G1 accumulation at 2^24: FP64 129.4 ms, integer 161.4,
+// and the integer product in every other warp 259.3 (both products' registers in one
+// kernel: spills) (bench/results/2026-12-01-gpu-msm-fp-product-int.txt).
+__device__ __forceinline__ elem mul(elem a, elem b) {
+#ifdef CUZK_FULL_RATE_FP64
+    return mul_fp64(a, b);
+#else
+    return mul_int(a, b);
+#endif
 }
 
 __device__ __forceinline__ elem sqr(const elem &a) { return mul(a, a); }

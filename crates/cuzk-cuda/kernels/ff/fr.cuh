@@ -7,17 +7,12 @@
 #include "fr_elem.cuh"
 #include "fr_mul_fp64.cuh"
 #include "fr_mul_int.cuh"
+#include "fp64_rate.cuh"
 
 namespace fr {
 
-// Full-rate FP64 on sm_80 and sm_90 (the compute_90 PTX also takes this path);
-// consumer parts (sm_86, sm_89, sm_120) run FP64 at 1/64 rate.
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900)
-#define CUZK_FR_MUL_FP64 1
-#endif
-
 __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
-#ifdef CUZK_FR_MUL_FP64
+#ifdef CUZK_FULL_RATE_FP64
     return mul_fp64(a, b);
 #else
     return mul_int(a, b);
@@ -27,7 +22,7 @@ __device__ __forceinline__ elem mul(const elem &a, const elem &b) {
 // A constant factor stored ready for the product (NTT twiddles): on the FP64 path its
 // limbs are split once, when the table is built, instead of in every product. At most
 // 40 bytes on every architecture, so the host sizes tables without knowing the path.
-#ifdef CUZK_FR_MUL_FP64
+#ifdef CUZK_FULL_RATE_FP64
 typedef limbs52 twiddle;
 __device__ __forceinline__ twiddle to_twiddle(const elem &w) { return split52<4>(w.l); }
 __device__ __forceinline__ elem mul_twiddle(const elem &a, const twiddle &w) { return mont52(split52<0>(a.l), w); }

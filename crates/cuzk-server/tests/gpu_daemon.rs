@@ -12,16 +12,15 @@ use cuzk_cuda::{CudaBackend, Gpu};
 use cuzk_server::pb;
 use cuzk_server::pb::await_proof_response::Status as JobStatus;
 
+/// Device 0, or None (said on stderr) where no GPU is usable.
+fn gpu() -> Option<Arc<Gpu>> {
+    Gpu::open(0).map_err(|e| eprintln!("skipping GPU test: {e}")).ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a CUDA GPU"]
 async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("skipping GPU test: {e}");
-            return;
-        }
-    };
+    let Some(gpu) = gpu() else { return };
     // a, b, c in pinned buffers, as `cuzk daemon` does on GPUs.
     let g = gpu.clone();
     let pinned: Box<cuzk_engine::BufferMaker> = Box::new(move |len| {
@@ -56,13 +55,7 @@ async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
     use cuzk_engine::filecoin::FilecoinKind;
     use cuzk_engine::{KindHandler, ProofKind as Kind};
     use cuzk_filecoin::fixtures::fixtures_2k;
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("skipping GPU test: {e}");
-            return;
-        }
-    };
+    let Some(gpu) = gpu() else { return };
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::WindowPostPartition]
         .into_iter()

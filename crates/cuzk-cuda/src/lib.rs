@@ -16,10 +16,11 @@ pub mod params_file;
 pub mod prover;
 pub mod split;
 mod pinned;
+pub mod streamed;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;
-pub use prover::CudaBackend;
+pub use prover::{CudaBackend, PointsPlacement};

@@ -7,6 +7,7 @@
 //! / [`GpuMsm::enqueue_device`] with no wait, and [`PendingMsm::finish`] after one
 //! synchronization for every MSM of a partition.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use blst::{
@@ -15,7 +16,7 @@ use blst::{
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use rayon::prelude::*;
 use group::prime::PrimeCurveAffine;
 use group::Group;
@@ -59,7 +60,7 @@ pub trait MsmGroup {
     type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
     /// The affine point's bytes as the device reads them (x then y, coordinates as
     /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
-    type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin;
+    type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin + Send + Sync;
     /// An XYZZ point (x, y, zz, zzz).
     type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
     /// One coordinate (Fp or Fp2, Montgomery form): the batch-affine rounds' products.
@@ -218,7 +219,38 @@ impl<G: MsmGroup> DeviceBases<G> {
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
+
+    /// Where kernels read these bases (all of them, from index 0).
+    pub(crate) fn at(&self, s: &CudaStream) -> BasesAt<G> {
+        BasesAt { origin: device_address(&self.points, s), first: 0, end: self.points.len(), group: PhantomData }
+    }
 }
+
+/// The device address of a buffer's first element, for kernels that take a base
+/// address computed on the host. Reads through it are not tracked by cudarc: callers
+/// order them with events (or, for resident bases, they were written before any MSM).
+pub(crate) fn device_address<T>(v: &impl DevicePtr<T>, s: &CudaStream) -> u64 {
+    let (address, _recorded) = v.device_ptr(s);
+    address
+}
+
+/// The bases an enqueued MSM reads: base index i (for i in first..end) at device
+/// address `origin + i·size_of::<G::DeviceAffine>()`. Resident bases start at index 0;
+/// a streamed chunk holds a range of a query's bases, so the indices in a split MSM's
+/// lists address it unchanged (crate::streamed).
+pub(crate) struct BasesAt<G: MsmGroup> {
+    pub(crate) origin: u64,
+    pub(crate) first: usize,
+    pub(crate) end: usize,
+    pub(crate) group: PhantomData<G>,
+}
+
+impl<G: MsmGroup> Clone for BasesAt<G> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<G: MsmGroup> Copy for BasesAt<G> {}
 
 /// Device time of one MSM's phases, from CUDA events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -294,11 +326,16 @@ pub enum Scalars<'a> {
 /// A split MSM's lists on the device ([`GpuMsm::upload_split`], or built there by
 /// [`crate::split::build_on_device`]).
 pub struct DeviceSplit {
-    sig_scalars: Option<CudaSlice<DeviceFr>>,
-    sig_index: Option<CudaSlice<u32>>,
-    ones: Option<CudaSlice<u32>>,
+    pub(crate) sig_scalars: Option<CudaSlice<DeviceFr>>,
+    pub(crate) sig_index: Option<CudaSlice<u32>>,
+    pub(crate) ones: Option<CudaSlice<u32>>,
     /// Bytes sent to the device.
     pub bytes: u64,
+    /// Ascending (base index, position in `ones`, position in the significant lists):
+    /// every list entry at or after a checkpoint's positions and before the next
+    /// checkpoint's has a base index in between. Empty when unknown (lists uploaded
+    /// from the host); streamed bases need them (crate::streamed).
+    pub(crate) checkpoints: Vec<[u32; 3]>,
 }
 
 impl DeviceSplit {
@@ -310,7 +347,12 @@ impl DeviceSplit {
         ones: Option<CudaSlice<u32>>,
         bytes: u64,
     ) -> Self {
-        DeviceSplit { sig_scalars, sig_index, ones, bytes }
+        DeviceSplit { sig_scalars, sig_index, ones, bytes, checkpoints: Vec::new() }
+    }
+
+    /// The lists with their checkpoints (see the field).
+    pub(crate) fn with_checkpoints(self, checkpoints: Vec<[u32; 3]>) -> Self {
+        DeviceSplit { checkpoints, ..self }
     }
 
     /// The lists, read back (waits for the stream that wrote them): for tests.
@@ -338,8 +380,8 @@ impl DeviceSplit {
 /// An MSM enqueued on the compute stream and not yet waited for. [`PendingMsm::finish`]
 /// reads its result: call it after synchronizing the stream (else it waits itself).
 pub struct PendingMsm<G: MsmGroup> {
-    result: Option<CudaSlice<G::DeviceXyzz>>,
-    ones_result: Option<CudaSlice<G::DeviceXyzz>>,
+    /// Partial sums (a Pippenger result, a batch addition's, one per streamed chunk).
+    results: Vec<CudaSlice<G::DeviceXyzz>>,
     /// Before the call's own upload of host scalars, if it made one.
     t0: Option<CudaEvent>,
     start: CudaEvent,
@@ -348,9 +390,23 @@ pub struct PendingMsm<G: MsmGroup> {
     /// Around each group's batch-affine rounds.
     affine: Vec<(CudaEvent, CudaEvent)>,
     end: CudaEvent,
+    /// Bytes of bases streamed up for this MSM (0 for resident bases).
+    bases_up: u64,
 }
 
 impl<G: MsmGroup> PendingMsm<G> {
+    /// An MSM enqueued by another module (crate::streamed).
+    pub(crate) fn enqueued(
+        results: Vec<CudaSlice<G::DeviceXyzz>>,
+        start: CudaEvent,
+        events: Vec<CudaEvent>,
+        affine: Vec<(CudaEvent, CudaEvent)>,
+        end: CudaEvent,
+        bases_up: u64,
+    ) -> Self {
+        PendingMsm { results, t0: None, start, events, affine, end, bases_up }
+    }
+
     /// Events on the compute stream before the MSM's first kernel and after its last.
     pub fn span(&self) -> (&CudaEvent, &CudaEvent) {
         (&self.start, &self.end)
@@ -358,14 +414,19 @@ impl<G: MsmGroup> PendingMsm<G> {
 
     /// Bytes `finish` downloads: one XYZZ point per result buffer.
     pub fn bytes_down(&self) -> u64 {
-        (self.result.iter().count() + self.ones_result.iter().count()) as u64 * std::mem::size_of::<G::DeviceXyzz>() as u64
+        self.results.len() as u64 * std::mem::size_of::<G::DeviceXyzz>() as u64
+    }
+
+    /// Bytes of bases sent up for this MSM (streamed parameters only).
+    pub fn bytes_up(&self) -> u64 {
+        self.bases_up
     }
 
     /// The sum, and the phases' device times. Each result is a single point: its
     /// download waits for the stream, which has already finished after a synchronization.
     pub fn finish(self) -> Result<(G::Projective, MsmTimings), GpuError> {
         let mut total = G::identity();
-        for r in self.result.iter().chain(&self.ones_result) {
+        for r in &self.results {
             let p = r.stream().clone_dtoh(r)?;
             total = total + G::Projective::from(G::to_affine(&p[0])?);
         }
@@ -374,6 +435,7 @@ impl<G: MsmGroup> PendingMsm<G> {
             timings.upload_ms = t0.elapsed_ms(&self.start)?;
             timings.total_ms += timings.upload_ms;
         }
+        // The phases are told apart for one Pippenger run (not for streamed chunks).
         if let [t1, t2, t3, t4] = &self.events[..] {
             timings.digits_ms = self.start.elapsed_ms(t1)?;
             timings.sort_ms = self.start.elapsed_ms(t2)?;
@@ -383,7 +445,7 @@ impl<G: MsmGroup> PendingMsm<G> {
                 timings.affine_ms += a.elapsed_ms(b)?;
             }
             timings.batch_add_ms = t4.elapsed_ms(&self.end)?;
-        } else {
+        } else if self.events.is_empty() {
             timings.batch_add_ms = self.start.elapsed_ms(&self.end)?;
         }
         Ok((total, timings))
@@ -414,7 +476,7 @@ const AFFINE_INVERT_GROUP: u32 = 32;
 
 /// MSM engine of one GPU.
 pub struct GpuMsm {
-    gpu: Arc<Gpu>,
+    pub(crate) gpu: Arc<Gpu>,
     /// Fixed window width for every size (benchmarks), or None: [`window_bits`].
     window_bits: Option<u32>,
     /// Fixed batch-affine rounds (benchmarks), or None: [`affine_rounds`].
@@ -574,7 +636,7 @@ impl GpuMsm {
         let up = |v: &[u32]| if v.is_empty() { Ok(None) } else { cp.clone_htod(v).map(Some) };
         let sig_scalars = if n == 0 { None } else { Some(cp.clone_htod(as_device(sig_scalars))?) };
         let bytes = (ones.len() + sig_index.len()) as u64 * 4 + n as u64 * std::mem::size_of::<Scalar>() as u64;
-        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes })
+        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes, checkpoints: Vec::new() })
     }
 
     /// Enqueues a split MSM on the compute stream; no host wait.
@@ -584,16 +646,16 @@ impl GpuMsm {
         let start = s.record_event(timing)?;
         let mut events = Vec::with_capacity(4);
         let mut affine = Vec::new();
-        let result = match (&split.sig_scalars, &split.sig_index) {
-            (Some(sc), Some(idx)) => Some(self.enqueue_pippenger(bases, &sc.as_view(), sc.len(), Some(idx), &mut events, &mut affine)?),
-            _ => None,
-        };
-        let ones_result = match &split.ones {
-            Some(d) => Some(self.enqueue_sum_indexed(bases, d)?),
-            None => None,
-        };
+        let at = bases.at(s);
+        let mut results = Vec::with_capacity(2);
+        if let (Some(sc), Some(idx)) = (&split.sig_scalars, &split.sig_index) {
+            results.push(self.enqueue_pippenger(at, &sc.as_view(), sc.len(), Some(&idx.as_view()), &mut events, &mut affine)?);
+        }
+        if let Some(d) = &split.ones {
+            results.push(self.enqueue_sum_indexed(at, &d.as_view())?);
+        }
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { result, ones_result, t0: None, start, events, affine, end })
+        Ok(PendingMsm { results, t0: None, start, events, affine, end, bases_up: 0 })
     }
 
     /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on
@@ -615,19 +677,24 @@ impl GpuMsm {
         let start = s.record_event(timing)?;
         let mut events = Vec::with_capacity(4);
         let mut affine = Vec::new();
-        let result = if n == 0 { None } else { Some(self.enqueue_pippenger(bases, scalars, n, None, &mut events, &mut affine)?) };
+        let mut results = Vec::with_capacity(1);
+        if n > 0 {
+            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut events, &mut affine)?);
+        }
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { result, ones_result: None, t0: None, start, events, affine, end })
+        Ok(PendingMsm { results, t0: None, start, events, affine, end, bases_up: 0 })
     }
 
     /// Enqueues Pippenger over n scalars already on the device; pushes an event after the digits,
     /// sorting, accumulation and reduction; returns the one-point result buffer.
-    fn enqueue_pippenger<G: MsmGroup>(
+    /// Scalar i multiplies base `base_index[i]` (which the caller has checked to be in
+    /// bases.first..bases.end), or without an index base i (i < bases.end).
+    pub(crate) fn enqueue_pippenger<G: MsmGroup>(
         &self,
-        bases: &DeviceBases<G>,
+        bases: BasesAt<G>,
         d_scalars: &CudaView<'_, DeviceFr>,
         n: usize,
-        base_index: Option<&CudaSlice<u32>>,
+        base_index: Option<&CudaView<'_, u32>>,
         events: &mut Vec<cudarc::driver::CudaEvent>,
         affine_spans: &mut Vec<(CudaEvent, CudaEvent)>,
     ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
@@ -643,6 +710,9 @@ impl GpuMsm {
             return Err(GpuError::Invalid(format!(
                 "{n} scalars × {w} windows of {c} bits: more bucket entries than 32-bit offsets hold"
             )));
+        }
+        if base_index.is_none() && n > bases.end - bases.first {
+            return Err(GpuError::Invalid(format!("{n} scalars but {} bases", bases.end - bases.first)));
         }
         let m0 = REDUCE_FIRST_SEGMENT.min(buckets_per_window);
         let reduce_threads = w * (buckets_per_window / m0);
@@ -703,6 +773,7 @@ impl GpuMsm {
         let mut cursor = s.clone_dtod(&offsets)?;
         // An unread stand-in when the scalars are not indexed.
         let index_dummy = s.alloc_zeros::<u32>(1)?;
+        let index_dummy = index_dummy.as_view();
         let indexed = base_index.is_some() as u32;
         for window in 0..w {
             let mut b = s.launch_builder(&k.msm_scatter);
@@ -726,7 +797,7 @@ impl GpuMsm {
         let rounds = self.affine_rounds_for::<G>(n);
         if rounds == 0 {
             self.enqueue_accumulate::<G>(
-                &bases.points.slice(..),
+                bases.origin,
                 (&sorted.slice(..), 1),
                 &offsets.slice(..),
                 len,
@@ -787,7 +858,7 @@ impl GpuMsm {
     /// all) of `sorted` into `points` when its flag is 1, else of `points` itself.
     fn enqueue_accumulate<G: MsmGroup>(
         &self,
-        points: &CudaView<'_, G::DeviceAffine>,
+        points: u64,
         sorted: (&CudaView<'_, u32>, u32),
         offsets: &CudaView<'_, u32>,
         len: u32,
@@ -803,12 +874,13 @@ impl GpuMsm {
         let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
         let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
         let mut b = s.launch_builder(&ck.accumulate);
-        b.arg(points).arg(sorted.0).arg(&sorted.1).arg(offsets).arg(&len).arg(&seg_len).arg(&segments);
+        b.arg(&points).arg(sorted.0).arg(&sorted.1).arg(offsets).arg(&len).arg(&seg_len).arg(&segments);
         b.arg(&mut *buckets).arg(&mut left).arg(&mut left_bucket).arg(&mut right).arg(&mut right_bucket);
         // SAFETY: matches `msm_accumulate(const affine*, const u32*, u32, const u32*, u32,
         // u32, u32, xyzz*, xyzz*, u32*, xyzz*, u32*)`; offsets holds len + 1 entries whose
         // total is at most max_total ≤ seg_len·segments; entries (or, unindexed,
-        // positions) address points; bucket ids are < len = buckets.len(); the partial
+        // positions) are indices of points held at `points` (the callers' bases or
+        // round outputs); bucket ids are < len = buckets.len(); the partial
         // arrays hold `segments` entries.
         unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
         // Segmented suffix sums of the left partials, ping-ponging between two buffers.
@@ -840,7 +912,7 @@ impl GpuMsm {
     #[allow(clippy::too_many_arguments)]
     fn enqueue_affine_accumulate<G: MsmGroup>(
         &self,
-        bases: &DeviceBases<G>,
+        bases: BasesAt<G>,
         sorted: &CudaSlice<u32>,
         offsets: &CudaSlice<u32>,
         n: u64,
@@ -906,9 +978,9 @@ impl GpuMsm {
                 let [f0, f1] = &mut out_offsets;
                 let (src_off, dst_off) = if r % 2 == 0 { (&*f1, f0) } else { (&*f0, f1) };
                 let (points, entries, indexed, in_off) = if r == 0 {
-                    (bases.points.slice(..), sorted.slice(..), 1u32, offsets.slice(g0..g0 + nb as usize + 1))
+                    (bases.origin, sorted.slice(..), 1u32, offsets.slice(g0..g0 + nb as usize + 1))
                 } else {
-                    (src.slice(..), unindexed.slice(..), 0u32, src_off.slice(..nb as usize + 1))
+                    (device_address(src, s), unindexed.slice(..), 0u32, src_off.slice(..nb as usize + 1))
                 };
                 let mut b = s.launch_builder(&ck.affine_offsets);
                 b.arg(&in_off).arg(&nb).arg(&mut *dst_off).arg(&mut *dst);
@@ -922,7 +994,7 @@ impl GpuMsm {
                 // SAFETY: matches `msm_affine_prefix(const affine*, const u32*, u32, const u32*,
                 // u32, u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
                 // input's positions (caps[r] at most); prefix slots (p − p0)/2 < max_in/2 + 1,
-                // prod holds max_threads ≥ threads; entries address bases (< n ≤ bases.len()),
+                // prod holds max_threads ≥ threads; entries address bases (checked by the caller),
                 // output slots are below the round's total ≤ the buffer's capacity.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
                 let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
@@ -945,7 +1017,7 @@ impl GpuMsm {
             let last = (rounds as usize - 1) % 2;
             let mut sums = bucket_sums.slice_mut(g0..g0 + nb as usize);
             self.enqueue_accumulate::<G>(
-                &outs[last].slice(..),
+                device_address(&outs[last], s),
                 (&unindexed.slice(..), 0),
                 &out_offsets[last].slice(..nb as usize + 1),
                 nb,
@@ -958,10 +1030,10 @@ impl GpuMsm {
 
     /// Enqueues Σ bases[idx[j]] (the batch addition of a split MSM's ones): per-thread
     /// sums of equal runs of indices, then a pairwise tree; returns the result buffer.
-    fn enqueue_sum_indexed<G: MsmGroup>(
+    pub(crate) fn enqueue_sum_indexed<G: MsmGroup>(
         &self,
-        bases: &DeviceBases<G>,
-        idx: &CudaSlice<u32>,
+        bases: BasesAt<G>,
+        idx: &CudaView<'_, u32>,
     ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
         let count = idx.len() as u32;
@@ -970,9 +1042,10 @@ impl GpuMsm {
         let mut a = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
         let mut b = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
         let mut l = s.launch_builder(&ck.sum_indexed);
-        l.arg(&bases.points).arg(idx).arg(&count).arg(&per).arg(&threads).arg(&mut a);
+        l.arg(&bases.origin).arg(idx).arg(&count).arg(&per).arg(&threads).arg(&mut a);
         // SAFETY: matches `msm_sum_indexed(const affine*, const u32*, u32, u32, u32, xyzz*)`;
-        // indices are below bases.len() (checked by the caller); `a` holds `threads` sums.
+        // indices are in bases.first..bases.end (checked by the caller); `a` holds
+        // `threads` sums.
         unsafe { l.launch(blocks(threads as u64, CURVE_BLOCK))? };
         let mut m = threads;
         while m > 1 {

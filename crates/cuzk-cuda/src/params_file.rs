@@ -23,6 +23,7 @@ use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
 use crate::msm::{DeviceBases, MsmGroup, G1, G2};
+use crate::streamed::{HostBases, StreamedQueries};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -72,19 +73,8 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
     if staging_bytes == 0 || staging_bytes % 192 != 0 {
         return Err(GpuError::Invalid(format!("staging buffers of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
     }
-    let path = file.path.as_path();
-    let io = |source| FormatError::Io { path: path.to_owned(), source };
-    let f = File::open(path).map_err(io)?;
-    let len = f.metadata().map_err(io)?.len();
+    let (path, f) = (file.path.as_path(), open_unchanged(file)?);
     let layout = &file.layout;
-    if len != layout.file_len {
-        return Err(FormatError::Inconsistent(format!(
-            "{} is {len} bytes long, but {} when its header was read: was it replaced?",
-            path.display(),
-            layout.file_len
-        ))
-        .into());
-    }
     let stream = gpu.ctx.new_stream()?;
     let mut staging = Vec::with_capacity(2);
     for _ in 0..2 {
@@ -121,6 +111,146 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
     Ok(queries)
 }
 
+/// Opens the set's file, checking that it still has the length its header was read at.
+fn open_unchanged(file: &FileQueries) -> Result<File, LoadError> {
+    let path = file.path.as_path();
+    let io = |source| FormatError::Io { path: path.to_owned(), source };
+    let f = File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    if len != file.layout.file_len {
+        return Err(FormatError::Inconsistent(format!(
+            "{} is {len} bytes long, but {} when its header was read: was it replaced?",
+            path.display(),
+            file.layout.file_len
+        ))
+        .into());
+    }
+    Ok(f)
+}
+
+/// A section's points must be G's and their count fit the kernels' 32-bit indices.
+fn check_section<G: MsmGroup>(s: &Section) -> Result<(), LoadError> {
+    if s.point_bytes != std::mem::size_of::<G::DeviceAffine>() {
+        return Err(GpuError::Invalid(format!("section {} holds {}-byte points, not {}", s.name, s.point_bytes, G::NAME)).into());
+    }
+    if s.count >= 1 << 31 {
+        return Err(GpuError::Invalid(format!("section {}: {} points, at most 2^31 − 1 are supported", s.name, s.count)).into());
+    }
+    Ok(())
+}
+
+/// Enqueues the decoding of `n` points in place (their first index in the query
+/// `first`); the first malformed index found is written to `first_bad` (it holds
+/// u32::MAX until then).
+fn enqueue_decode<G: MsmGroup>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    points: &mut cudarc::driver::CudaViewMut<'_, G::DeviceAffine>,
+    first: usize,
+    first_bad: &mut CudaSlice<u32>,
+) -> Result<(), LoadError> {
+    let (n32, first32) = (points.len() as u32, first as u32);
+    let mut b = stream.launch_builder(&G::kernels(gpu).decode_points);
+    b.arg(points).arg(&n32).arg(&first32).arg(first_bad);
+    let cfg = LaunchConfig { grid_dim: (n32.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: matches `decode_points_<g>(uint32_t *points, uint32_t n, uint32_t
+    // first_index, uint32_t *first_bad)`: `points` holds n points of the group's size,
+    // first_bad one word.
+    unsafe { b.launch(cfg)? };
+    Ok(())
+}
+
+/// The query's one host wait: the first malformed point, reported with the host
+/// reader's error.
+fn check_decoded<G: MsmGroup>(stream: &Arc<CudaStream>, first_bad: &CudaSlice<u32>, path: &Path, s: &Section) -> Result<(), LoadError> {
+    let bad = stream.clone_dtoh(first_bad)?[0];
+    if bad != u32::MAX {
+        let data = map_file(path)?;
+        return Err(rejected_point::<G::Affine>(&data, s, bad as usize).into());
+    }
+    Ok(())
+}
+
+/// Reads the queries of `file` into pinned host memory for streaming
+/// (crate::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
+/// query's raw bytes are read into its pinned buffer, then go up through one device
+/// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
+pub fn load_queries_to_host(gpu: &Arc<Gpu>, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
+    if staging_bytes == 0 || staging_bytes % 192 != 0 {
+        return Err(GpuError::Invalid(format!("a staging buffer of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
+    }
+    let (path, f) = (file.path.as_path(), open_unchanged(file)?);
+    let layout = &file.layout;
+    let stream = gpu.ctx.new_stream()?;
+    // SAFETY: each chunk is copied in before the decoder reads it.
+    let mut scratch = unsafe { stream.alloc::<u64>(staging_bytes / 8)? };
+    let total: u64 = layout.sections().iter().map(|s| s.bytes()).sum();
+    progress.stage("points into pinned host memory, decoded on the GPU (bytes)", total);
+    let start = Instant::now();
+    fn query<G: MsmGroup>(
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
+        scratch: &mut CudaSlice<u64>,
+        f: &File,
+        path: &Path,
+        s: &Section,
+        progress: &dyn Progress,
+    ) -> Result<HostBases<G>, LoadError> {
+        check_section::<G>(s)?;
+        // SAFETY: every byte is read from the file below before any copy reads it.
+        let mut host = unsafe { HostBases::<G>::uninit(gpu, s.count)? };
+        let bytes = host.bytes_mut()?;
+        let at = s.point_offset(0);
+        bytes
+            .par_chunks_mut(READ_BYTES)
+            .enumerate()
+            .try_for_each(|(i, part)| {
+                f.read_exact_at(part, at + (i * READ_BYTES) as u64)?;
+                progress.advance(part.len() as u64 / 2);
+                Ok(())
+            })
+            .map_err(|source| FormatError::Io { path: path.to_owned(), source })?;
+        let size = std::mem::size_of::<G::DeviceAffine>();
+        let per = scratch.len() * 8 / size;
+        let mut first_bad = stream.clone_htod(&[u32::MAX])?;
+        let points = host.points_mut()?;
+        for first in (0..s.count).step_by(per) {
+            let part = &mut points[first..(first + per).min(s.count)];
+            // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
+            // aligned like the point types, which are plain words valid for any bits.
+            let mut view = unsafe { scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
+                .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
+            // All on one stream, in order: up, decoded in place, back down (pinned:
+            // asynchronous; the host reads the points only after the wait below).
+            stream.memcpy_htod(&*part, &mut view)?;
+            enqueue_decode::<G>(gpu, stream, &mut view, first, &mut first_bad)?;
+            stream.memcpy_dtoh(&view, part)?;
+            let done = std::mem::size_of_val(part) as u64;
+            progress.advance(done - done / 2);
+        }
+        check_decoded::<G>(stream, &first_bad, path, s)?;
+        Ok(host)
+    }
+    let r = (|| {
+        let mut q = |s| query::<G1>(gpu, &stream, &mut scratch, &f, path, s, progress);
+        let (h, l, a, b_g1) = (q(&layout.h)?, q(&layout.l)?, q(&layout.a)?, q(&layout.b_g1)?);
+        let b_g2 = query::<G2>(gpu, &stream, &mut scratch, &f, path, &layout.b_g2, progress)?;
+        Ok::<_, LoadError>(StreamedQueries { h, l, a, b_g1, b_g2, gpu: gpu.clone() })
+    })();
+    // No copy may still use the scratch or a buffer of a failed load once it is freed.
+    let synced = stream.synchronize();
+    let queries = r?;
+    synced?;
+    let secs = start.elapsed().as_secs_f64();
+    tracing::info!(
+        path = %path.display(),
+        gb = format!("{:.2}", total as f64 / 1e9),
+        seconds = format!("{secs:.2}"),
+        "query points read into pinned host memory and decoded on the GPU, for streaming"
+    );
+    Ok(queries)
+}
+
 struct Loader<'a> {
     gpu: &'a Gpu,
     stream: &'a Arc<CudaStream>,
@@ -132,19 +262,13 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<DeviceBases<G>, LoadError> {
+        check_section::<G>(s)?;
         let point_bytes = std::mem::size_of::<G::DeviceAffine>();
-        if s.point_bytes != point_bytes {
-            return Err(GpuError::Invalid(format!("section {} holds {}-byte points, not {}", s.name, s.point_bytes, G::NAME)).into());
-        }
-        if s.count >= 1 << 31 {
-            return Err(GpuError::Invalid(format!("section {}: {} points, at most 2^31 − 1 are supported", s.name, s.count)).into());
-        }
         // SAFETY: every point is written by the chunks' copies below before any read.
         let mut points: CudaSlice<G::DeviceAffine> = unsafe { self.stream.alloc(s.count)? };
         let mut first_bad = self.stream.clone_htod(&[u32::MAX])?;
         let st_bytes = self.staging[0].buf.len() * 8;
         let per_chunk = st_bytes / point_bytes;
-        let kernel = &G::kernels(self.gpu).decode_points;
         for (k, first) in (0..s.count).step_by(per_chunk).enumerate() {
             let n = per_chunk.min(s.count - first);
             let bytes = n * point_bytes;
@@ -164,25 +288,13 @@ impl Loader<'_> {
             // and alignment, valid for any bits (the kernel decodes them in place).
             let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const G::DeviceAffine, n) };
             // Asynchronous: from pinned memory, which stays untouched until `copied`.
-            self.stream.memcpy_htod(raw, &mut points.slice_mut(first..first + n))?;
-            let (n32, first32) = (n as u32, first as u32);
             let mut view = points.slice_mut(first..first + n);
-            let mut b = self.stream.launch_builder(kernel);
-            b.arg(&mut view).arg(&n32).arg(&first32).arg(&mut first_bad);
-            let cfg = LaunchConfig { grid_dim: (n32.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `decode_points_<g>(uint32_t *points, uint32_t n, uint32_t
-            // first_index, uint32_t *first_bad)`: `view` holds n points of the group's
-            // size, first_bad one word.
-            unsafe { b.launch(cfg)? };
+            self.stream.memcpy_htod(raw, &mut view)?;
+            enqueue_decode::<G>(self.gpu, self.stream, &mut view, first, &mut first_bad)?;
             st.copied = Some(self.stream.record_event(None)?);
             self.progress.advance(bytes as u64);
         }
-        // The query's one host wait.
-        let bad = self.stream.clone_dtoh(&first_bad)?[0];
-        if bad != u32::MAX {
-            let data = map_file(self.path)?;
-            return Err(rejected_point::<G::Affine>(&data, s, bad as usize).into());
-        }
+        check_decoded::<G>(self.stream, &first_bad, self.path, s)?;
         Ok(DeviceBases::from_points(points))
     }
 }

@@ -10,8 +10,10 @@
 //! the compute stream with no wait between them (h stays in its slot for the H MSM),
 //! then the host waits once and reads the five points. Two callers at once overlap one's prepare with the other's compute.
 //!
-//! The parameter set's points are uploaded once per [`ParameterSet`] and stay on the
-//! device.
+//! The parameter set's points are loaded once per [`ParameterSet`]: onto the device,
+//! where they stay, when they fit beside a partition's working memory; else into
+//! pinned host memory, from which every MSM streams them up in chunks
+//! (crate::streamed). The log says which, and why.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -27,13 +29,14 @@ use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::params::{ParameterSetId, QueryPoints};
 use cuzk_groth16::{NoProgress, Progress};
 
-use crate::params_file::load_queries;
+use crate::params_file::{load_queries, load_queries_to_host, DeviceQueries, STAGING_BYTES};
+use crate::streamed::{BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
 
 use crate::device::{Gpu, GpuError};
-use crate::msm::{DeviceBases, DeviceSplit, GpuMsm, PendingMsm, G1, G2};
+use crate::msm::{DeviceSplit, GpuMsm, PendingMsm, G1, G2};
 use crate::split::{build_on_device, split_plan, upload_density, DeviceAux};
 use crate::ntt::{GpuNtt, StagedAbc};
 
@@ -41,13 +44,40 @@ fn backend_error(what: &str, e: GpuError) -> ProveError {
     ProveError::Backend(format!("{what}: {e}"))
 }
 
-/// A parameter set's points on the device.
-struct ResidentParams {
-    h: DeviceBases<G1>,
-    l: DeviceBases<G1>,
-    a: DeviceBases<G1>,
-    b_g1: DeviceBases<G1>,
-    b_g2: DeviceBases<G2>,
+/// A parameter set's points where the backend keeps them.
+enum LoadedPoints {
+    /// On the device.
+    Resident(DeviceQueries),
+    /// In pinned host memory, streamed up by every MSM.
+    Streamed(StreamedQueries),
+}
+
+impl LoadedPoints {
+    /// The point counts of L, A, B (G1) and B (G2).
+    fn lens(&self) -> [usize; 4] {
+        match self {
+            LoadedPoints::Resident(q) => [q.l.len(), q.a.len(), q.b_g1.len(), q.b_g2.len()],
+            LoadedPoints::Streamed(q) => [q.l.len(), q.a.len(), q.b_g1.len(), q.b_g2.len()],
+        }
+    }
+}
+
+/// Where a backend keeps parameter sets' points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointsPlacement {
+    /// On the device when they fit beside a partition's working memory, else streamed.
+    Auto,
+    /// Always in pinned host memory, streamed through two device buffers of
+    /// `chunk_bytes` each (a multiple of 192, at least crate::streamed::MIN_CHUNK_BYTES).
+    Streamed { chunk_bytes: usize },
+}
+
+/// Device memory a partition of an n-point domain works in besides the points: two
+/// staging slots of a, b, c (32 bytes per value each), the H MSM's digits and sorted
+/// entries (4 bytes each per window, 13 windows at 2^24 scalars and more, of `msm_n`
+/// scalars at a time), and 2 GiB for buckets and the smaller MSMs' scratch.
+pub fn working_bytes(n: usize, msm_n: usize) -> usize {
+    6 * 32 * n + 2 * 4 * 13 * msm_n + (2 << 30)
 }
 
 /// Groth16 on one GPU.
@@ -55,8 +85,11 @@ pub struct CudaBackend {
     gpu: Arc<Gpu>,
     ntt: GpuNtt,
     msm: GpuMsm,
-    /// Points per parameter set, uploaded on first use.
-    resident: Mutex<HashMap<ParameterSetId, Arc<ResidentParams>>>,
+    /// Points per parameter set, loaded on first use.
+    resident: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
+    placement: PointsPlacement,
+    /// The streamed points' device buffers, made on first use (used under `device`).
+    chunks: Mutex<Option<BaseChunks>>,
     /// Held for a proof's compute region only (see the module comment), and by a
     /// [`crate::GpuFixedBase`] made for this backend around each of its chunks.
     device: Arc<Mutex<()>>,
@@ -78,55 +111,103 @@ impl CudaBackend {
             msm: GpuMsm::new(gpu.clone()),
             gpu,
             resident: Mutex::new(HashMap::new()),
+            placement: PointsPlacement::Auto,
+            chunks: Mutex::new(None),
             device: Arc::new(Mutex::new(())),
         }
     }
 
-    /// The parameter set's points on the device, uploading them on first use.
-    fn resident(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<ResidentParams>, ProveError> {
+    /// The same backend keeping points as `placement` says.
+    pub fn with_placement(self, placement: PointsPlacement) -> Result<Self, ProveError> {
+        if let PointsPlacement::Streamed { chunk_bytes } = placement {
+            if chunk_bytes % 192 != 0 || chunk_bytes < crate::streamed::MIN_CHUNK_BYTES {
+                return Err(ProveError::Backend(format!(
+                    "chunk buffers of {chunk_bytes} bytes: a multiple of 192 and at least {} are needed",
+                    crate::streamed::MIN_CHUNK_BYTES
+                )));
+            }
+        }
+        Ok(CudaBackend { placement, ..self })
+    }
+
+    /// Streamed or resident, for a set whose points take `points` bytes, with a
+    /// domain of n points; with the reason, for the log.
+    fn choose_streamed(&self, points: usize, n: usize) -> Result<(Option<usize>, String), ProveError> {
+        let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        let gb = |b: usize| b as f64 / 1e9;
+        match self.placement {
+            PointsPlacement::Streamed { chunk_bytes } => Ok((Some(chunk_bytes), "streaming was asked for".into())),
+            PointsPlacement::Auto => {
+                let resident = points + working_bytes(n, n);
+                if resident <= free {
+                    return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
+                }
+                let chunk = DEFAULT_CHUNK_BYTES;
+                let streamed = 2 * chunk + working_bytes(n, chunk / 96);
+                if streamed > free {
+                    return Err(ProveError::Backend(format!(
+                        "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed ({:.2} GB needed)",
+                        self.name(),
+                        gb(free),
+                        gb(points),
+                        gb(streamed)
+                    )));
+                }
+                Ok((Some(chunk), format!("{:.2} GB of points and {:.2} GB of working memory do not fit in {:.2} GB", gb(points), gb(resident - points), gb(free))))
+            }
+        }
+    }
+
+    /// The parameter set's points, loaded on first use: onto the device, or into pinned
+    /// host memory to be streamed (see [`PointsPlacement`]).
+    fn resident(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<LoadedPoints>, ProveError> {
         let mut map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
         if let Some(r) = map.get(&p.id()) {
             return Ok(r.clone());
         }
-        // A clear refusal rather than an allocation failure halfway through.
-        let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
-        if p.points_bytes() > free {
-            return Err(ProveError::Backend(format!(
-                "the parameter set's points need {:.2} GB on {}, {:.2} GB is free: sets larger than the device are not streamed from host memory (yet)",
-                p.points_bytes() as f64 / 1e9,
-                self.name(),
-                free as f64 / 1e9
-            )));
-        }
+        let n = p.lens();
+        let (streamed, why) = self.choose_streamed(p.points_bytes(), (n.h + 1).next_power_of_two())?;
         let start = Instant::now();
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
-            match p.points() {
-                QueryPoints::Host(q) => {
-                    let up = |what: &str, points: &[blstrs::G1Affine]| {
-                        self.msm.upload_bases::<G1>(points).map_err(|e| backend_error(what, e))
-                    };
-                    Ok(ResidentParams {
-                        h: up("uploading H", &q.h)?,
-                        l: up("uploading L", &q.l)?,
-                        a: up("uploading A", &q.a)?,
-                        b_g1: up("uploading B (G1)", &q.b_g1)?,
-                        b_g2: self.msm.upload_bases::<G2>(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
+            let file_error = |e| ProveError::Backend(format!("reading the parameters for the GPU: {e}"));
+            Ok(match (p.points(), streamed) {
+                (QueryPoints::Host(q), None) => {
+                    LoadedPoints::Resident(DeviceQueries {
+                        h: self.msm.upload_bases(&q.h).map_err(|e| backend_error("uploading H", e))?,
+                        l: self.msm.upload_bases(&q.l).map_err(|e| backend_error("uploading L", e))?,
+                        a: self.msm.upload_bases(&q.a).map_err(|e| backend_error("uploading A", e))?,
+                        b_g1: self.msm.upload_bases(&q.b_g1).map_err(|e| backend_error("uploading B (G1)", e))?,
+                        b_g2: self.msm.upload_bases(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
                     })
                 }
-                QueryPoints::File(f) => {
-                    let q = load_queries(&self.gpu, f, progress)
-                        .map_err(|e| ProveError::Backend(format!("reading the parameters onto the GPU: {e}")))?;
-                    Ok(ResidentParams { h: q.h, l: q.l, a: q.a, b_g1: q.b_g1, b_g2: q.b_g2 })
+                (QueryPoints::File(f), None) => LoadedPoints::Resident(load_queries(&self.gpu, f, progress).map_err(file_error)?),
+                (QueryPoints::Host(q), Some(_)) => {
+                    LoadedPoints::Streamed(StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e))?)
                 }
-            }
+                (QueryPoints::File(f), Some(_)) => {
+                    LoadedPoints::Streamed(load_queries_to_host(&self.gpu, f, STAGING_BYTES, progress).map_err(file_error)?)
+                }
+            })
         })?;
-        let n = p.lens();
+        if let Some(chunk_bytes) = streamed {
+            let mut chunks = self.chunks.lock().map_err(|_| ProveError::Backend("chunk buffers poisoned".into()))?;
+            if chunks.as_ref().map_or(true, |c| c.chunk_bytes() != chunk_bytes) {
+                *chunks = None;
+                *chunks = Some(BaseChunks::new(&self.gpu, chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
+            }
+        }
         tracing::info!(
+            backend = %self.name(),
             points = n.h + n.l + n.a + 2 * n.b,
             gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
             seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
             from = if matches!(p.points(), QueryPoints::File(_)) { "file, decoded on the GPU" } else { "host memory" },
-            "parameter set resident on the GPU"
+            mode = match streamed {
+                None => "resident on the GPU".to_string(),
+                Some(b) => format!("streamed from pinned host memory through two {:.2} GB buffers", b as f64 / 1e9),
+            },
+            why,
+            "parameter set loaded"
         );
         let r = Arc::new(r);
         map.insert(p.id(), r.clone());
@@ -272,11 +353,12 @@ impl CudaBackend {
     /// each chunk's lists start (popcounts of the bitmaps); then, on the slot's copy
     /// stream, the pageable aux values and bitmaps go up and the lists are built from
     /// them, and a, b, c follow (pinned: no host wait). The public-input sums meanwhile.
-    fn prepare<'n, 'c>(&'n self, p: &ParameterSet, r: &ResidentParams, c: &'c SynthesizedCircuit) -> Result<Prepared<'n, 'c>, ProveError> {
+    fn prepare<'n, 'c>(&'n self, p: &ParameterSet, r: &LoadedPoints, c: &'c SynthesizedCircuit) -> Result<Prepared<'n, 'c>, ProveError> {
         let num_inputs = c.num_inputs();
         let b_inputs = c.b_input_density.select(&c.input);
-        if r.b_g2.len() != r.b_g1.len() {
-            return Err(ProveError::Backend(format!("B query: {} G1 points but {} G2 points", r.b_g1.len(), r.b_g2.len())));
+        let [l_len, a_len, b_len, b_g2_len] = r.lens();
+        if b_g2_len != b_len {
+            return Err(ProveError::Backend(format!("B query: {b_len} G1 points but {b_g2_len} G2 points")));
         }
         let (a_rows, b_g1_rows, b_g2_rows) = p
             .input_rows(num_inputs, b_inputs.len())
@@ -300,9 +382,9 @@ impl CudaBackend {
             let aux = DeviceAux::upload(s, &c.aux, &c.aux_classes)?;
             tracing::debug!(ms = up.elapsed().as_secs_f64() * 1e3, gb = aux.bytes as f64 / 1e9, "prepare: aux values up (pageable)");
             let (da, db) = (upload_density(s, &c.a_aux_density, n)?, upload_density(s, &c.b_aux_density, n)?);
-            let l = build_on_device(&self.gpu, s, r.l.len(), &aux, None, &pl)?;
-            let a = build_on_device(&self.gpu, s, r.a.len(), &aux, Some(&da), &pa)?;
-            let b = build_on_device(&self.gpu, s, r.b_g1.len(), &aux, Some(&db), &pb)?;
+            let l = build_on_device(&self.gpu, s, l_len, &aux, None, &pl)?;
+            let a = build_on_device(&self.gpu, s, a_len, &aux, Some(&da), &pa)?;
+            let b = build_on_device(&self.gpu, s, b_len, &aux, Some(&db), &pb)?;
             // The aux values and classes, the A and B densities, the lists' offsets.
             let bytes = aux.bytes + 2 * n.div_ceil(64) as u64 * 8 + l.bytes + a.bytes + b.bytes;
             Ok((l, a, b, bytes))
@@ -324,16 +406,31 @@ impl CudaBackend {
 
     /// Enqueues the H polynomial and the five MSMs; no host wait. Returns them with
     /// the NTTs' events.
-    fn enqueue(&self, r: &ResidentParams, x: &mut Prepared<'_, '_>) -> Result<(PendingMsms, CudaEvent, CudaEvent), GpuError> {
+    fn enqueue(&self, r: &LoadedPoints, x: &mut Prepared<'_, '_>) -> Result<(PendingMsms, CudaEvent, CudaEvent), GpuError> {
         let n = x.abc.domain_size();
         let (l, a, b, msm) = (&x.l, &x.a, &x.b, &self.msm);
         self.ntt.h_polynomial_staged(&mut x.abc, |h, ev| {
-            let pending = PendingMsms {
-                h: msm.enqueue_device(&r.h, &h.slice(..n - 1))?,
-                l: msm.enqueue_split(&r.l, l)?,
-                a: msm.enqueue_split(&r.a, a)?,
-                b_g1: msm.enqueue_split(&r.b_g1, b)?,
-                b_g2: msm.enqueue_split(&r.b_g2, b)?,
+            let h = h.slice(..n - 1);
+            let pending = match r {
+                LoadedPoints::Resident(q) => PendingMsms {
+                    h: msm.enqueue_device(&q.h, &h)?,
+                    l: msm.enqueue_split(&q.l, l)?,
+                    a: msm.enqueue_split(&q.a, a)?,
+                    b_g1: msm.enqueue_split(&q.b_g1, b)?,
+                    b_g2: msm.enqueue_split(&q.b_g2, b)?,
+                },
+                LoadedPoints::Streamed(q) => {
+                    // Held with the device: only the compute region uses the buffers.
+                    let mut guard = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+                    let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
+                    PendingMsms {
+                        h: msm.enqueue_device_streamed(&q.h, &h, chunks)?,
+                        l: msm.enqueue_split_streamed(&q.l, l, chunks)?,
+                        a: msm.enqueue_split_streamed(&q.a, a, chunks)?,
+                        b_g1: msm.enqueue_split_streamed(&q.b_g1, b, chunks)?,
+                        b_g2: msm.enqueue_split_streamed(&q.b_g2, b, chunks)?,
+                    }
+                }
             };
             Ok((pending, ev.compute_start, ev.computed))
         })
@@ -343,7 +440,7 @@ impl CudaBackend {
     /// first enqueue to the results.
     fn compute(
         &self,
-        r: &ResidentParams,
+        r: &LoadedPoints,
         x: &mut Prepared<'_, '_>,
         held: Option<MutexGuard<'_, ()>>,
         t: &mut StageTimings,
@@ -368,12 +465,13 @@ impl CudaBackend {
         // From the first pageable upload to the end of c's.
         let up = x.abc.upload_start.elapsed_ms(&x.abc.uploaded[2]).map(ms)?;
         let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
+        let bases_up = m.h.bytes_up() + m.l.bytes_up() + m.a.bytes_up() + m.b_g1.bytes_up() + m.b_g2.bytes_up();
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
         let mut report = DeviceReport {
             held: from.elapsed(),
             held_from: Some(from),
             held_to: Some(Instant::now()),
-            bytes_up: x.abc.bytes + x.list_bytes,
+            bytes_up: x.abc.bytes + x.list_bytes + bases_up,
             bytes_down,
             host_syncs: 1,
             ..DeviceReport::default()
@@ -390,7 +488,7 @@ impl CudaBackend {
     fn finish(
         &self,
         p: &ParameterSet,
-        r: &ResidentParams,
+        r: &LoadedPoints,
         mut x: Prepared<'_, '_>,
         held: Option<MutexGuard<'_, ()>>,
         rs: &ProofRandomness,
@@ -419,7 +517,7 @@ impl CudaBackend {
     fn prove_one(
         &self,
         p: &ParameterSet,
-        r: &ResidentParams,
+        r: &LoadedPoints,
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
         t: &mut StageTimings,

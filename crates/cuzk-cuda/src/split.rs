@@ -98,6 +98,17 @@ pub fn split_plan(n: usize, classes: &ScalarClasses, density: Option<&Density>, 
     Ok(SplitPlan { chunks, ones: run[1], significant: run[2], end: run[0] })
 }
 
+impl SplitPlan {
+    /// Each chunk's start, then the lists' end: (base index, position in the ones,
+    /// position in the significant lists), ascending. The entries between two
+    /// checkpoints address the bases between them: what streamed bases are cut by.
+    pub fn checkpoints(&self) -> Vec<[u32; 3]> {
+        // Each value is at most first_base + n < 2^32 (checked by split_plan).
+        let end = [self.end as u32, self.ones as u32, self.significant as u32];
+        self.chunks.iter().copied().chain(std::iter::once(end)).collect()
+    }
+}
+
 /// The lists on the host, in two parallel passes (the plan's counts, then every chunk
 /// fills its own part of the outputs): no serial merge of the ~700 MB of a C2 partition.
 pub fn split_lists(
@@ -240,7 +251,8 @@ pub fn build_on_device(
         (plan.significant > 0).then_some(sig_index),
         (plan.ones > 0).then_some(ones),
         bytes,
-    ))
+    )
+    .with_checkpoints(plan.checkpoints()))
 }
 
 #[cfg(test)]
@@ -302,6 +314,16 @@ mod tests {
         assert_eq!(plan.chunks.len(), 3);
         assert_eq!((plan.ones, plan.significant), (ones.len(), sig.len()));
         assert_eq!(plan.chunks[0], [3, 0, 0]);
+        // Every entry lies between the checkpoints around its position.
+        let cps = plan.checkpoints();
+        assert_eq!(cps.len(), 4);
+        assert_eq!(cps[3], [k, ones.len() as u32, sig.len() as u32]);
+        for w in cps.windows(2) {
+            let (from, to) = (w[0], w[1]);
+            let within = |v: &[u32]| v.iter().all(|&b| b >= from[0] && b < to[0]);
+            assert!(within(&ones[from[1] as usize..to[1] as usize]));
+            assert!(within(&sig[from[2] as usize..to[2] as usize]));
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
-use crate::{backend_on, fixed_base_on, BackendKind};
+use crate::{backend_placing, fixed_base_on, BackendKind};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -56,6 +56,11 @@ pub struct BenchArgs {
     /// (GPU backends; pre-made partitions proven again).
     #[arg(long, default_value_t = 0)]
     back_to_back: usize,
+    /// GPU: keep the parameters' points in pinned host memory and stream them up for
+    /// every MSM through two device buffers of about this many MiB each, as on a GPU
+    /// too small for the set (default: on the device when they fit).
+    #[arg(long, value_name = "MIB")]
+    stream_points: Option<usize>,
     #[command(flatten)]
     shape: ShapeArgs,
 }
@@ -104,7 +109,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--reps must be at least 1");
     }
     let sizes = if args.log_sizes.is_empty() { vec![args.shape.log_size] } else { args.log_sizes.clone() };
-    let (backend, gpu) = backend_on(args.backend)?;
+    let placement = match args.stream_points {
+        // Whole G1 and G2 points per buffer.
+        Some(mib) => cuzk_cuda::PointsPlacement::Streamed { chunk_bytes: (mib << 20) / 192 * 192 },
+        None => cuzk_cuda::PointsPlacement::Auto,
+    };
+    let (backend, gpu) = backend_placing(args.backend, placement)?;
     if args.back_to_back > 0 && !backend.keeps_evaluations() {
         bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
     }

@@ -135,11 +135,23 @@ pub fn gpu_for(kind: BackendKind) -> Result<Option<Arc<cuzk_cuda::Gpu>>> {
     })
 }
 
-/// The backend for `kind`, and its GPU when it runs on one (for pinned buffers).
-pub fn backend_on(kind: BackendKind) -> Result<(Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>)> {
+/// A backend, and its GPU when it runs on one (for pinned buffers).
+pub type BackendOn = (Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>);
+
+/// The backend for `kind`, and its GPU when it runs on one.
+pub fn backend_on(kind: BackendKind) -> Result<BackendOn> {
+    backend_placing(kind, cuzk_cuda::PointsPlacement::Auto)
+}
+
+/// [`backend_on`], a GPU backend keeping the parameters' points as `placement` says.
+pub fn backend_placing(
+    kind: BackendKind,
+    placement: cuzk_cuda::PointsPlacement,
+) -> Result<BackendOn> {
     let gpu = gpu_for(kind)?;
     let backend: Box<dyn ProvingBackend> = match &gpu {
-        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone())),
+        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_placement(placement)?),
+        None if placement != cuzk_cuda::PointsPlacement::Auto => bail!("streaming the parameters' points needs a GPU backend"),
         None => Box::new(CpuBackend::new()),
     };
     Ok((backend, gpu))

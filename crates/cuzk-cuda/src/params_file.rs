@@ -175,7 +175,7 @@ fn check_decoded<G: MsmGroup>(stream: &Arc<CudaStream>, first_bad: &CudaSlice<u3
 /// (crate::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
 /// query's raw bytes are read into its pinned buffer, then go up through one device
 /// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
-pub fn load_queries_to_host(gpu: &Arc<Gpu>, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
+pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
     if staging_bytes == 0 || staging_bytes % 192 != 0 {
         return Err(GpuError::Invalid(format!("a staging buffer of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
     }
@@ -235,7 +235,7 @@ pub fn load_queries_to_host(gpu: &Arc<Gpu>, file: &FileQueries, staging_bytes: u
         let mut q = |s| query::<G1>(gpu, &stream, &mut scratch, &f, path, s, progress);
         let (h, l, a, b_g1) = (q(&layout.h)?, q(&layout.l)?, q(&layout.a)?, q(&layout.b_g1)?);
         let b_g2 = query::<G2>(gpu, &stream, &mut scratch, &f, path, &layout.b_g2, progress)?;
-        Ok::<_, LoadError>(StreamedQueries { h, l, a, b_g1, b_g2, gpu: gpu.clone() })
+        Ok::<_, LoadError>(StreamedQueries { h, l, a, b_g1, b_g2 })
     })();
     // No copy may still use the scratch or a buffer of a failed load once it is freed.
     let synced = stream.synchronize();

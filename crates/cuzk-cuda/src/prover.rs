@@ -30,7 +30,7 @@ use cuzk_groth16::params::{ParameterSetId, QueryPoints};
 use cuzk_groth16::{NoProgress, Progress};
 
 use crate::params_file::{load_queries, load_queries_to_host, DeviceQueries, STAGING_BYTES};
-use crate::streamed::{BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
+use crate::streamed::{shared, BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
@@ -47,9 +47,9 @@ fn backend_error(what: &str, e: GpuError) -> ProveError {
 /// A parameter set's points where the backend keeps them.
 enum LoadedPoints {
     /// On the device.
-    Resident(DeviceQueries),
-    /// In pinned host memory, streamed up by every MSM.
-    Streamed(StreamedQueries),
+    Resident(Box<DeviceQueries>),
+    /// In pinned host memory, streamed up by every MSM (shared with other GPUs' backends).
+    Streamed(Arc<StreamedQueries>),
 }
 
 impl LoadedPoints {
@@ -130,9 +130,10 @@ impl CudaBackend {
         Ok(CudaBackend { placement, ..self })
     }
 
-    /// Streamed or resident, for a set whose points take `points` bytes, with a
-    /// domain of n points; with the reason, for the log.
-    fn choose_streamed(&self, points: usize, n: usize) -> Result<(Option<usize>, String), ProveError> {
+    /// Streamed (the chunk buffers' size) or resident, for a set not loaded yet; with
+    /// the reason, for the log.
+    fn placement_for(&self, p: &ParameterSet) -> Result<(Option<usize>, String), ProveError> {
+        let (points, n) = (p.points_bytes(), (p.lens().h + 1).next_power_of_two());
         let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
         let gb = |b: usize| b as f64 / 1e9;
         match self.placement {
@@ -166,26 +167,31 @@ impl CudaBackend {
             return Ok(r.clone());
         }
         let n = p.lens();
-        let (streamed, why) = self.choose_streamed(p.points_bytes(), (n.h + 1).next_power_of_two())?;
+        let (streamed, why) = self.placement_for(p)?;
         let start = Instant::now();
+        let mut from = if matches!(p.points(), QueryPoints::File(_)) { "file, decoded on the GPU" } else { "host memory" };
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
             let file_error = |e| ProveError::Backend(format!("reading the parameters for the GPU: {e}"));
             Ok(match (p.points(), streamed) {
                 (QueryPoints::Host(q), None) => {
-                    LoadedPoints::Resident(DeviceQueries {
+                    LoadedPoints::Resident(Box::new(DeviceQueries {
                         h: self.msm.upload_bases(&q.h).map_err(|e| backend_error("uploading H", e))?,
                         l: self.msm.upload_bases(&q.l).map_err(|e| backend_error("uploading L", e))?,
                         a: self.msm.upload_bases(&q.a).map_err(|e| backend_error("uploading A", e))?,
                         b_g1: self.msm.upload_bases(&q.b_g1).map_err(|e| backend_error("uploading B (G1)", e))?,
                         b_g2: self.msm.upload_bases(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
-                    })
+                    }))
                 }
-                (QueryPoints::File(f), None) => LoadedPoints::Resident(load_queries(&self.gpu, f, progress).map_err(file_error)?),
-                (QueryPoints::Host(q), Some(_)) => {
-                    LoadedPoints::Streamed(StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e))?)
-                }
-                (QueryPoints::File(f), Some(_)) => {
-                    LoadedPoints::Streamed(load_queries_to_host(&self.gpu, f, STAGING_BYTES, progress).map_err(file_error)?)
+                (QueryPoints::File(f), None) => LoadedPoints::Resident(Box::new(load_queries(&self.gpu, f, progress).map_err(file_error)?)),
+                (points, Some(_)) => {
+                    let (q, was_shared) = shared(p.id(), || match points {
+                        QueryPoints::Host(q) => StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
+                        QueryPoints::File(f) => load_queries_to_host(&self.gpu, f, STAGING_BYTES, progress).map_err(file_error),
+                    })?;
+                    if was_shared {
+                        from = "pinned host memory another GPU's backend loaded";
+                    }
+                    LoadedPoints::Streamed(q)
                 }
             })
         })?;
@@ -201,7 +207,7 @@ impl CudaBackend {
             points = n.h + n.l + n.a + 2 * n.b,
             gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
             seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
-            from = if matches!(p.points(), QueryPoints::File(_)) { "file, decoded on the GPU" } else { "host memory" },
+            from,
             mode = match streamed {
                 None => "resident on the GPU".to_string(),
                 Some(b) => format!("streamed from pinned host memory through two {:.2} GB buffers", b as f64 / 1e9),
@@ -272,6 +278,17 @@ impl ProvingBackend for CudaBackend {
 
     fn reads_params_from_file(&self) -> bool {
         true
+    }
+
+    fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
+        let loaded = self.resident.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed(_))));
+        // A set that cannot be placed at all fails to load with that error; it holds nothing.
+        let streamed = loaded.unwrap_or_else(|| matches!(self.placement_for(params), Ok((Some(_), _))));
+        if streamed {
+            params.points_bytes() as u64
+        } else {
+            0
+        }
     }
 
     /// The points leave the device once the proofs in flight with them finish (each
@@ -501,6 +518,12 @@ impl CudaBackend {
             // staged a, b, c wait for their uploads when dropped).
             if let Err(e) = self.gpu.stream().synchronize() {
                 tracing::error!(error = %e, "synchronizing after a failed proof");
+            }
+            // Nor a chunk copy from streamed points no kernel came to wait for.
+            if let Ok(chunks) = self.chunks.lock() {
+                if let Some(Err(e)) = chunks.as_ref().map(BaseChunks::synchronize) {
+                    tracing::error!(error = %e, "synchronizing the chunk copies after a failed proof");
+                }
             }
         }
         let mut c = computed.map_err(|e| backend_error("proving on the GPU", e))?;

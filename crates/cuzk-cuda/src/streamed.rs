@@ -14,13 +14,14 @@
 //! through an address shifted by the chunk's first index, so the lists are used as
 //! they are.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
-use cuzk_groth16::params::HostQueries;
+use cuzk_groth16::params::{HostQueries, ParameterSetId};
 use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
@@ -100,38 +101,50 @@ impl<G: MsmGroup> HostBases<G> {
     }
 }
 
-/// The five queries of a parameter set in pinned host memory.
+/// The five queries of a parameter set in pinned host memory (portable: one copy
+/// serves every device, see [`shared`]).
+///
+/// Whoever streams from them synchronizes the streams that copy from them before it
+/// lets go of its reference (CudaBackend does, on success and on error), so the
+/// memory is never freed under a copy.
 pub struct StreamedQueries {
     pub h: HostBases<G1>,
     pub l: HostBases<G1>,
     pub a: HostBases<G1>,
     pub b_g1: HostBases<G1>,
     pub b_g2: HostBases<G2>,
-    /// Whose copies may still read these points: waited for when they are dropped.
-    pub(crate) gpu: Arc<Gpu>,
+}
+
+/// Every streamed set of this process, by id: the backends of several GPUs share one
+/// pinned copy instead of pinning one each.
+static SHARED: Mutex<Option<HashMap<ParameterSetId, Weak<StreamedQueries>>>> = Mutex::new(None);
+
+/// The set's streamed points: those another backend already holds, or `load()`ed now
+/// (under a process-wide lock, so two backends do not both load the same set). The
+/// flag says whether they were shared.
+pub fn shared<E>(id: ParameterSetId, load: impl FnOnce() -> Result<StreamedQueries, E>) -> Result<(Arc<StreamedQueries>, bool), E> {
+    // A poisoned map only lost a weak reference or two: go on with what it holds.
+    let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let map = map.get_or_insert_with(HashMap::new);
+    map.retain(|_, w| w.strong_count() > 0);
+    if let Some(q) = map.get(&id).and_then(Weak::upgrade) {
+        return Ok((q, true));
+    }
+    let q = Arc::new(load()?);
+    map.insert(id, Arc::downgrade(&q));
+    Ok((q, false))
 }
 
 impl StreamedQueries {
     /// Copies of a set's points in host memory.
-    pub fn from_host(gpu: &Arc<Gpu>, q: &HostQueries) -> Result<Self, GpuError> {
+    pub fn from_host(gpu: &Gpu, q: &HostQueries) -> Result<Self, GpuError> {
         Ok(StreamedQueries {
             h: HostBases::from_points(gpu, &q.h)?,
             l: HostBases::from_points(gpu, &q.l)?,
             a: HostBases::from_points(gpu, &q.a)?,
             b_g1: HostBases::from_points(gpu, &q.b_g1)?,
             b_g2: HostBases::from_points(gpu, &q.b_g2)?,
-            gpu: gpu.clone(),
         })
-    }
-}
-
-impl Drop for StreamedQueries {
-    /// A failed proof may leave chunk copies queued behind kernels that never came;
-    /// the pinned memory must outlive them.
-    fn drop(&mut self) {
-        if let Err(e) = self.gpu.ctx.synchronize() {
-            tracing::error!(error = %e, "synchronizing before freeing streamed points");
-        }
     }
 }
 
@@ -167,6 +180,12 @@ impl BaseChunks {
         // the part they read.
         let bufs = unsafe { [stream.alloc::<u64>(bytes / 8)?, stream.alloc::<u64>(bytes / 8)?] };
         Ok(BaseChunks { bufs, freed: [None, None], next: 0, bytes, stream })
+    }
+
+    /// Waits for every copy enqueued so far (after a failed enqueue: copies may be
+    /// queued that no kernel waits for).
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        Ok(self.stream.synchronize()?)
     }
 
     /// Bytes per buffer.

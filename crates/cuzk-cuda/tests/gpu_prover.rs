@@ -313,8 +313,8 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
 #[ignore = "needs a CUDA GPU"]
 fn streamed_parameters_prove_as_resident_ones() {
     use cuzk_cuda::params_file::{load_queries_to_host, STAGING_BYTES};
-    use cuzk_cuda::streamed::MIN_CHUNK_BYTES;
-    use cuzk_cuda::{GpuFixedBase, PointsPlacement};
+    use cuzk_cuda::streamed::{shared, StreamedQueries, MIN_CHUNK_BYTES};
+    use cuzk_cuda::{GpuError, GpuFixedBase, PointsPlacement};
     use cuzk_groth16::format::{read_params_layout, save};
     use cuzk_groth16::generator::{generate_parameters_with, ToxicWaste};
     use cuzk_groth16::params::QueryPoints;
@@ -336,6 +336,18 @@ fn streamed_parameters_prove_as_resident_ones() {
     let d = out.device.unwrap();
     assert!(d.bytes_up as usize > 2 * params.points_bytes(), "two partitions stream every point: {} bytes up", d.bytes_up);
     assert_eq!(d.host_syncs, 2, "one host wait per partition");
+    // What the engine charges its host budget for: the pinned copy, only when streamed.
+    assert_eq!(streamed.host_bytes_for(&params), params.points_bytes() as u64);
+    assert_eq!(CudaBackend::new(g.clone()).host_bytes_for(&params), 0, "the set fits: nothing pinned");
+
+    // Another backend (as another GPU's would) shares the pinned copy; once every
+    // holder has released the set, it is loaded anew.
+    let other = CudaBackend::new(g.clone()).with_placement(PointsPlacement::Streamed { chunk_bytes: 2 * MIN_CHUNK_BYTES }).unwrap();
+    assert_eq!(other.prove(&params, &mut circuits(), &zero).unwrap().proofs, want, "larger chunks: proofs differ");
+    let again = || shared(params.id(), || Err::<StreamedQueries, _>(GpuError::Invalid("loaded again".into())));
+    assert!(again().unwrap().1, "the second backend did not share the pinned points");
+    other.release_params(params.id());
+    assert!(again().is_ok(), "released by one holder only: still shared");
 
     let mut synth = circuits();
     let inputs: Vec<_> = synth.iter().map(|s| s.input[1..].to_vec()).collect();
@@ -345,6 +357,8 @@ fn streamed_parameters_prove_as_resident_ones() {
     for (p, x) in streamed.prove(&params, &mut synth, &rs).unwrap().proofs.iter().zip(&inputs) {
         assert!(verify_proof(&pvk, p, x).unwrap(), "a streamed proof does not verify");
     }
+    streamed.release_params(params.id());
+    assert!(again().is_err(), "released by every holder: the pinned points must be gone");
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.params");

@@ -104,7 +104,9 @@ impl ParamCache {
         tracing::info!(circuit_id = id, "loading parameters");
         let set = handler.load_params(id, self.points_in_file)?;
         let pvk = PreparedVerifyingKey::new(&set.vk);
-        let size_bytes = set.size_bytes() as u64;
+        // What the host holds for the set, and the pinned copy of its points that
+        // backends streaming it share.
+        let size_bytes = set.size_bytes() as u64 + self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
         let params = Arc::new(LoadedParams { circuit_id: id.to_string(), set, pvk, size_bytes, backends: self.backends.clone() });
         let took = t.elapsed();
         tracing::info!(circuit_id = id, size_bytes, ms = took.as_millis() as u64, "parameters loaded");

@@ -243,6 +243,15 @@ pub trait ProvingBackend: Send + Sync {
         let _ = id;
     }
 
+    /// Host memory this backend would keep for the set's points besides the set itself,
+    /// for the engine's memory budget: a GPU backend streaming a set too large for its
+    /// device keeps them pinned (one copy, shared by every backend of the process that
+    /// streams it). By default none.
+    fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
+        let _ = params;
+        0
+    }
+
     /// Whether this backend reads a set's query points from their `.params` file
     /// itself ([`crate::params::QueryPoints::File`]), so the host need not decode them.
     fn reads_params_from_file(&self) -> bool {

@@ -87,6 +87,9 @@ pub struct CudaBackend {
     msm: GpuMsm,
     /// Points per parameter set, loaded on first use.
     resident: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
+    /// Held while a set loads (one at a time, each placed knowing the ones before),
+    /// not the map's lock: proofs with loaded sets go on meanwhile.
+    loading: Mutex<()>,
     placement: PointsPlacement,
     /// The streamed points' device buffers, made on first use (used under `device`).
     chunks: Mutex<Option<BaseChunks>>,
@@ -111,6 +114,7 @@ impl CudaBackend {
             msm: GpuMsm::new(gpu.clone()),
             gpu,
             resident: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
             placement: PointsPlacement::Auto,
             chunks: Mutex::new(None),
             device: Arc::new(Mutex::new(())),
@@ -162,9 +166,17 @@ impl CudaBackend {
     /// The parameter set's points, loaded on first use: onto the device, or into pinned
     /// host memory to be streamed (see [`PointsPlacement`]).
     fn resident(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<LoadedPoints>, ProveError> {
-        let mut map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
-        if let Some(r) = map.get(&p.id()) {
-            return Ok(r.clone());
+        let loaded = || -> Result<Option<Arc<LoadedPoints>>, ProveError> {
+            let map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
+            Ok(map.get(&p.id()).cloned())
+        };
+        if let Some(r) = loaded()? {
+            return Ok(r);
+        }
+        let _loading = self.loading.lock().map_err(|_| ProveError::Backend("parameter loading lock poisoned".into()))?;
+        // Another caller may have loaded it while this one waited.
+        if let Some(r) = loaded()? {
+            return Ok(r);
         }
         let n = p.lens();
         let (streamed, why) = self.placement_for(p)?;
@@ -216,6 +228,7 @@ impl CudaBackend {
             "parameter set loaded"
         );
         let r = Arc::new(r);
+        let mut map = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
         map.insert(p.id(), r.clone());
         Ok(r)
     }

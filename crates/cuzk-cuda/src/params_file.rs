@@ -97,8 +97,14 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
         })
     })();
     // Nothing may copy from the staging buffers once they are freed.
+    settled(&stream, r, path, total, start, "query points read onto the GPU and decoded there")
+}
+
+/// A load's result once its stream has finished (nothing may still copy to or from a
+/// buffer the load frees, on success or failure), logged.
+fn settled<T>(stream: &CudaStream, r: Result<T, LoadError>, path: &Path, total: u64, start: Instant, what: &str) -> Result<T, LoadError> {
     let synced = stream.synchronize();
-    let queries = r?;
+    let loaded = r?;
     synced?;
     let secs = start.elapsed().as_secs_f64();
     tracing::info!(
@@ -106,9 +112,9 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
         gb = format!("{:.2}", total as f64 / 1e9),
         seconds = format!("{secs:.2}"),
         gb_per_s = format!("{:.2}", total as f64 / 1e9 / secs),
-        "query points read onto the GPU and decoded there"
+        "{what}"
     );
-    Ok(queries)
+    Ok(loaded)
 }
 
 /// Opens the set's file, checking that it still has the length its header was read at.
@@ -214,20 +220,28 @@ pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize,
         let per = scratch.len() * 8 / size;
         let mut first_bad = stream.clone_htod(&[u32::MAX])?;
         let points = host.points_mut()?;
-        for first in (0..s.count).step_by(per) {
-            let part = &mut points[first..(first + per).min(s.count)];
-            // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
-            // aligned like the point types, which are plain words valid for any bits.
-            let mut view = unsafe { scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
-                .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
-            // All on one stream, in order: up, decoded in place, back down (pinned:
-            // asynchronous; the host reads the points only after the wait below).
-            stream.memcpy_htod(&*part, &mut view)?;
-            enqueue_decode::<G>(gpu, stream, &mut view, first, &mut first_bad)?;
-            stream.memcpy_dtoh(&view, part)?;
-            let done = std::mem::size_of_val(part) as u64;
-            progress.advance(done - done / 2);
-        }
+        let mut decode = || -> Result<(), LoadError> {
+            for first in (0..s.count).step_by(per) {
+                let part = &mut points[first..(first + per).min(s.count)];
+                // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
+                // aligned like the point types, which are plain words valid for any bits.
+                let mut view = unsafe { scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
+                    .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
+                // All on one stream, in order: up, decoded in place, back down (pinned:
+                // asynchronous; the host reads the points only after the wait below).
+                stream.memcpy_htod(&*part, &mut view)?;
+                enqueue_decode::<G>(gpu, stream, &mut view, first, &mut first_bad)?;
+                stream.memcpy_dtoh(&view, part)?;
+                let done = std::mem::size_of_val(part) as u64;
+                progress.advance(done - done / 2);
+            }
+            Ok(())
+        };
+        // `host` is freed on an error: no copy into it may still be queued.
+        let r = decode();
+        let synced = stream.synchronize();
+        r?;
+        synced?;
         check_decoded::<G>(stream, &first_bad, path, s)?;
         Ok(host)
     }
@@ -237,18 +251,7 @@ pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize,
         let b_g2 = query::<G2>(gpu, &stream, &mut scratch, &f, path, &layout.b_g2, progress)?;
         Ok::<_, LoadError>(StreamedQueries { h, l, a, b_g1, b_g2 })
     })();
-    // No copy may still use the scratch or a buffer of a failed load once it is freed.
-    let synced = stream.synchronize();
-    let queries = r?;
-    synced?;
-    let secs = start.elapsed().as_secs_f64();
-    tracing::info!(
-        path = %path.display(),
-        gb = format!("{:.2}", total as f64 / 1e9),
-        seconds = format!("{secs:.2}"),
-        "query points read into pinned host memory and decoded on the GPU, for streaming"
-    );
-    Ok(queries)
+    settled(&stream, r, path, total, start, "query points read into pinned host memory and decoded on the GPU, for streaming")
 }
 
 struct Loader<'a> {

@@ -228,7 +228,9 @@ impl<G: MsmGroup> DeviceBases<G> {
 
 /// The device address of a buffer's first element, for kernels that take a base
 /// address computed on the host. Reads through it are not tracked by cudarc: callers
-/// order them with events (or, for resident bases, they were written before any MSM).
+/// order them with events (resident bases were written before any MSM) and keep the
+/// buffer alive until the stream reading it has been synchronized (CudaBackend holds
+/// a set's points through each partition's synchronization).
 pub(crate) fn device_address<T>(v: &impl DevicePtr<T>, s: &CudaStream) -> u64 {
     let (address, _recorded) = v.device_ptr(s);
     address
@@ -687,8 +689,11 @@ impl GpuMsm {
 
     /// Enqueues Pippenger over n scalars already on the device; pushes an event after the digits,
     /// sorting, accumulation and reduction; returns the one-point result buffer.
-    /// Scalar i multiplies base `base_index[i]` (which the caller has checked to be in
-    /// bases.first..bases.end), or without an index base i (i < bases.end).
+    /// Scalar i multiplies base `base_index[i]`, or without an index base i (i < bases.end).
+    /// Every index must lie in bases.first..bases.end: upload_split checks lists from
+    /// the host; device-built lists hold indices below the query's length by
+    /// construction, and a streamed chunk's by the list builder's checkpoints
+    /// (SplitPlan::checkpoints, tested in split.rs).
     pub(crate) fn enqueue_pippenger<G: MsmGroup>(
         &self,
         bases: BasesAt<G>,
@@ -994,7 +999,8 @@ impl GpuMsm {
                 // SAFETY: matches `msm_affine_prefix(const affine*, const u32*, u32, const u32*,
                 // u32, u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
                 // input's positions (caps[r] at most); prefix slots (p − p0)/2 < max_in/2 + 1,
-                // prod holds max_threads ≥ threads; entries address bases (checked by the caller),
+                // prod holds max_threads ≥ threads; entries address bases (the caller's
+                // invariant: see enqueue_pippenger),
                 // output slots are below the round's total ≤ the buffer's capacity.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
                 let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
@@ -1044,7 +1050,9 @@ impl GpuMsm {
         let mut l = s.launch_builder(&ck.sum_indexed);
         l.arg(&bases.origin).arg(idx).arg(&count).arg(&per).arg(&threads).arg(&mut a);
         // SAFETY: matches `msm_sum_indexed(const affine*, const u32*, u32, u32, u32, xyzz*)`;
-        // indices are in bases.first..bases.end (checked by the caller); `a` holds
+        // indices are in bases.first..bases.end (the caller's invariant: checked for
+        // lists from the host; for a streamed chunk it holds by the list builder's
+        // checkpoints, see crate::streamed); `a` holds
         // `threads` sums.
         unsafe { l.launch(blocks(threads as u64, CURVE_BLOCK))? };
         let mut m = threads;

@@ -134,6 +134,14 @@ impl CudaBackend {
         Ok(CudaBackend { placement, ..self })
     }
 
+    /// Bytes per chunk buffer for streamed sets.
+    fn chunk_bytes(&self) -> usize {
+        match self.placement {
+            PointsPlacement::Streamed { chunk_bytes } => chunk_bytes,
+            PointsPlacement::Auto => DEFAULT_CHUNK_BYTES,
+        }
+    }
+
     /// Streamed (the chunk buffers' size) or resident, for a set not loaded yet; with
     /// the reason, for the log.
     fn placement_for(&self, p: &ParameterSet) -> Result<(Option<usize>, String), ProveError> {
@@ -147,8 +155,10 @@ impl CudaBackend {
                 if resident <= free {
                     return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
                 }
-                let chunk = DEFAULT_CHUNK_BYTES;
-                let streamed = 2 * chunk + working_bytes(n, chunk / 96);
+                let chunk = self.chunk_bytes();
+                // The chunk buffers, unless another streamed set already made them.
+                let made = self.chunks.lock().map(|c| c.is_some()).unwrap_or(false);
+                let streamed = if made { 0 } else { 2 * chunk } + working_bytes(n, chunk / 96);
                 if streamed > free {
                     return Err(ProveError::Backend(format!(
                         "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed ({:.2} GB needed)",
@@ -208,9 +218,9 @@ impl CudaBackend {
             })
         })?;
         if let Some(chunk_bytes) = streamed {
+            // One size per backend (its placement's), so buffers made once serve every set.
             let mut chunks = self.chunks.lock().map_err(|_| ProveError::Backend("chunk buffers poisoned".into()))?;
-            if chunks.as_ref().map_or(true, |c| c.chunk_bytes() != chunk_bytes) {
-                *chunks = None;
+            if chunks.is_none() {
                 *chunks = Some(BaseChunks::new(&self.gpu, chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
             }
         }
@@ -307,15 +317,22 @@ impl ProvingBackend for CudaBackend {
     /// The points leave the device once the proofs in flight with them finish (each
     /// holds its own reference).
     fn release_params(&self, id: ParameterSetId) {
-        let removed = match self.resident.lock() {
-            Ok(mut map) => map.remove(&id).is_some(),
+        let (removed, streaming) = match self.resident.lock() {
+            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed(_)))),
             Err(_) => {
                 tracing::error!("resident parameter map poisoned: points not released");
-                false
+                (false, true)
             }
         };
         if removed {
             tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
+        }
+        // No streamed set left: the chunk buffers go too (their drop waits for the
+        // kernels that read them last).
+        if !streaming {
+            if let Ok(mut chunks) = self.chunks.lock() {
+                *chunks = None;
+            }
         }
     }
 
@@ -452,6 +469,11 @@ impl CudaBackend {
                 LoadedPoints::Streamed(q) => {
                     // Held with the device: only the compute region uses the buffers.
                     let mut guard = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+                    // Made at load; again here if a release of the last other streamed
+                    // set freed them meanwhile.
+                    if guard.is_none() {
+                        *guard = Some(BaseChunks::new(&self.gpu, self.chunk_bytes())?);
+                    }
                     let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
                     PendingMsms {
                         h: msm.enqueue_device_streamed(&q.h, &h, chunks)?,

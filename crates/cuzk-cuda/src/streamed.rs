@@ -31,7 +31,9 @@ use crate::split::LIST_CHUNK;
 
 /// One query's points in pinned host memory, as the device reads them.
 pub struct HostBases<G: MsmGroup> {
+    /// At least one point's memory (cudarc pins nothing for none); `len` are the query's.
     points: PinnedHostSlice<G::DeviceAffine>,
+    len: usize,
 }
 
 impl<G: MsmGroup> HostBases<G> {
@@ -41,14 +43,14 @@ impl<G: MsmGroup> HostBases<G> {
     /// The contents are uninitialised: every point must be written (by the host or a
     /// copy from the device) before the bases are streamed.
     pub(crate) unsafe fn uninit(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
-        if len == 0 || len >= 1 << 31 {
-            return Err(GpuError::Invalid(format!("{len} bases: 1 to 2^31 − 1 can be streamed")));
+        if len >= 1 << 31 {
+            return Err(GpuError::Invalid(format!("{len} bases: at most 2^31 − 1 can be streamed")));
         }
         // Portable: pinned for every device's context. Not write-combined: only the
         // device's copies read it, but the loader writes it from file reads.
         let points = gpu
             .ctx
-            .alloc_pinned_with_flags::<G::DeviceAffine>(len, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
+            .alloc_pinned_with_flags::<G::DeviceAffine>(len.max(1), cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
             .map_err(|e| {
                 GpuError::Invalid(format!(
                     "pinning {:.2} GB of host memory for streamed {} points: {e}",
@@ -56,37 +58,37 @@ impl<G: MsmGroup> HostBases<G> {
                     G::NAME
                 ))
             })?;
-        Ok(HostBases { points })
+        Ok(HostBases { points, len })
     }
 
     /// A copy of host points.
     pub fn from_points(gpu: &Gpu, points: &[G::Affine]) -> Result<Self, GpuError> {
         // SAFETY: every point is written just below.
         let mut out = unsafe { Self::uninit(gpu, points.len())? };
-        let dst = out.points.as_mut_slice()?;
+        let dst = out.points_mut()?;
         dst.par_chunks_mut(1 << 16).zip(G::as_device(points).par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
         Ok(out)
     }
 
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.len == 0
     }
 
     pub(crate) fn slice(&self) -> Result<&[G::DeviceAffine], GpuError> {
-        Ok(self.points.as_slice()?)
+        Ok(&self.points.as_slice()?[..self.len])
     }
 
     pub(crate) fn points_mut(&mut self) -> Result<&mut [G::DeviceAffine], GpuError> {
-        Ok(self.points.as_mut_slice()?)
+        Ok(&mut self.points.as_mut_slice()?[..self.len])
     }
 
     /// The points' bytes as the device reads them.
     pub fn bytes(&self) -> Result<&[u8], GpuError> {
-        let s = self.points.as_slice()?;
+        let s = self.slice()?;
         // SAFETY: the device point types are plain 32-bit words: every byte is initialised
         // (the constructors fill them all).
         Ok(unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) })
@@ -94,7 +96,7 @@ impl<G: MsmGroup> HostBases<G> {
 
     /// The raw bytes, for the file loader to read into and decode.
     pub(crate) fn bytes_mut(&mut self) -> Result<&mut [u8], GpuError> {
-        let s = self.points.as_mut_slice()?;
+        let s = self.points_mut()?;
         let len = std::mem::size_of_val(s);
         // SAFETY: the device point types are plain 32-bit words, valid for any bytes.
         Ok(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, len) })
@@ -221,8 +223,10 @@ impl BaseChunks {
         }
         let slot = self.next;
         self.next = 1 - slot;
-        if let Some(ev) = self.freed[slot].take() {
-            self.stream.wait(&ev)?;
+        // Kept, not taken: if the kernels of this chunk fail to enqueue, the next copy
+        // into the buffer still waits for the last ones that did.
+        if let Some(ev) = &self.freed[slot] {
+            self.stream.wait(ev)?;
         }
         let src = &host.slice()?[range.clone()];
         // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like the

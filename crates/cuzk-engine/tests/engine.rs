@@ -475,3 +475,37 @@ fn preloaded_sets_go_onto_the_backends_and_are_released_once_evicted_and_unused(
     assert!(loaded.len() == 2 && loaded[1] != first[0], "loaded again as a new set: {loaded:?}");
     e.shutdown(Duration::from_secs(5));
 }
+
+/// A backend that would keep a set's points pinned in host memory (as a GPU backend
+/// streaming a set too large for its device does).
+#[derive(Default)]
+struct Pinning {
+    inner: CpuBackend,
+}
+
+const PINNED: u64 = 123_456_789;
+
+impl ProvingBackend for Pinning {
+    fn name(&self) -> String {
+        "pinning".into()
+    }
+    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.inner.prove(p, c, r)
+    }
+    fn host_bytes_for(&self, _: &ParameterSet) -> u64 {
+        PINNED
+    }
+}
+
+#[test]
+fn host_memory_a_backend_pins_for_a_set_is_charged_with_it() {
+    let charged = |b: Arc<dyn ProvingBackend>| {
+        let e = engine_with(b, config());
+        e.preload("synthetic-2^8").unwrap();
+        let size = e.status().params.iter().find(|p| p.circuit_id == "synthetic-2^8").map(|p| p.size_bytes);
+        e.shutdown(Duration::from_secs(5));
+        size.expect("the preloaded set is cached")
+    };
+    let plain = charged(Arc::new(Recording::default()));
+    assert_eq!(charged(Arc::new(Pinning::default())), plain + PINNED);
+}

@@ -52,16 +52,32 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a CUDA GPU"]
 async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
+    let Some(gpu) = gpu() else { return };
+    filecoin_proofs_on(CudaBackend::new(gpu), false).await;
+}
+
+/// The same with the points streamed from pinned host memory (forced, through the
+/// smallest chunk buffers), as on a GPU too small for the sets; the engine charges the
+/// pinned copies to its host budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn filecoin_proofs_with_streamed_parameter_points_are_accepted() {
+    let Some(gpu) = gpu() else { return };
+    let chunk_bytes = cuzk_cuda::streamed::MIN_CHUNK_BYTES;
+    let backend = CudaBackend::new(gpu).with_placement(cuzk_cuda::PointsPlacement::Streamed { chunk_bytes }).unwrap();
+    filecoin_proofs_on(backend, true).await;
+}
+
+async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
     use cuzk_engine::filecoin::FilecoinKind;
     use cuzk_engine::{KindHandler, ProofKind as Kind};
     use cuzk_filecoin::fixtures::fixtures_2k;
-    let Some(gpu) = gpu() else { return };
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::WindowPostPartition]
         .into_iter()
         .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone()).unwrap()) as Arc<dyn KindHandler>)
         .collect();
-    let d = Daemon::start_with_kinds(config(), vec![Arc::new(CudaBackend::new(gpu))], kinds, cuzk_engine::vec_buffers()).await;
+    let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::vec_buffers()).await;
     let mut c = d.client().await;
     let p = &f.porep;
     let porep = pb::SubmitProofRequest {
@@ -90,13 +106,20 @@ async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
     let r = c.prove(pb::ProveRequest { submit: Some(window) }).await.unwrap().into_inner().result.unwrap();
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert!(w.filecoin_proofs_accepts(&r.proof, &w.randomness, &w.comm_rs), "filecoin-proofs accepts the GPU's WindowPoSt proof");
-    // Only the headers stay in host memory: each loaded set is a small part of its file.
     let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
     let largest_file = std::fs::read_dir(&f.param_dir).unwrap().filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).max().unwrap();
     assert_eq!(st.loaded_srs.len(), 2, "{:?}", st.loaded_srs);
-    for s in &st.loaded_srs {
-        assert!(s.size_bytes < largest_file / 4, "{} holds {} bytes on the host", s.circuit_id, s.size_bytes);
+    if streamed {
+        // The pinned copies of the points are charged with the sets.
+        let charged: u64 = st.loaded_srs.iter().map(|s| s.size_bytes).sum();
+        assert!(charged > largest_file / 2, "{charged} bytes charged for streamed sets; the largest file has {largest_file}");
+    } else {
+        // Only the headers stay in host memory: each loaded set is a small part of its file.
+        for s in &st.loaded_srs {
+            assert!(s.size_bytes < largest_file / 4, "{} holds {} bytes on the host", s.circuit_id, s.size_bytes);
+        }
     }
-    eprintln!("PoRep C2 and WindowPoSt at 2 KiB proved on the GPU from parameter files read onto it; filecoin-proofs accepts both; host holds {:?}", st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>());
+    let mode = if streamed { "streamed from pinned host memory" } else { "read onto the GPU" };
+    eprintln!("PoRep C2 and WindowPoSt at 2 KiB proved on the GPU, points {mode}; filecoin-proofs accepts both; host charged {:?}", st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>());
     d.stop(Duration::from_secs(5)).await;
 }

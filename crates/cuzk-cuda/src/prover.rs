@@ -53,11 +53,11 @@ enum LoadedPoints {
 }
 
 impl LoadedPoints {
-    /// The point counts of L, A, B (G1) and B (G2).
-    fn lens(&self) -> [usize; 4] {
+    /// The point counts of L, A and B (G1) that the split lists index.
+    fn lens(&self) -> [usize; 3] {
         match self {
-            LoadedPoints::Resident(q) => [q.l.len(), q.a.len(), q.b_g1.len(), q.b_g2.len()],
-            LoadedPoints::Streamed(q) => [q.l.len(), q.a.len(), q.b_g1.len(), q.b_g2.len()],
+            LoadedPoints::Resident(q) => [q.l.len(), q.a.len(), q.b_g1.len()],
+            LoadedPoints::Streamed(q) => [q.l.len(), q.a.len(), q.b_g1.len()],
         }
     }
 }
@@ -145,7 +145,7 @@ impl CudaBackend {
     /// Streamed (the chunk buffers' size) or resident, for a set not loaded yet; with
     /// the reason, for the log.
     fn placement_for(&self, p: &ParameterSet) -> Result<(Option<usize>, String), ProveError> {
-        let (points, n) = (p.points_bytes(), (p.lens().h + 1).next_power_of_two());
+        let (points, n) = (p.points_bytes(), p.domain_size().next_power_of_two());
         let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
         let gb = |b: usize| b as f64 / 1e9;
         match self.placement {
@@ -226,7 +226,7 @@ impl CudaBackend {
         }
         tracing::info!(
             backend = %self.name(),
-            points = n.h + n.l + n.a + 2 * n.b,
+            points = n.h + n.l + n.a + n.b_g1 + n.b_g2,
             gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
             seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
             from,
@@ -403,10 +403,8 @@ impl CudaBackend {
     fn prepare<'n, 'c>(&'n self, p: &ParameterSet, r: &LoadedPoints, c: &'c SynthesizedCircuit) -> Result<Prepared<'n, 'c>, ProveError> {
         let num_inputs = c.num_inputs();
         let b_inputs = c.b_input_density.select(&c.input);
-        let [l_len, a_len, b_len, b_g2_len] = r.lens();
-        if b_g2_len != b_len {
-            return Err(ProveError::Backend(format!("B query: {b_len} G1 points but {b_g2_len} G2 points")));
-        }
+        // B_G2's length equals B_G1's: both were checked against the circuit (check_inputs).
+        let [l_len, a_len, b_len] = r.lens();
         let (a_rows, b_g1_rows, b_g2_rows) = p
             .input_rows(num_inputs, b_inputs.len())
             .ok_or_else(|| ProveError::Backend("the parameter set lacks the public inputs' rows of A or B".into()))?;

@@ -324,8 +324,8 @@ fn streamed_parameters_prove_as_resident_ones() {
     let tw = ToxicWaste::random(&mut ChaCha20Rng::seed_from_u64(0x57e));
     let params = generate_parameters_with(shape.circuit(0), &tw, &GpuFixedBase::new(g.clone()).unwrap(), &NoProgress).unwrap();
     let n = params.lens();
-    eprintln!("2^{log_n}: H {} L {} A {} B {} points; G1 chunks of {} points", n.h, n.l, n.a, n.b, MIN_CHUNK_BYTES / 96);
-    assert!(n.h > MIN_CHUNK_BYTES / 96 && n.l > MIN_CHUNK_BYTES / 96 && n.b > MIN_CHUNK_BYTES / 192, "every query must take more than one chunk");
+    eprintln!("2^{log_n}: H {} L {} A {} B {} points; G1 chunks of {} points", n.h, n.l, n.a, n.b_g1, MIN_CHUNK_BYTES / 96);
+    assert!(n.h > MIN_CHUNK_BYTES / 96 && n.l > MIN_CHUNK_BYTES / 96 && n.b_g2 > MIN_CHUNK_BYTES / 192, "every query must take more than one chunk");
 
     let zero = [ProofRandomness::zero(); 2];
     let circuits = || synthesize_many(vec![shape.circuit(1), shape.circuit(2)]).unwrap();
@@ -376,7 +376,7 @@ fn streamed_parameters_prove_as_resident_ones() {
     assert!(whole.b_g1.bytes().unwrap() == pieces.b_g1.bytes().unwrap());
     assert!(load_queries_to_host(&g, f, 1000, &NoProgress).is_err(), "staging must hold whole points");
     let mut bytes = std::fs::read(&path).unwrap();
-    let k = n.b - 3;
+    let k = n.b_g2 - 3;
     let offset = f.layout.b_g2.point_offset(k) as usize;
     bytes[offset + 100] ^= 1;
     std::fs::write(&path, &bytes).unwrap();

@@ -77,8 +77,8 @@ pub struct QueryLens {
     pub h: usize,
     pub l: usize,
     pub a: usize,
-    /// B_G1 and B_G2 (equal).
-    pub b: usize,
+    pub b_g1: usize,
+    pub b_g2: usize,
 }
 
 /// A backend that computes on the host was given a parameter set whose points are
@@ -154,10 +154,10 @@ impl ParameterSet {
 
     pub fn lens(&self) -> QueryLens {
         match &self.points {
-            QueryPoints::Host(q) => QueryLens { h: q.h.len(), l: q.l.len(), a: q.a.len(), b: q.b_g1.len() },
+            QueryPoints::Host(q) => QueryLens { h: q.h.len(), l: q.l.len(), a: q.a.len(), b_g1: q.b_g1.len(), b_g2: q.b_g2.len() },
             QueryPoints::File(f) => {
                 let s = &f.layout;
-                QueryLens { h: s.h.count, l: s.l.count, a: s.a.count, b: s.b_g1.count }
+                QueryLens { h: s.h.count, l: s.l.count, a: s.a.count, b_g1: s.b_g1.count, b_g2: s.b_g2.count }
             }
         }
     }
@@ -189,7 +189,7 @@ impl ParameterSet {
     /// Bytes of the query points wherever they are (what a device holds of them).
     pub fn points_bytes(&self) -> usize {
         let n = self.lens();
-        (n.h + n.l + n.a + n.b) * std::mem::size_of::<G1Affine>() + n.b * std::mem::size_of::<G2Affine>()
+        (n.h + n.l + n.a + n.b_g1) * std::mem::size_of::<G1Affine>() + n.b_g2 * std::mem::size_of::<G2Affine>()
     }
 
     /// Checks every query length against what `c` needs.
@@ -201,7 +201,8 @@ impl ParameterSet {
             ("H", n.h, c.domain_size() - 1),
             ("L", n.l, c.num_aux()),
             ("A", n.a, c.num_inputs() + c.a_aux_density.count()),
-            ("B", n.b, b_count),
+            ("B_G1", n.b_g1, b_count),
+            ("B_G2", n.b_g2, b_count),
         ];
         for (query, params, circuit) in checks {
             if params != circuit {
@@ -209,5 +210,26 @@ impl ParameterSet {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generator::timing_parameters;
+    use crate::NoProgress;
+    use rand::SeedableRng;
+
+    #[test]
+    fn a_b_g2_query_shorter_than_b_g1_is_a_shape_mismatch() {
+        let shape = crate::synthetic::SyntheticShape::for_domain(8);
+        let c = crate::synthesize(shape.circuit(1)).unwrap();
+        let p = timing_parameters(&c, &mut rand_chacha::ChaCha20Rng::seed_from_u64(5), &NoProgress);
+        p.check_shape(&c).unwrap();
+        let (vk, points) = p.into_parts();
+        let super::QueryPoints::Host(mut q) = points else { panic!("timing parameters are in host memory") };
+        q.b_g2.pop();
+        let short = super::ParameterSet::new(vk, q.h, q.l, q.a, q.b_g1, q.b_g2);
+        let e = short.check_shape(&c).unwrap_err();
+        assert_eq!(e.query, "B_G2", "{e}");
     }
 }

@@ -16,7 +16,7 @@ use group::Curve;
 use crate::backend::{prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
-use crate::params::ParameterSet;
+use crate::params::{HostQueries, ParameterSet};
 use crate::proof::Proof;
 use crate::synthesis::SynthesizedCircuit;
 
@@ -58,10 +58,12 @@ impl ProvingBackend for CpuBackend {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError> {
+        // Once, before any work: a set whose points are still in their file is refused.
+        let q = params.host().map_err(|e| ProveError::Backend(e.to_string()))?;
         prove_each(params, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
             let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-            prove_one(params, &domain, c, rs, t)
+            prove_one(params, q, &domain, c, rs, t)
         })
     }
 }
@@ -77,13 +79,13 @@ fn b_query<A: MsmAffine>(bases: &[A], c: &SynthesizedCircuit) -> A::Projective {
 
 fn prove_one(
     p: &ParameterSet,
+    q: &HostQueries,
     domain: &Domain,
     c: &mut SynthesizedCircuit,
     rs: &ProofRandomness,
     t: &mut StageTimings,
 ) -> Result<Proof, ProveError> {
     let n = domain.size();
-    let q = p.host().map_err(|e| ProveError::Backend(e.to_string()))?;
     c.mark_consumed();
     for v in [&mut c.a, &mut c.b, &mut c.c] {
         v.resize(n).map_err(|_| ProveError::Buffer(format!("needs {n} elements, has {}", v.capacity())))?;

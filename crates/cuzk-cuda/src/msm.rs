@@ -648,16 +648,34 @@ impl GpuMsm {
         let start = s.record_event(timing)?;
         let mut events = Vec::with_capacity(4);
         let mut affine = Vec::new();
-        let at = bases.at(s);
         let mut results = Vec::with_capacity(2);
-        if let (Some(sc), Some(idx)) = (&split.sig_scalars, &split.sig_index) {
-            results.push(self.enqueue_pippenger(at, &sc.as_view(), sc.len(), Some(&idx.as_view()), &mut events, &mut affine)?);
-        }
-        if let Some(d) = &split.ones {
-            results.push(self.enqueue_sum_indexed(at, &d.as_view())?);
-        }
+        let (sig, ones) = (0..split.sig_index.as_ref().map_or(0, |v| v.len()), 0..split.ones.as_ref().map_or(0, |v| v.len()));
+        self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut events, &mut affine)?;
         let end = s.record_event(timing)?;
         Ok(PendingMsm { results, t0: None, start, events, affine, end, bases_up: 0 })
+    }
+
+    /// Enqueues the significant entries `sig` and the ones `ones` (ranges of the lists)
+    /// of a split MSM over `at`, pushing their partial sums; empty ranges enqueue nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn enqueue_split_part<G: MsmGroup>(
+        &self,
+        at: BasesAt<G>,
+        split: &DeviceSplit,
+        sig: std::ops::Range<usize>,
+        ones: std::ops::Range<usize>,
+        results: &mut Vec<CudaSlice<G::DeviceXyzz>>,
+        events: &mut Vec<CudaEvent>,
+        affine: &mut Vec<(CudaEvent, CudaEvent)>,
+    ) -> Result<(), GpuError> {
+        if let (Some(sc), Some(idx), false) = (&split.sig_scalars, &split.sig_index, sig.is_empty()) {
+            let (sc, idx) = (sc.slice(sig.clone()), idx.slice(sig.clone()));
+            results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), events, affine)?);
+        }
+        if let (Some(d), false) = (&split.ones, ones.is_empty()) {
+            results.push(self.enqueue_sum_indexed(at, &d.slice(ones))?);
+        }
+        Ok(())
     }
 
     /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on

@@ -70,9 +70,7 @@ pub fn load_queries(gpu: &Gpu, file: &FileQueries, progress: &dyn Progress) -> R
 /// [`load_queries`] through staging buffers of `staging_bytes` each, a multiple of 192
 /// (whole G1 and G2 points): tests use small ones to cross many chunk boundaries.
 pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<DeviceQueries, LoadError> {
-    if staging_bytes == 0 || staging_bytes % 192 != 0 {
-        return Err(GpuError::Invalid(format!("staging buffers of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
-    }
+    check_staging(staging_bytes)?;
     let (path, f) = (file.path.as_path(), open_unchanged(file)?);
     let layout = &file.layout;
     let stream = gpu.ctx.new_stream()?;
@@ -115,6 +113,14 @@ fn settled<T>(stream: &CudaStream, r: Result<T, LoadError>, path: &Path, total: 
         "{what}"
     );
     Ok(loaded)
+}
+
+/// Staging buffers must hold whole G1 and G2 points: a positive multiple of 192 bytes.
+fn check_staging(bytes: usize) -> Result<(), LoadError> {
+    if bytes == 0 || bytes % 192 != 0 {
+        return Err(GpuError::Invalid(format!("staging buffers of {bytes} bytes: a positive multiple of 192 is needed")).into());
+    }
+    Ok(())
 }
 
 /// Opens the set's file, checking that it still has the length its header was read at.
@@ -182,9 +188,7 @@ fn check_decoded<G: MsmGroup>(stream: &Arc<CudaStream>, first_bad: &CudaSlice<u3
 /// query's raw bytes are read into its pinned buffer, then go up through one device
 /// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
 pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
-    if staging_bytes == 0 || staging_bytes % 192 != 0 {
-        return Err(GpuError::Invalid(format!("a staging buffer of {staging_bytes} bytes: a positive multiple of 192 is needed")).into());
-    }
+    check_staging(staging_bytes)?;
     let (path, f) = (file.path.as_path(), open_unchanged(file)?);
     let layout = &file.layout;
     let stream = gpu.ctx.new_stream()?;

@@ -30,7 +30,7 @@ use cuzk_groth16::params::{ParameterSetId, QueryPoints};
 use cuzk_groth16::{NoProgress, Progress};
 
 use crate::params_file::{load_queries, load_queries_to_host, DeviceQueries, STAGING_BYTES};
-use crate::streamed::{shared, BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
+use crate::streamed::{check_chunk_bytes, shared, BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
@@ -62,6 +62,9 @@ impl LoadedPoints {
     }
 }
 
+/// A set's placement: the chunk buffers' size when streamed (None: resident), and why.
+type Placement = (Option<usize>, String);
+
 /// Where a backend keeps parameter sets' points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointsPlacement {
@@ -87,6 +90,8 @@ pub struct CudaBackend {
     msm: GpuMsm,
     /// Points per parameter set, loaded on first use.
     resident: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
+    /// Each set's placement, decided once (see `placement_of`).
+    decided: Mutex<HashMap<ParameterSetId, Placement>>,
     /// Held while a set loads (one at a time, each placed knowing the ones before),
     /// not the map's lock: proofs with loaded sets go on meanwhile.
     loading: Mutex<()>,
@@ -114,6 +119,7 @@ impl CudaBackend {
             msm: GpuMsm::new(gpu.clone()),
             gpu,
             resident: Mutex::new(HashMap::new()),
+            decided: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             placement: PointsPlacement::Auto,
             chunks: Mutex::new(None),
@@ -124,12 +130,7 @@ impl CudaBackend {
     /// The same backend keeping points as `placement` says.
     pub fn with_placement(self, placement: PointsPlacement) -> Result<Self, ProveError> {
         if let PointsPlacement::Streamed { chunk_bytes } = placement {
-            if chunk_bytes % 192 != 0 || chunk_bytes < crate::streamed::MIN_CHUNK_BYTES {
-                return Err(ProveError::Backend(format!(
-                    "chunk buffers of {chunk_bytes} bytes: a multiple of 192 and at least {} are needed",
-                    crate::streamed::MIN_CHUNK_BYTES
-                )));
-            }
+            check_chunk_bytes(chunk_bytes).map_err(|e| backend_error("streamed placement", e))?;
         }
         Ok(CudaBackend { placement, ..self })
     }
@@ -142,9 +143,30 @@ impl CudaBackend {
         }
     }
 
+    /// Where a set's points go: decided once per set (what `host_bytes_for` tells the
+    /// engine is then what `resident` does), forgotten when the set is released.
+    fn placement_of(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
+        let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("placement map poisoned".into()))?;
+        if let Some(d) = decided.get(&p.id()) {
+            return Ok(d.clone());
+        }
+        let d = self.placement_for(p)?;
+        decided.insert(p.id(), d.clone());
+        Ok(d)
+    }
+
+    /// The chunk buffers, made if there are none (one size per backend, its placement's).
+    fn chunk_buffers(&self) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
+        let mut chunks = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+        if chunks.is_none() {
+            *chunks = Some(BaseChunks::new(&self.gpu, self.chunk_bytes())?);
+        }
+        Ok(chunks)
+    }
+
     /// Streamed (the chunk buffers' size) or resident, for a set not loaded yet; with
     /// the reason, for the log.
-    fn placement_for(&self, p: &ParameterSet) -> Result<(Option<usize>, String), ProveError> {
+    fn placement_for(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
         let (points, n) = (p.points_bytes(), p.domain_size().next_power_of_two());
         let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
         let gb = |b: usize| b as f64 / 1e9;
@@ -189,7 +211,7 @@ impl CudaBackend {
             return Ok(r);
         }
         let n = p.lens();
-        let (streamed, why) = self.placement_for(p)?;
+        let (streamed, why) = self.placement_of(p)?;
         let start = Instant::now();
         let mut from = if matches!(p.points(), QueryPoints::File(_)) { "file, decoded on the GPU" } else { "host memory" };
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
@@ -217,12 +239,9 @@ impl CudaBackend {
                 }
             })
         })?;
-        if let Some(chunk_bytes) = streamed {
-            // One size per backend (its placement's), so buffers made once serve every set.
-            let mut chunks = self.chunks.lock().map_err(|_| ProveError::Backend("chunk buffers poisoned".into()))?;
-            if chunks.is_none() {
-                *chunks = Some(BaseChunks::new(&self.gpu, chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
-            }
+        if streamed.is_some() {
+            // Made now, so that a shortage shows at load rather than in a proof.
+            drop(self.chunk_buffers().map_err(|e| backend_error("allocating the chunk buffers", e))?);
         }
         tracing::info!(
             backend = %self.name(),
@@ -306,7 +325,7 @@ impl ProvingBackend for CudaBackend {
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
         let loaded = self.resident.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed(_))));
         // A set that cannot be placed at all fails to load with that error; it holds nothing.
-        let streamed = loaded.unwrap_or_else(|| matches!(self.placement_for(params), Ok((Some(_), _))));
+        let streamed = loaded.unwrap_or_else(|| matches!(self.placement_of(params), Ok((Some(_), _))));
         if streamed {
             params.points_bytes() as u64
         } else {
@@ -326,6 +345,9 @@ impl ProvingBackend for CudaBackend {
         };
         if removed {
             tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
+        }
+        if let Ok(mut decided) = self.decided.lock() {
+            decided.remove(&id);
         }
         // No streamed set left: the chunk buffers go too (their drop waits for the
         // kernels that read them last).
@@ -466,12 +488,9 @@ impl CudaBackend {
                 },
                 LoadedPoints::Streamed(q) => {
                     // Held with the device: only the compute region uses the buffers.
-                    let mut guard = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
                     // Made at load; again here if a release of the last other streamed
                     // set freed them meanwhile.
-                    if guard.is_none() {
-                        *guard = Some(BaseChunks::new(&self.gpu, self.chunk_bytes())?);
-                    }
+                    let mut guard = self.chunk_buffers()?;
                     let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
                     PendingMsms {
                         h: msm.enqueue_device_streamed(&q.h, &h, chunks)?,

@@ -157,6 +157,15 @@ pub const DEFAULT_CHUNK_BYTES: usize = 192 << 23;
 /// checkpoints, LIST_CHUNK values apart, so a chunk must hold that many G2 points.
 pub const MIN_CHUNK_BYTES: usize = LIST_CHUNK * 192;
 
+/// Chunk buffers must hold whole G1 and G2 points (a multiple of 192 bytes), at least
+/// [`MIN_CHUNK_BYTES`].
+pub fn check_chunk_bytes(bytes: usize) -> Result<(), GpuError> {
+    if bytes % 192 != 0 || bytes < MIN_CHUNK_BYTES {
+        return Err(GpuError::Invalid(format!("chunk buffers of {bytes} bytes: a multiple of 192 and at least {MIN_CHUNK_BYTES} are needed")));
+    }
+    Ok(())
+}
+
 /// Two device buffers that chunks of bases are copied into in turn, on their own
 /// stream: one per backend, reused by every MSM (no allocation per partition).
 pub struct BaseChunks {
@@ -172,11 +181,7 @@ impl BaseChunks {
     /// Two buffers of `bytes` each: a multiple of 192 (whole G1 and G2 points), at least
     /// [`MIN_CHUNK_BYTES`].
     pub fn new(gpu: &Gpu, bytes: usize) -> Result<Self, GpuError> {
-        if bytes % 192 != 0 || bytes < MIN_CHUNK_BYTES {
-            return Err(GpuError::Invalid(format!(
-                "chunk buffers of {bytes} bytes: a multiple of 192 and at least {MIN_CHUNK_BYTES} are needed"
-            )));
-        }
+        check_chunk_bytes(bytes)?;
         let stream = gpu.ctx.new_stream()?;
         // SAFETY: a buffer is read only by kernels ordered after the copy that fills
         // the part they read.
@@ -364,17 +369,7 @@ impl GpuMsm {
         for (from, to) in chunk_runs(&split.checkpoints, chunks.points_per_chunk::<G>())? {
             let range = |k: usize| from[k] as usize..to[k] as usize;
             let (slot, at) = chunks.load(&self.gpu, bases, range(0), true)?;
-            if let (Some(sc), Some(idx), sig) = (&split.sig_scalars, &split.sig_index, range(2)) {
-                if !sig.is_empty() {
-                    let (sc, idx) = (sc.slice(sig.clone()), idx.slice(sig.clone()));
-                    m.results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), &mut m.events, &mut m.affine)?);
-                }
-            }
-            if let (Some(ones), o) = (&split.ones, range(1)) {
-                if !o.is_empty() {
-                    m.results.push(self.enqueue_sum_indexed(at, &ones.slice(o))?);
-                }
-            }
+            self.enqueue_split_part(at, split, range(2), range(1), &mut m.results, &mut m.events, &mut m.affine)?;
             chunks.release(&self.gpu, slot)?;
             m.bases_up += (range(0).len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
         }

@@ -323,6 +323,11 @@ fn back_to_back(
     );
     print_device(&d, count);
     let hidden = hidden.into_inner().unwrap_or_else(|e| e.into_inner());
+    if pvk.is_some() {
+        println!("  all {count} back-to-back proofs verified");
+    } else {
+        println!("  {count} back-to-back proofs timed, none verified (timing parameters)");
+    }
     println!(
         "  overlapped with the other thread's compute, medians: prepare {:.3} s, upload {:.3} s",
         median(hidden.iter().map(|h| h.0).collect()).as_secs_f64(),

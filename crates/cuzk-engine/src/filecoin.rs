@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest, SnapRequest};
-use cuzk_groth16::format::{read_params_domain_size, read_params_layout, read_params_with, PointCheck};
+use cuzk_groth16::format::{read_params_domain_size, read_params_placed, PointCheck};
+use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
 
@@ -165,13 +166,13 @@ impl KindHandler for FilecoinKind {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
         }
         let t = std::time::Instant::now();
-        let p = if points_in_file { read_params_layout(&path) } else { read_params_with(&path, PointCheck::OnCurve, &NoProgress) }
+        let p = read_params_placed(&path, PointCheck::OnCurve, points_in_file, &NoProgress)
             .map_err(|e| EngineError::Internal(format!("reading parameters of {circuit} from {}: {e}", path.display())))?;
         tracing::info!(
             circuit_id,
             path = %path.display(),
             secs = t.elapsed().as_secs_f64(),
-            points = if points_in_file { "left in the file for the GPUs" } else { "decoded in host memory" },
+            points = if matches!(p.points(), QueryPoints::File(_)) { "left in the file for the GPUs" } else { "decoded in host memory" },
             "parameters loaded"
         );
         Ok(p)

@@ -92,6 +92,6 @@ pub trait KindHandler: Send + Sync {
     fn owns_circuit(&self, circuit_id: &str) -> bool;
     /// Loads (or makes) the parameter set `circuit_id`. With `points_in_file` every
     /// backend reads the query points from the file itself: a handler that reads a file
-    /// may then leave them there ([`cuzk_groth16::format::read_params_layout`]).
+    /// may then leave them there ([`cuzk_groth16::format::read_params_placed`]).
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError>;
 }

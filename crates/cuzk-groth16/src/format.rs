@@ -115,11 +115,6 @@ impl<'a> Cursor<'a> {
         decode_points(bytes, section, start, self.check, self.progress)
     }
 
-    /// The points of a section found by [`ParamsLayout::parse`] on the same data.
-    fn section<P: FilePoint>(&self, s: &Section) -> Result<Vec<P>, FormatError> {
-        section_prefix(self.data, s, s.count, self.check, self.progress)
-    }
-
     fn counted<P: FilePoint>(&mut self, section: &'static str) -> Result<Vec<P>, FormatError> {
         let n = self.count(section)?;
         self.points(section, n)
@@ -275,11 +270,12 @@ impl Section {
     }
 }
 
-/// A `.params` file's verifying key and where its five queries lie, with every count
-/// checked against the file's length and against each other.
+/// Where a `.params` file's five queries lie, with every count checked against the
+/// file's length, against each other and against the verifying key's inputs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamsLayout {
-    pub vk: VerifyingKey,
+    /// Public inputs, the constant one included (the verifying key's IC length).
+    pub inputs: usize,
     pub h: Section,
     pub l: Section,
     pub a: Section,
@@ -299,8 +295,8 @@ impl ParamsLayout {
         self.h.count + 1
     }
 
-    /// Parses the header and the counts; the query points are skipped, not decoded.
-    pub fn parse(data: &[u8], check: PointCheck) -> Result<Self, FormatError> {
+    /// Parses the verifying key and the counts; the query points are skipped, not decoded.
+    pub fn parse(data: &[u8], check: PointCheck) -> Result<(VerifyingKey, Self), FormatError> {
         let mut c = Cursor { data, pos: 0, check, progress: &NoProgress };
         let vk = read_vk_from(&mut c)?;
         let mut section = |name, point_bytes: usize| -> Result<Section, FormatError> {
@@ -312,9 +308,9 @@ impl ParamsLayout {
         let (h, l, a) = (section("h", G1_BYTES)?, section("l", G1_BYTES)?, section("a", G1_BYTES)?);
         let (b_g1, b_g2) = (section("b_g1", G1_BYTES)?, section("b_g2", G2_BYTES)?);
         c.finish()?;
-        let layout = ParamsLayout { vk, h, l, a, b_g1, b_g2, file_len: data.len() as u64 };
+        let layout = ParamsLayout { inputs: vk.ic.len(), h, l, a, b_g1, b_g2, file_len: data.len() as u64 };
         layout.check_counts()?;
-        Ok(layout)
+        Ok((vk, layout))
     }
 
     fn check_counts(&self) -> Result<(), FormatError> {
@@ -330,11 +326,10 @@ impl ParamsLayout {
                 self.b_g1.count, self.b_g2.count
             )));
         }
-        if self.vk.ic.is_empty() || self.a.count < self.vk.ic.len() {
+        if self.inputs == 0 || self.a.count < self.inputs {
             return Err(FormatError::Inconsistent(format!(
                 "A has {} points, fewer than the {} public inputs (IC)",
-                self.a.count,
-                self.vk.ic.len()
+                self.a.count, self.inputs
             )));
         }
         Ok(())
@@ -347,16 +342,20 @@ pub fn decode_params(data: &[u8], check: PointCheck) -> Result<ParameterSet, For
 }
 
 fn decode_params_with(data: &[u8], check: PointCheck, progress: &dyn Progress) -> Result<ParameterSet, FormatError> {
-    let layout = ParamsLayout::parse(data, check)?;
-    let c = Cursor { data, pos: 0, check, progress };
+    let (vk, layout) = ParamsLayout::parse(data, check)?;
     Ok(ParameterSet::new(
-        layout.vk.clone(),
-        c.section(&layout.h)?,
-        c.section(&layout.l)?,
-        c.section(&layout.a)?,
-        c.section(&layout.b_g1)?,
-        c.section(&layout.b_g2)?,
+        vk,
+        section_points(data, &layout.h, check, progress)?,
+        section_points(data, &layout.l, check, progress)?,
+        section_points(data, &layout.a, check, progress)?,
+        section_points(data, &layout.b_g1, check, progress)?,
+        section_points(data, &layout.b_g2, check, progress)?,
     ))
+}
+
+/// Every point of a section found by [`ParamsLayout::parse`] on the same data.
+fn section_points<P: FilePoint>(data: &[u8], s: &Section, check: PointCheck, progress: &dyn Progress) -> Result<Vec<P>, FormatError> {
+    section_prefix(data, s, s.count, check, progress)
 }
 
 /// Maps a file read-only (errors name the path).
@@ -384,7 +383,7 @@ pub fn read_params_with(path: &Path, check: PointCheck, progress: &dyn Progress)
 /// The evaluation domain size of a `.params` file, from its header alone (the query
 /// points are skipped): sizes buffers before the points load.
 pub fn read_params_domain_size(path: &Path) -> Result<usize, FormatError> {
-    Ok(ParamsLayout::parse(&map_file(path)?, PointCheck::OnCurve)?.domain_size())
+    Ok(ParamsLayout::parse(&map_file(path)?, PointCheck::OnCurve)?.1.domain_size())
 }
 
 /// Reads a `.params` file's verifying key, layout and the public inputs' rows of the A
@@ -393,8 +392,8 @@ pub fn read_params_domain_size(path: &Path) -> Result<usize, FormatError> {
 /// header is read here (milliseconds).
 pub fn read_params_layout(path: &Path) -> Result<ParameterSet, FormatError> {
     let data = map_file(path)?;
-    let layout = ParamsLayout::parse(&data, PointCheck::OnCurve)?;
-    let inputs = layout.vk.ic.len();
+    let (vk, layout) = ParamsLayout::parse(&data, PointCheck::OnCurve)?;
+    let inputs = layout.inputs;
     let b_inputs = inputs.min(layout.b_g1.count);
     let file = FileQueries {
         path: path.to_owned(),
@@ -403,7 +402,24 @@ pub fn read_params_layout(path: &Path) -> Result<ParameterSet, FormatError> {
         b_g2_inputs: section_prefix(&data, &layout.b_g2, b_inputs, PointCheck::OnCurve, &NoProgress)?,
         layout,
     };
-    Ok(ParameterSet::in_file(file))
+    Ok(ParameterSet::in_file(vk, file))
+}
+
+/// Reads a `.params` file for a prover: with `leave_in_file`, the points stay in the
+/// file for a backend that reads them itself ([`read_params_layout`]), unless `check`
+/// asks for the subgroup check, which only the host reader does; else every point is
+/// decoded into host memory ([`read_params_with`]).
+pub fn read_params_placed(
+    path: &Path,
+    check: PointCheck,
+    leave_in_file: bool,
+    progress: &dyn Progress,
+) -> Result<ParameterSet, FormatError> {
+    if leave_in_file && check != PointCheck::Subgroup {
+        read_params_layout(path)
+    } else {
+        read_params_with(path, check, progress)
+    }
 }
 
 /// Reads a `.vk` file (small: read, not mapped).
@@ -552,6 +568,19 @@ mod tests {
             FormatError::InvalidPoint { section: "l", index: 1, reason: "not a point on the curve", offset } if offset as usize == L_AT + 4 + 96
         ));
         assert!(rejected_point::<G1Affine>(&b, &q.layout.l, 0).to_string().contains("accepted by the host"));
+    }
+
+    #[test]
+    fn points_stay_in_the_file_only_when_asked_and_unless_the_subgroup_is_checked() {
+        let p = sample();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.params");
+        save(&p, &path).unwrap();
+        let placed = |leave, check| read_params_placed(&path, check, leave, &NoProgress).unwrap();
+        assert!(matches!(placed(true, PointCheck::OnCurve).points(), QueryPoints::File(_)));
+        for (leave, check) in [(true, PointCheck::Subgroup), (false, PointCheck::OnCurve), (false, PointCheck::Subgroup)] {
+            assert_eq!(placed(leave, check), p, "leave_in_file {leave}, {check:?}: decoded on the host");
+        }
     }
 
     #[test]

@@ -132,8 +132,8 @@ impl ParameterSet {
     }
 
     /// A set whose points stay in their file (see [`crate::format::read_params_layout`]).
-    pub fn in_file(file: FileQueries) -> Self {
-        ParameterSet { id: ParameterSetId::fresh(), vk: file.layout.vk.clone(), points: QueryPoints::File(file) }
+    pub fn in_file(vk: VerifyingKey, file: FileQueries) -> Self {
+        ParameterSet { id: ParameterSetId::fresh(), vk, points: QueryPoints::File(file) }
     }
 
     pub fn id(&self) -> ParameterSetId {

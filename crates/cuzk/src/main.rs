@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use cuzk_groth16::format::{read_params_layout, read_params_with, read_vk, save, PointCheck};
+use cuzk_groth16::format::{read_params_placed, read_vk, save, PointCheck};
 use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
+use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, CpuBackend, ParameterSet, ProofRandomness, ProvingBackend, Scalar, Stage};
 use ff::PrimeField;
@@ -353,17 +354,14 @@ fn prove(
     Ok(())
 }
 
-/// Reads a `.params` file for `backend`. A backend that reads the points from the file
-/// itself (a GPU: decoded there) gets the header from here and loads the points now;
-/// otherwise, or to check the subgroup (which only the host reader does), the points
-/// are decoded in host memory.
+/// Reads a `.params` file for `backend` ([`read_params_placed`]). Points left in the
+/// file (a GPU backend decodes them on its device) are loaded onto the backend now.
 pub fn read_params_for(backend: &dyn ProvingBackend, path: &Path, check: PointCheck, bars: &Bars) -> Result<ParameterSet> {
-    let read = || format!("reading {}", path.display());
-    if !backend.reads_params_from_file() || check == PointCheck::Subgroup {
-        return read_params_with(path, check, bars).with_context(read);
+    let p = read_params_placed(path, check, backend.reads_params_from_file(), bars)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if matches!(p.points(), QueryPoints::File(_)) {
+        backend.load_params(&p, bars).with_context(|| format!("reading {} onto {}", path.display(), backend.name()))?;
     }
-    let p = read_params_layout(path).with_context(read)?;
-    backend.load_params(&p, bars).with_context(|| format!("reading {} onto {}", path.display(), backend.name()))?;
     Ok(p)
 }
 

@@ -26,13 +26,6 @@ __device__ __constant__ const uint32_t B4[12] = {0x000cfff3u, 0xaa270000u, 0xfc3
 
 constexpr uint32_t FLAG_COMPRESSED = 0x80, FLAG_INFINITY = 0x40, FLAG_SORT = 0x20;
 
-__device__ __forceinline__ fp::elem constant(const uint32_t c[12]) {
-    fp::elem e;
-#pragma unroll
-    for (int i = 0; i < 12; i++) e.l[i] = c[i];
-    return e;
-}
-
 // One coordinate from twelve words of big-endian bytes (as loaded, little-endian):
 // limbs least significant first. Not reduced.
 __device__ __forceinline__ fp::elem coordinate(const uint32_t *w) {
@@ -48,24 +41,16 @@ __device__ __forceinline__ bool canonical(const fp::elem &x) {
     return fp::sub_limbs(d, x.l, fp::P) == 1;
 }
 
-__device__ __forceinline__ bool equal(const fp::elem &a, const fp::elem &b) {
-    uint32_t diff = 0;
-#pragma unroll
-    for (int i = 0; i < 12; i++) diff |= a.l[i] ^ b.l[i];
-    return diff == 0;
-}
-__device__ __forceinline__ bool equal(const fp2::elem &a, const fp2::elem &b) { return equal(a.c0, b.c0) && equal(a.c1, b.c1); }
-
 // Into Montgomery form; x must be canonical (fp::mul's bound).
-__device__ __forceinline__ fp::elem to_montgomery(const fp::elem &x) { return fp::mul(x, constant(RR)); }
+__device__ __forceinline__ fp::elem to_montgomery(const fp::elem &x) { return fp::mul(x, fp::from_words(RR)); }
 
-__device__ __forceinline__ fp::elem curve_b(fp::elem) { return constant(B4); }
-__device__ __forceinline__ fp2::elem curve_b(fp2::elem) { return fp2::elem{constant(B4), constant(B4)}; }
+__device__ __forceinline__ fp::elem curve_b(fp::elem) { return fp::from_words(B4); }
+__device__ __forceinline__ fp2::elem curve_b(fp2::elem) { return fp2::elem{fp::from_words(B4), fp::from_words(B4)}; }
 
 template <class F>
 __device__ __forceinline__ bool on_curve(const ec::affine<F> &p) {
     const typename F::elem y2 = F::sqr(p.y), x3 = F::mul(F::sqr(p.x), p.x);
-    return equal(y2, F::add(x3, curve_b(p.x)));
+    return F::equal(y2, F::add(x3, curve_b(p.x)));
 }
 
 // Coordinate c of a G1 point (x, y) or G2 point (x.c1, x.c0, y.c1, y.c0) from its words.

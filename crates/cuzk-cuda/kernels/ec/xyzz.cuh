@@ -29,13 +29,14 @@ struct three {
 };
 
 // The coordinate fields, as template arguments: namespace NS provides elem, zero, one,
-// is_zero, add, sub, mul, sqr and inv; a group of products is separate calls.
+// is_zero, equal, add, sub, mul, sqr and inv; a group of products is separate calls.
 #define EC_COORDINATE_FIELD(NAME, NS)                                                                          \
     struct NAME {                                                                                              \
         typedef NS::elem elem;                                                                                 \
         __device__ __forceinline__ static elem zero() { return NS::zero(); }                                   \
         __device__ __forceinline__ static elem one() { return NS::one(); }                                     \
         __device__ __forceinline__ static bool is_zero(const elem &a) { return NS::is_zero(a); }               \
+        __device__ __forceinline__ static bool equal(const elem &a, const elem &b) { return NS::equal(a, b); } \
         __device__ __forceinline__ static elem add(const elem &a, const elem &b) { return NS::add(a, b); }     \
         __device__ __forceinline__ static elem sub(const elem &a, const elem &b) { return NS::sub(a, b); }     \
         __device__ __forceinline__ static elem mul(const elem &a, const elem &b) { return NS::mul(a, b); }     \

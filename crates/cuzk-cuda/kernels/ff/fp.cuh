@@ -66,14 +66,27 @@ __device__ __forceinline__ elem zero() {
     return o;
 }
 
+// An element from twelve words, least significant first (a constant table).
+__device__ __forceinline__ elem from_words(const uint32_t w[12]) {
+    elem o;
+#pragma unroll
+    for (int i = 0; i < 12; i++) o.l[i] = w[i];
+    return o;
+}
+
 // 1 in Montgomery form: 2^384 mod p.
 __device__ __forceinline__ elem one() {
     const uint32_t r[12] = {0x0002fffdu, 0x76090000u, 0xc40c0002u, 0xebf4000bu, 0x53c758bau, 0x5f489857u,
                             0x70525745u, 0x77ce5853u, 0xa256ec6du, 0x5c071a97u, 0xfa80e493u, 0x15f65ec3u};
-    elem o;
+    return from_words(r);
+}
+
+// Equal limbs (both reduced, or both not: values are kept fully reduced).
+__device__ __forceinline__ bool equal(const elem &a, const elem &b) {
+    uint32_t diff = 0;
 #pragma unroll
-    for (int i = 0; i < 12; i++) o.l[i] = r[i];
-    return o;
+    for (int i = 0; i < 12; i++) diff |= a.l[i] ^ b.l[i];
+    return diff == 0;
 }
 
 __device__ __forceinline__ bool is_zero(const elem &a) {

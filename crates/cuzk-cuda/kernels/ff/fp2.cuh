@@ -12,6 +12,7 @@ struct elem {
 __device__ __forceinline__ elem zero() { return elem{fp::zero(), fp::zero()}; }
 __device__ __forceinline__ elem one() { return elem{fp::one(), fp::zero()}; }
 __device__ __forceinline__ bool is_zero(const elem &a) { return fp::is_zero(a.c0) && fp::is_zero(a.c1); }
+__device__ __forceinline__ bool equal(const elem &a, const elem &b) { return fp::equal(a.c0, b.c0) && fp::equal(a.c1, b.c1); }
 __device__ __forceinline__ elem add(const elem &a, const elem &b) { return elem{fp::add(a.c0, b.c0), fp::add(a.c1, b.c1)}; }
 __device__ __forceinline__ elem sub(const elem &a, const elem &b) { return elem{fp::sub(a.c0, b.c0), fp::sub(a.c1, b.c1)}; }
 

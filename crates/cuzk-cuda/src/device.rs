@@ -152,17 +152,15 @@ impl Kernels {
 /// without it; the tiled scan and per-window scatter are what cut it.)
 fn keep_pool_memory(ctx: &CudaContext) -> Result<(), GpuError> {
     use cudarc::driver::sys;
-    if !ctx.has_async_alloc() {
+    let Some(pool) = default_pool(ctx)? else {
         return Ok(());
-    }
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    };
     let mut threshold: u64 = u64::MAX;
     let mut no: i32 = 0;
-    // SAFETY: `pool` receives the device's default pool handle; the threshold attribute
-    // takes a pointer to a u64, the reuse one to an int, each valid for its call. All
-    // results are checked.
+    // SAFETY: `pool` is the device's default pool; the threshold attribute takes a
+    // pointer to a u64, the reuse one to an int, each valid for its call. All results
+    // are checked.
     unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result()?;
         sys::cuMemPoolSetAttribute(
             pool,
             sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
@@ -180,6 +178,19 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), GpuError> {
         .result()?;
     }
     Ok(())
+}
+
+/// The device's default memory pool, where stream-ordered allocations come from (None
+/// where the device has none: allocations then go straight to the driver).
+fn default_pool(ctx: &CudaContext) -> Result<Option<cudarc::driver::sys::CUmemoryPool>, GpuError> {
+    if !ctx.has_async_alloc() {
+        return Ok(None);
+    }
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    ctx.bind_to_thread()?;
+    // SAFETY: `pool` receives the handle; the result is checked.
+    unsafe { cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result()? };
+    Ok(Some(pool))
 }
 
 /// Names a kernel image (fatbin or cubin of kernels/cuzk.cu) to load instead of the
@@ -240,23 +251,40 @@ impl Gpu {
     /// default pool holds unused (kept, not returned: `keep_pool_memory`).
     pub fn available_memory(&self) -> Result<usize, GpuError> {
         let (free, _) = self.ctx.mem_get_info()?;
-        if !self.ctx.has_async_alloc() {
+        let Some(pool) = default_pool(&self.ctx)? else {
             return Ok(free);
-        }
+        };
         use cudarc::driver::sys;
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
         let (mut reserved, mut used) = (0u64, 0u64);
-        self.ctx.bind_to_thread()?;
-        // SAFETY: `pool` receives the device's default pool handle; both attributes
-        // take a pointer to a u64, valid for its call. Results are checked.
+        // SAFETY: `pool` is the device's default pool; both attributes take a pointer to
+        // a u64, valid for its call. Results are checked.
         unsafe {
-            sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()).result()?;
             sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, (&mut reserved as *mut u64).cast())
                 .result()?;
             sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast())
                 .result()?;
         }
         Ok(free + reserved.saturating_sub(used) as usize)
+    }
+
+    /// `len` values of T in page-locked host memory, portable (pinned for every
+    /// device's context, so one buffer serves all GPUs); write-combined when asked
+    /// (fast to fill and upload, very slow for the CPU to read). An error names the size.
+    ///
+    /// # Safety
+    /// The memory is uninitialised: the caller writes every value before anything
+    /// (the host or a copy) reads it.
+    pub(crate) unsafe fn alloc_pinned<T: cudarc::driver::DeviceRepr>(
+        &self,
+        len: usize,
+        write_combined: bool,
+    ) -> Result<cudarc::driver::PinnedHostSlice<T>, GpuError> {
+        use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
+        let flags = if write_combined { CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_WRITECOMBINED } else { CU_MEMHOSTALLOC_PORTABLE };
+        // SAFETY: forwarded to the caller (see above).
+        unsafe { self.ctx.alloc_pinned_with_flags::<T>(len, flags) }.map_err(|e| {
+            GpuError::Invalid(format!("pinning {:.2} GB of host memory: {e}", (len * std::mem::size_of::<T>()) as f64 / 1e9))
+        })
     }
 
     /// The compute stream (for callers that time with events).

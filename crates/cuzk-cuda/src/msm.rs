@@ -289,6 +289,14 @@ pub fn window_bits<G: MsmGroup>(n: usize) -> u32 {
     }
 }
 
+/// A query's bases are indexed by 32-bit signed values in the kernels: fewer than 2^31.
+pub(crate) fn check_base_count(n: usize) -> Result<(), GpuError> {
+    if n >= 1 << 31 {
+        return Err(GpuError::Invalid(format!("{n} bases: at most 2^31 − 1 are supported")));
+    }
+    Ok(())
+}
+
 /// Signed-digit windows for c-bit digits over scalars below r < 2^255.
 fn windows(c: u32) -> u32 {
     255 / c + 1
@@ -387,10 +395,7 @@ pub struct PendingMsm<G: MsmGroup> {
     /// Before the call's own upload of host scalars, if it made one.
     t0: Option<CudaEvent>,
     start: CudaEvent,
-    /// After the digits, sorting, accumulation and reduction (Pippenger only).
-    events: Vec<CudaEvent>,
-    /// Around each group's batch-affine rounds.
-    affine: Vec<(CudaEvent, CudaEvent)>,
+    phases: PhaseEvents,
     end: CudaEvent,
     /// Bytes of bases streamed up for this MSM (0 for resident bases).
     bases_up: u64,
@@ -401,12 +406,11 @@ impl<G: MsmGroup> PendingMsm<G> {
     pub(crate) fn enqueued(
         results: Vec<CudaSlice<G::DeviceXyzz>>,
         start: CudaEvent,
-        events: Vec<CudaEvent>,
-        affine: Vec<(CudaEvent, CudaEvent)>,
+        phases: PhaseEvents,
         end: CudaEvent,
         bases_up: u64,
     ) -> Self {
-        PendingMsm { results, t0: None, start, events, affine, end, bases_up }
+        PendingMsm { results, t0: None, start, phases, end, bases_up }
     }
 
     /// Events on the compute stream before the MSM's first kernel and after its last.
@@ -437,20 +441,48 @@ impl<G: MsmGroup> PendingMsm<G> {
             timings.upload_ms = t0.elapsed_ms(&self.start)?;
             timings.total_ms += timings.upload_ms;
         }
-        // The phases are told apart for one Pippenger run (not for streamed chunks).
-        if let [t1, t2, t3, t4] = &self.events[..] {
+        // The phases are told apart for one timed Pippenger run (a batch addition alone
+        // is all batch addition; streamed chunks are not told apart).
+        let p = &self.phases;
+        if let [t1, t2, t3, t4] = &p.marks[..] {
             timings.digits_ms = self.start.elapsed_ms(t1)?;
             timings.sort_ms = self.start.elapsed_ms(t2)?;
             timings.accumulate_ms = t2.elapsed_ms(t3)?;
             timings.reduce_ms = t3.elapsed_ms(t4)?;
-            for (a, b) in &self.affine {
+            for (a, b) in &p.affine {
                 timings.affine_ms += a.elapsed_ms(b)?;
             }
             timings.batch_add_ms = t4.elapsed_ms(&self.end)?;
-        } else if self.events.is_empty() {
+        } else if p.timed && p.marks.is_empty() {
             timings.batch_add_ms = self.start.elapsed_ms(&self.end)?;
         }
         Ok((total, timings))
+    }
+}
+
+/// The phase events of a Pippenger run on the compute stream: after the digits, the
+/// sort, the accumulation and the reduction, and around each group's batch-affine
+/// rounds. Recorded only when timed: a streamed MSM's many chunk runs record none.
+pub(crate) struct PhaseEvents {
+    timed: bool,
+    marks: Vec<CudaEvent>,
+    affine: Vec<(CudaEvent, CudaEvent)>,
+}
+
+impl PhaseEvents {
+    pub(crate) fn new(timed: bool) -> Self {
+        PhaseEvents { timed, marks: Vec::new(), affine: Vec::new() }
+    }
+
+    /// An event now on `s`, if timed.
+    fn event(&self, s: &CudaStream) -> Result<Option<CudaEvent>, GpuError> {
+        Ok(if self.timed { Some(s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?) } else { None })
+    }
+
+    fn mark(&mut self, s: &CudaStream) -> Result<(), GpuError> {
+        let e = self.event(s)?;
+        self.marks.extend(e);
+        Ok(())
     }
 }
 
@@ -531,12 +563,7 @@ impl GpuMsm {
 
     /// Uploads bases once; they stay on the device for every later MSM.
     pub fn upload_bases<G: MsmGroup>(&self, bases: &[G::Affine]) -> Result<DeviceBases<G>, GpuError> {
-        if bases.len() >= 1 << 31 {
-            return Err(GpuError::Invalid(format!(
-                "{} bases: at most 2^31 − 1 are supported",
-                bases.len()
-            )));
-        }
+        check_base_count(bases.len())?;
         let s = &self.gpu.stream;
         let points = s.clone_htod(G::as_device(bases))?;
         s.synchronize()?;
@@ -646,18 +673,16 @@ impl GpuMsm {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
-        let mut events = Vec::with_capacity(4);
-        let mut affine = Vec::new();
+        let mut phases = PhaseEvents::new(true);
         let mut results = Vec::with_capacity(2);
         let (sig, ones) = (0..split.sig_index.as_ref().map_or(0, |v| v.len()), 0..split.ones.as_ref().map_or(0, |v| v.len()));
-        self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut events, &mut affine)?;
+        self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut phases)?;
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { results, t0: None, start, events, affine, end, bases_up: 0 })
+        Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
     }
 
     /// Enqueues the significant entries `sig` and the ones `ones` (ranges of the lists)
     /// of a split MSM over `at`, pushing their partial sums; empty ranges enqueue nothing.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn enqueue_split_part<G: MsmGroup>(
         &self,
         at: BasesAt<G>,
@@ -665,12 +690,11 @@ impl GpuMsm {
         sig: std::ops::Range<usize>,
         ones: std::ops::Range<usize>,
         results: &mut Vec<CudaSlice<G::DeviceXyzz>>,
-        events: &mut Vec<CudaEvent>,
-        affine: &mut Vec<(CudaEvent, CudaEvent)>,
+        phases: &mut PhaseEvents,
     ) -> Result<(), GpuError> {
         if let (Some(sc), Some(idx), false) = (&split.sig_scalars, &split.sig_index, sig.is_empty()) {
             let (sc, idx) = (sc.slice(sig.clone()), idx.slice(sig.clone()));
-            results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), events, affine)?);
+            results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), phases)?);
         }
         if let (Some(d), false) = (&split.ones, ones.is_empty()) {
             results.push(self.enqueue_sum_indexed(at, &d.slice(ones))?);
@@ -695,18 +719,17 @@ impl GpuMsm {
         let s = &self.gpu.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = s.record_event(timing)?;
-        let mut events = Vec::with_capacity(4);
-        let mut affine = Vec::new();
+        let mut phases = PhaseEvents::new(true);
         let mut results = Vec::with_capacity(1);
         if n > 0 {
-            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut events, &mut affine)?);
+            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut phases)?);
         }
         let end = s.record_event(timing)?;
-        Ok(PendingMsm { results, t0: None, start, events, affine, end, bases_up: 0 })
+        Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
     }
 
-    /// Enqueues Pippenger over n scalars already on the device; pushes an event after the digits,
-    /// sorting, accumulation and reduction; returns the one-point result buffer.
+    /// Enqueues Pippenger over n scalars already on the device, marking its phases in
+    /// `phases`; returns the one-point result buffer.
     /// Scalar i multiplies base `base_index[i]`, or without an index base i (i < bases.end).
     /// Every index must lie in bases.first..bases.end: upload_split checks lists from
     /// the host; device-built lists hold indices below the query's length by
@@ -718,10 +741,8 @@ impl GpuMsm {
         d_scalars: &CudaView<'_, DeviceFr>,
         n: usize,
         base_index: Option<&CudaView<'_, u32>>,
-        events: &mut Vec<cudarc::driver::CudaEvent>,
-        affine_spans: &mut Vec<(CudaEvent, CudaEvent)>,
+        phases: &mut PhaseEvents,
     ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let (s, k, ck) = (&self.gpu.stream, &self.gpu.k, G::kernels(&self.gpu));
         let c = self.window_bits_for::<G>(n);
         let w = windows(c);
@@ -768,7 +789,7 @@ impl GpuMsm {
         // windows·2^(c−1) entries and every (window, bucket) index is below that; digits
         // holds windows·n entries.
         unsafe { b.launch(blocks(n as u64, 256))? };
-        events.push(s.record_event(timing)?);
+        phases.mark(s)?;
         let tiles = len.div_ceil(SCAN_TILE);
         let mut tile_sums = s.alloc_zeros::<u32>(tiles as usize)?;
         let mut tile_offsets = s.alloc_zeros::<u32>(tiles as usize + 1)?;
@@ -815,7 +836,7 @@ impl GpuMsm {
             // by the caller.
             unsafe { b.launch(blocks(n as u64, 256))? };
         }
-        events.push(s.record_event(timing)?);
+        phases.mark(s)?;
 
         let rounds = self.affine_rounds_for::<G>(n);
         if rounds == 0 {
@@ -828,7 +849,7 @@ impl GpuMsm {
                 &mut bucket_sums.slice_mut(..),
             )?;
         } else {
-            let affine = self.enqueue_affine_accumulate::<G>(
+            self.enqueue_affine_accumulate::<G>(
                 bases,
                 &sorted,
                 &offsets,
@@ -837,10 +858,10 @@ impl GpuMsm {
                 buckets_per_window,
                 rounds,
                 &mut bucket_sums,
+                phases,
             )?;
-            affine_spans.extend(affine);
         }
-        events.push(s.record_event(timing)?);
+        phases.mark(s)?;
 
         let log_m0 = m0.trailing_zeros();
         let mut b = s.launch_builder(&ck.bucket_segments);
@@ -872,7 +893,7 @@ impl GpuMsm {
         b.arg(window_sum).arg(&w).arg(&c).arg(&mut result);
         // SAFETY: matches `msm_combine_windows(const xyzz*, u32, u32, xyzz*)`; one thread.
         unsafe { b.launch(blocks(1, 32))? };
-        events.push(s.record_event(timing)?);
+        phases.mark(s)?;
         Ok(result)
     }
 
@@ -931,7 +952,7 @@ impl GpuMsm {
     /// Enqueues the bucket sums through batch-affine rounds, a group of windows at a
     /// time (as many as hold G::AFFINE_GROUP_ENTRIES entries, at least one: the
     /// rounds' scratch is about 100 (G1) or 200 (G2) bytes per entry of a group), then
-    /// the XYZZ accumulation of what the rounds leave. Returns the rounds' event spans.
+    /// the XYZZ accumulation of what the rounds leave. The rounds' spans go to `phases`.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_affine_accumulate<G: MsmGroup>(
         &self,
@@ -943,9 +964,9 @@ impl GpuMsm {
         buckets_per_window: u32,
         rounds: u32,
         bucket_sums: &mut CudaSlice<G::DeviceXyzz>,
-    ) -> Result<Vec<(CudaEvent, CudaEvent)>, GpuError> {
+        phases: &mut PhaseEvents,
+    ) -> Result<(), GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let group = self
             .affine_group_windows
             .unwrap_or((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32)
@@ -988,12 +1009,11 @@ impl GpuMsm {
             )
         };
         let unindexed = s.alloc_zeros::<u32>(1)?;
-        let mut spans = Vec::new();
         for first in (0..windows).step_by(group as usize) {
             let gw = group.min(windows - first);
             let nb = gw * buckets_per_window;
             let g0 = (first * buckets_per_window) as usize;
-            let start = s.record_event(timing)?;
+            let start = phases.event(s)?;
             for r in 0..rounds as usize {
                 let threads = if r == 0 { n * gw as u64 } else { caps[r] }.div_ceil(AFFINE_SPAN as u64) as u32;
                 let [o0, o1] = &mut outs;
@@ -1036,8 +1056,9 @@ impl GpuMsm {
                 // max_threads; prefix read only at the slots the prefix kernel stored.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
             }
-            let end = s.record_event(timing)?;
-            spans.push((start, end));
+            if let (Some(start), Some(end)) = (start, phases.event(s)?) {
+                phases.affine.push((start, end));
+            }
             let last = (rounds as usize - 1) % 2;
             let mut sums = bucket_sums.slice_mut(g0..g0 + nb as usize);
             self.enqueue_accumulate::<G>(
@@ -1049,7 +1070,7 @@ impl GpuMsm {
                 &mut sums,
             )?;
         }
-        Ok(spans)
+        Ok(())
     }
 
     /// Enqueues Σ bases[idx[j]] (the batch addition of a split MSM's ones): per-thread

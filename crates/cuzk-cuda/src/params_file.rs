@@ -22,7 +22,7 @@ use cuzk_groth16::Progress;
 use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
-use crate::msm::{DeviceBases, MsmGroup, G1, G2};
+use crate::msm::{check_base_count, DeviceBases, MsmGroup, G1, G2};
 use crate::streamed::{HostBases, StreamedQueries};
 
 #[derive(Debug, thiserror::Error)]
@@ -46,20 +46,19 @@ pub const STAGING_BYTES: usize = 192 << 20;
 /// Bytes per read call: the reads of one chunk run in parallel.
 const READ_BYTES: usize = 4 << 20;
 
-/// A pinned buffer a chunk is read into, and the event after its last copy out.
-struct Staging {
-    buf: PinnedHostSlice<u64>,
-    copied: Option<CudaEvent>,
+/// A parameter set's five queries as one placement holds them: the G1 queries as `B1`,
+/// B_G2 as `B2` (on the device: [`DeviceQueries`]; in pinned host memory:
+/// crate::streamed::StreamedQueries).
+pub struct Queries<B1, B2> {
+    pub h: B1,
+    pub l: B1,
+    pub a: B1,
+    pub b_g1: B1,
+    pub b_g2: B2,
 }
 
 /// The five queries of a parameter set on the device.
-pub struct DeviceQueries {
-    pub h: DeviceBases<G1>,
-    pub l: DeviceBases<G1>,
-    pub a: DeviceBases<G1>,
-    pub b_g1: DeviceBases<G1>,
-    pub b_g2: DeviceBases<G2>,
-}
+pub type DeviceQueries = Queries<DeviceBases<G1>, DeviceBases<G2>>;
 
 /// Reads the queries of `file` onto `gpu`, checking every point as the host reader does
 /// (on the curve; the subgroup is not checked). `progress` counts bytes.
@@ -70,32 +69,72 @@ pub fn load_queries(gpu: &Gpu, file: &FileQueries, progress: &dyn Progress) -> R
 /// [`load_queries`] through staging buffers of `staging_bytes` each, a multiple of 192
 /// (whole G1 and G2 points): tests use small ones to cross many chunk boundaries.
 pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<DeviceQueries, LoadError> {
+    let what = ("points onto the GPU (bytes)", "query points read onto the GPU and decoded there");
+    load_sections(gpu, file, staging_bytes, progress, what, |stream, f| {
+        let mut staging = Vec::with_capacity(2);
+        for _ in 0..2 {
+            // SAFETY: the buffer is only read (by copies) after a chunk has been read
+            // into the part that is copied.
+            let buf = unsafe { gpu.alloc_pinned::<u64>(staging_bytes / 8, false)? };
+            staging.push(Staging { buf, copied: None });
+        }
+        Ok(OntoDevice { gpu, stream, file: f, path: &file.path, staging, progress })
+    })
+}
+
+/// Reads the queries of `file` into pinned host memory for streaming
+/// (crate::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
+/// query's raw bytes are read into its pinned buffer, then go up through one device
+/// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
+pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
+    let what = (
+        "points into pinned host memory, decoded on the GPU (bytes)",
+        "query points read into pinned host memory and decoded on the GPU, for streaming",
+    );
+    load_sections(gpu, file, staging_bytes, progress, what, |stream, f| {
+        // SAFETY: each chunk is copied in before the decoder reads it.
+        let scratch = unsafe { stream.alloc::<u64>(staging_bytes / 8)? };
+        Ok(IntoHost { gpu, stream, file: f, path: &file.path, scratch, progress })
+    })
+}
+
+/// One way of loading a query's points from its section of the file.
+trait SectionLoader {
+    type Bases<G: MsmGroup>;
+    fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<Self::Bases<G>, LoadError>;
+}
+
+/// What both loaders share: the staging size checked, the file reopened and checked
+/// unchanged, a stream of the load's own, progress over every point's bytes, the five
+/// sections in file order, and the stream settled before the loader's buffers go.
+fn load_sections<'a, L: SectionLoader>(
+    gpu: &Gpu,
+    file: &'a FileQueries,
+    staging_bytes: usize,
+    progress: &dyn Progress,
+    (stage, done): (&str, &str),
+    new: impl FnOnce(Arc<CudaStream>, File) -> Result<L, LoadError>,
+) -> Result<Queries<L::Bases<G1>, L::Bases<G2>>, LoadError> {
     check_staging(staging_bytes)?;
-    let (path, f) = (file.path.as_path(), open_unchanged(file)?);
-    let layout = &file.layout;
+    let (path, layout) = (file.path.as_path(), &file.layout);
+    let f = open_unchanged(file)?;
     let stream = gpu.ctx.new_stream()?;
-    let mut staging = Vec::with_capacity(2);
-    for _ in 0..2 {
-        // SAFETY: the buffer is only read (by copies) after a chunk has been read into
-        // the part that is copied.
-        let buf = unsafe { gpu.ctx.alloc_pinned_with_flags::<u64>(staging_bytes / 8, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)? };
-        staging.push(Staging { buf, copied: None });
-    }
     let total: u64 = layout.sections().iter().map(|s| s.bytes()).sum();
-    progress.stage("points onto the GPU (bytes)", total);
+    progress.stage(stage, total);
     let start = Instant::now();
+    // Dropped after `settled` (the returned expression): nothing may copy to or from
+    // its buffers once they are freed.
+    let mut loader = new(stream.clone(), f)?;
     let r = (|| {
-        let mut load = Loader { gpu, stream: &stream, file: &f, path, staging: &mut staging, progress };
-        Ok::<_, LoadError>(DeviceQueries {
-            h: load.query::<G1>(&layout.h)?,
-            l: load.query::<G1>(&layout.l)?,
-            a: load.query::<G1>(&layout.a)?,
-            b_g1: load.query::<G1>(&layout.b_g1)?,
-            b_g2: load.query::<G2>(&layout.b_g2)?,
+        Ok(Queries {
+            h: loader.query::<G1>(&layout.h)?,
+            l: loader.query::<G1>(&layout.l)?,
+            a: loader.query::<G1>(&layout.a)?,
+            b_g1: loader.query::<G1>(&layout.b_g1)?,
+            b_g2: loader.query::<G2>(&layout.b_g2)?,
         })
     })();
-    // Nothing may copy from the staging buffers once they are freed.
-    settled(&stream, r, path, total, start, "query points read onto the GPU and decoded there")
+    settled(&stream, r, path, total, start, done)
 }
 
 /// A load's result once its stream has finished (nothing may still copy to or from a
@@ -140,15 +179,25 @@ fn open_unchanged(file: &FileQueries) -> Result<File, LoadError> {
     Ok(f)
 }
 
-/// A section's points must be G's and their count fit the kernels' 32-bit indices.
+/// A section's points must be G's.
 fn check_section<G: MsmGroup>(s: &Section) -> Result<(), LoadError> {
     if s.point_bytes != std::mem::size_of::<G::DeviceAffine>() {
         return Err(GpuError::Invalid(format!("section {} holds {}-byte points, not {}", s.name, s.point_bytes, G::NAME)).into());
     }
-    if s.count >= 1 << 31 {
-        return Err(GpuError::Invalid(format!("section {}: {} points, at most 2^31 − 1 are supported", s.name, s.count)).into());
-    }
     Ok(())
+}
+
+/// Fills `buf` from the file at byte offset `at`, READ_BYTES per parallel read,
+/// telling `done` each read's length.
+fn read_parallel(f: &File, path: &Path, buf: &mut [u8], at: u64, done: impl Fn(u64) + Sync) -> Result<(), LoadError> {
+    buf.par_chunks_mut(READ_BYTES)
+        .enumerate()
+        .try_for_each(|(i, part)| {
+            f.read_exact_at(part, at + (i * READ_BYTES) as u64)?;
+            done(part.len() as u64);
+            Ok(())
+        })
+        .map_err(|source: std::io::Error| FormatError::Io { path: path.to_owned(), source }.into())
 }
 
 /// Enqueues the decoding of `n` points in place (their first index in the query
@@ -183,93 +232,29 @@ fn check_decoded<G: MsmGroup>(stream: &Arc<CudaStream>, first_bad: &CudaSlice<u3
     Ok(())
 }
 
-/// Reads the queries of `file` into pinned host memory for streaming
-/// (crate::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
-/// query's raw bytes are read into its pinned buffer, then go up through one device
-/// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
-pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
-    check_staging(staging_bytes)?;
-    let (path, f) = (file.path.as_path(), open_unchanged(file)?);
-    let layout = &file.layout;
-    let stream = gpu.ctx.new_stream()?;
-    // SAFETY: each chunk is copied in before the decoder reads it.
-    let mut scratch = unsafe { stream.alloc::<u64>(staging_bytes / 8)? };
-    let total: u64 = layout.sections().iter().map(|s| s.bytes()).sum();
-    progress.stage("points into pinned host memory, decoded on the GPU (bytes)", total);
-    let start = Instant::now();
-    fn query<G: MsmGroup>(
-        gpu: &Gpu,
-        stream: &Arc<CudaStream>,
-        scratch: &mut CudaSlice<u64>,
-        f: &File,
-        path: &Path,
-        s: &Section,
-        progress: &dyn Progress,
-    ) -> Result<HostBases<G>, LoadError> {
-        check_section::<G>(s)?;
-        // SAFETY: every byte is read from the file below before any copy reads it.
-        let mut host = unsafe { HostBases::<G>::uninit(gpu, s.count)? };
-        let bytes = host.bytes_mut()?;
-        let at = s.point_offset(0);
-        bytes
-            .par_chunks_mut(READ_BYTES)
-            .enumerate()
-            .try_for_each(|(i, part)| {
-                f.read_exact_at(part, at + (i * READ_BYTES) as u64)?;
-                progress.advance(part.len() as u64 / 2);
-                Ok(())
-            })
-            .map_err(|source| FormatError::Io { path: path.to_owned(), source })?;
-        let size = std::mem::size_of::<G::DeviceAffine>();
-        let per = scratch.len() * 8 / size;
-        let mut first_bad = stream.clone_htod(&[u32::MAX])?;
-        let points = host.points_mut()?;
-        let mut decode = || -> Result<(), LoadError> {
-            for first in (0..s.count).step_by(per) {
-                let part = &mut points[first..(first + per).min(s.count)];
-                // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
-                // aligned like the point types, which are plain words valid for any bits.
-                let mut view = unsafe { scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
-                    .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
-                // All on one stream, in order: up, decoded in place, back down (pinned:
-                // asynchronous; the host reads the points only after the wait below).
-                stream.memcpy_htod(&*part, &mut view)?;
-                enqueue_decode::<G>(gpu, stream, &mut view, first, &mut first_bad)?;
-                stream.memcpy_dtoh(&view, part)?;
-                let done = std::mem::size_of_val(part) as u64;
-                progress.advance(done - done / 2);
-            }
-            Ok(())
-        };
-        // `host` is freed on an error: no copy into it may still be queued.
-        let r = decode();
-        let synced = stream.synchronize();
-        r?;
-        synced?;
-        check_decoded::<G>(stream, &first_bad, path, s)?;
-        Ok(host)
-    }
-    let r = (|| {
-        let mut q = |s| query::<G1>(gpu, &stream, &mut scratch, &f, path, s, progress);
-        let (h, l, a, b_g1) = (q(&layout.h)?, q(&layout.l)?, q(&layout.a)?, q(&layout.b_g1)?);
-        let b_g2 = query::<G2>(gpu, &stream, &mut scratch, &f, path, &layout.b_g2, progress)?;
-        Ok::<_, LoadError>(StreamedQueries { h, l, a, b_g1, b_g2 })
-    })();
-    settled(&stream, r, path, total, start, "query points read into pinned host memory and decoded on the GPU, for streaming")
+/// A pinned buffer a chunk is read into, and the event after its last copy out.
+struct Staging {
+    buf: PinnedHostSlice<u64>,
+    copied: Option<CudaEvent>,
 }
 
-struct Loader<'a> {
+/// Points onto the device: each chunk read into one of two pinned staging buffers
+/// while the other's copy runs, copied into the query's device buffer and decoded there.
+struct OntoDevice<'a> {
     gpu: &'a Gpu,
-    stream: &'a Arc<CudaStream>,
-    file: &'a File,
+    stream: Arc<CudaStream>,
+    file: File,
     path: &'a Path,
-    staging: &'a mut [Staging],
+    staging: Vec<Staging>,
     progress: &'a dyn Progress,
 }
 
-impl Loader<'_> {
+impl SectionLoader for OntoDevice<'_> {
+    type Bases<G: MsmGroup> = DeviceBases<G>;
+
     fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<DeviceBases<G>, LoadError> {
         check_section::<G>(s)?;
+        check_base_count(s.count).map_err(|e| GpuError::Invalid(format!("section {}: {e}", s.name)))?;
         let point_bytes = std::mem::size_of::<G::DeviceAffine>();
         // SAFETY: every point is written by the chunks' copies below before any read.
         let mut points: CudaSlice<G::DeviceAffine> = unsafe { self.stream.alloc(s.count)? };
@@ -286,10 +271,7 @@ impl Loader<'_> {
             // SAFETY: the buffer's last copy has finished (waited for above), and the
             // memory is plain bytes: any value is valid for u8.
             let buf = unsafe { std::slice::from_raw_parts_mut(st.buf.as_mut_ptr()? as *mut u8, st_bytes) };
-            let at = s.point_offset(first);
-            buf[..bytes].par_chunks_mut(READ_BYTES).enumerate().try_for_each(|(i, part)| {
-                self.file.read_exact_at(part, at + (i * READ_BYTES) as u64)
-            }).map_err(|source| FormatError::Io { path: self.path.to_owned(), source })?;
+            read_parallel(&self.file, self.path, &mut buf[..bytes], s.point_offset(first), |_| ())?;
             // SAFETY: the staging memory is 8-byte aligned (page-aligned pinned memory),
             // `bytes` is n whole points and G::DeviceAffine is plain words of that size
             // and alignment, valid for any bits (the kernel decodes them in place).
@@ -297,11 +279,63 @@ impl Loader<'_> {
             // Asynchronous: from pinned memory, which stays untouched until `copied`.
             let mut view = points.slice_mut(first..first + n);
             self.stream.memcpy_htod(raw, &mut view)?;
-            enqueue_decode::<G>(self.gpu, self.stream, &mut view, first, &mut first_bad)?;
+            enqueue_decode::<G>(self.gpu, &self.stream, &mut view, first, &mut first_bad)?;
             st.copied = Some(self.stream.record_event(None)?);
             self.progress.advance(bytes as u64);
         }
-        check_decoded::<G>(self.stream, &first_bad, self.path, s)?;
+        check_decoded::<G>(&self.stream, &first_bad, self.path, s)?;
         Ok(DeviceBases::from_points(points))
+    }
+}
+
+/// Points into pinned host memory: a query's raw bytes read into its pinned buffer,
+/// then each chunk up into one device buffer, decoded there and back down.
+struct IntoHost<'a> {
+    gpu: &'a Gpu,
+    stream: Arc<CudaStream>,
+    file: File,
+    path: &'a Path,
+    scratch: CudaSlice<u64>,
+    progress: &'a dyn Progress,
+}
+
+impl SectionLoader for IntoHost<'_> {
+    type Bases<G: MsmGroup> = HostBases<G>;
+
+    fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<HostBases<G>, LoadError> {
+        check_section::<G>(s)?;
+        let (stream, progress) = (&self.stream, self.progress);
+        // SAFETY: every byte is read from the file below before any copy reads it.
+        let mut host = unsafe { HostBases::<G>::uninit(self.gpu, s.count)? };
+        // Half of a byte's progress for its read, half for its decoding.
+        read_parallel(&self.file, self.path, host.bytes_mut()?, s.point_offset(0), |n| progress.advance(n / 2))?;
+        let size = std::mem::size_of::<G::DeviceAffine>();
+        let per = self.scratch.len() * 8 / size;
+        let mut first_bad = stream.clone_htod(&[u32::MAX])?;
+        let points = host.points_mut()?;
+        let mut decode = || -> Result<(), LoadError> {
+            for first in (0..s.count).step_by(per) {
+                let part = &mut points[first..(first + per).min(s.count)];
+                // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
+                // aligned like the point types, which are plain words valid for any bits.
+                let mut view = unsafe { self.scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
+                    .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
+                // All on one stream, in order: up, decoded in place, back down (pinned:
+                // asynchronous; the host reads the points only after the wait below).
+                stream.memcpy_htod(&*part, &mut view)?;
+                enqueue_decode::<G>(self.gpu, stream, &mut view, first, &mut first_bad)?;
+                stream.memcpy_dtoh(&view, part)?;
+                let done = std::mem::size_of_val(part) as u64;
+                progress.advance(done - done / 2);
+            }
+            Ok(())
+        };
+        // `host` is freed on an error: no copy into it may still be queued.
+        let r = decode();
+        let synced = stream.synchronize();
+        r?;
+        synced?;
+        check_decoded::<G>(stream, &first_bad, self.path, s)?;
+        Ok(host)
     }
 }

@@ -27,10 +27,9 @@ impl PinnedScalars {
         if len == 0 {
             return Err(GpuError::Invalid("a pinned buffer needs at least one element".into()));
         }
-        // Portable: pinned for every device's context (a daemon's pool serves all GPUs).
-        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE | cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        // Portable (a daemon's pool serves all GPUs) and write-combined (only uploaded).
         // SAFETY: the memory is fully zeroed below before any read.
-        let mut buf = unsafe { gpu.context().alloc_pinned_with_flags::<DeviceFr>(len, flags)? };
+        let mut buf = unsafe { gpu.alloc_pinned::<DeviceFr>(len, true)? };
         buf.as_mut_slice()?.fill(DeviceFr::default());
         Ok(PinnedScalars { buf })
     }

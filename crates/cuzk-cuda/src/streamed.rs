@@ -26,7 +26,8 @@ use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
 use crate::field::DeviceFr;
-use crate::msm::{device_address, BasesAt, DeviceSplit, GpuMsm, MsmGroup, PendingMsm, G1, G2};
+use crate::msm::{check_base_count, device_address, BasesAt, DeviceSplit, GpuMsm, MsmGroup, PendingMsm, PhaseEvents, G1, G2};
+use crate::params_file::Queries;
 use crate::split::LIST_CHUNK;
 
 /// One query's points in pinned host memory, as the device reads them.
@@ -43,21 +44,12 @@ impl<G: MsmGroup> HostBases<G> {
     /// The contents are uninitialised: every point must be written (by the host or a
     /// copy from the device) before the bases are streamed.
     pub(crate) unsafe fn uninit(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
-        if len >= 1 << 31 {
-            return Err(GpuError::Invalid(format!("{len} bases: at most 2^31 − 1 can be streamed")));
-        }
-        // Portable: pinned for every device's context. Not write-combined: only the
-        // device's copies read it, but the loader writes it from file reads.
-        let points = gpu
-            .ctx
-            .alloc_pinned_with_flags::<G::DeviceAffine>(len.max(1), cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
-            .map_err(|e| {
-                GpuError::Invalid(format!(
-                    "pinning {:.2} GB of host memory for streamed {} points: {e}",
-                    (len * std::mem::size_of::<G::DeviceAffine>()) as f64 / 1e9,
-                    G::NAME
-                ))
-            })?;
+        check_base_count(len)?;
+        // Not write-combined: only the device's copies read it, but the loader writes it
+        // from file reads.
+        // SAFETY: forwarded to the caller (see above).
+        let points = unsafe { gpu.alloc_pinned::<G::DeviceAffine>(len.max(1), false) }
+            .map_err(|e| GpuError::Invalid(format!("streamed {} points: {e}", G::NAME)))?;
         Ok(HostBases { points, len })
     }
 
@@ -109,13 +101,7 @@ impl<G: MsmGroup> HostBases<G> {
 /// Whoever streams from them synchronizes the streams that copy from them before it
 /// lets go of its reference (CudaBackend does, on success and on error), so the
 /// memory is never freed under a copy.
-pub struct StreamedQueries {
-    pub h: HostBases<G1>,
-    pub l: HostBases<G1>,
-    pub a: HostBases<G1>,
-    pub b_g1: HostBases<G1>,
-    pub b_g2: HostBases<G2>,
-}
+pub type StreamedQueries = Queries<HostBases<G1>, HostBases<G2>>;
 
 /// Every streamed set of this process, by id: the backends of several GPUs share one
 /// pinned copy instead of pinning one each.
@@ -170,8 +156,11 @@ pub fn check_chunk_bytes(bytes: usize) -> Result<(), GpuError> {
 /// stream: one per backend, reused by every MSM (no allocation per partition).
 pub struct BaseChunks {
     bufs: [CudaSlice<u64>; 2],
-    /// After the kernels that last read each buffer (on the compute stream).
-    freed: [Option<CudaEvent>; 2],
+    /// Recorded on the chunk stream after each buffer's last copy.
+    loaded: [CudaEvent; 2],
+    /// Recorded on the compute stream after the kernels that last read each buffer
+    /// (never recorded: complete, so the first copy into a buffer waits for nothing).
+    freed: [CudaEvent; 2],
     next: usize,
     bytes: usize,
     stream: Arc<CudaStream>,
@@ -186,7 +175,11 @@ impl BaseChunks {
         // SAFETY: a buffer is read only by kernels ordered after the copy that fills
         // the part they read.
         let bufs = unsafe { [stream.alloc::<u64>(bytes / 8)?, stream.alloc::<u64>(bytes / 8)?] };
-        Ok(BaseChunks { bufs, freed: [None, None], next: 0, bytes, stream })
+        // Reused by every chunk: a wait takes the event's last record at the time it
+        // is enqueued, so recording it again later changes no earlier wait.
+        let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING));
+        let (loaded, freed) = ([event()?, event()?], [event()?, event()?]);
+        Ok(BaseChunks { bufs, loaded, freed, next: 0, bytes, stream })
     }
 
     /// Waits for every copy enqueued so far (after a failed enqueue: copies may be
@@ -228,11 +221,9 @@ impl BaseChunks {
         }
         let slot = self.next;
         self.next = 1 - slot;
-        // Kept, not taken: if the kernels of this chunk fail to enqueue, the next copy
-        // into the buffer still waits for the last ones that did.
-        if let Some(ev) = &self.freed[slot] {
-            self.stream.wait(ev)?;
-        }
+        // If the kernels of this chunk fail to enqueue, the next copy into the buffer
+        // still waits for the last ones that did (`freed` keeps their record).
+        self.stream.wait(&self.freed[slot])?;
         let src = &host.slice()?[range.clone()];
         // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like the
         // point types, which are plain words valid for any bits.
@@ -240,8 +231,8 @@ impl BaseChunks {
             .ok_or_else(|| GpuError::Invalid("chunk buffer too small".into()))?;
         // Asynchronous: from pinned memory, which the set keeps until its users are done.
         self.stream.memcpy_htod(src, &mut view)?;
-        let loaded = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
-        gpu.stream.wait(&loaded)?;
+        self.loaded[slot].record(&self.stream)?;
+        gpu.stream.wait(&self.loaded[slot])?;
         let address = device_address(&self.bufs[slot], &gpu.stream);
         let at = if indexed {
             // Index i of the query is read at address + (i − first)·size.
@@ -254,14 +245,13 @@ impl BaseChunks {
 
     /// Marks the buffer free once the kernels enqueued so far on the compute stream are done.
     fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
-        self.freed[slot] = Some(gpu.stream.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
-        Ok(())
+        Ok(self.freed[slot].record(&gpu.stream)?)
     }
 }
 
 impl Drop for BaseChunks {
     fn drop(&mut self) {
-        for ev in self.freed.iter().flatten() {
+        for ev in &self.freed {
             if let Err(e) = ev.synchronize() {
                 tracing::error!(error = %e, "waiting for the kernels reading a chunk buffer");
             }
@@ -299,22 +289,22 @@ pub fn chunk_runs(checkpoints: &[[u32; 3]], per_chunk: usize) -> Result<Vec<Chun
     Ok(runs)
 }
 
-/// A streamed MSM's partial sums and events, as it is being enqueued.
+/// A streamed MSM's partial sums, as it is being enqueued (its chunks' phases are not
+/// timed: only the whole MSM's span).
 struct Parts<G: MsmGroup> {
     start: CudaEvent,
     results: Vec<CudaSlice<G::DeviceXyzz>>,
-    events: Vec<CudaEvent>,
-    affine: Vec<(CudaEvent, CudaEvent)>,
+    phases: PhaseEvents,
     bases_up: u64,
 }
 
 impl<G: MsmGroup> Parts<G> {
     fn new(start: CudaEvent) -> Self {
-        Parts { start, results: Vec::new(), events: Vec::new(), affine: Vec::new(), bases_up: 0 }
+        Parts { start, results: Vec::new(), phases: PhaseEvents::new(false), bases_up: 0 }
     }
 
     fn finish(self, end: CudaEvent) -> PendingMsm<G> {
-        PendingMsm::enqueued(self.results, self.start, self.events, self.affine, end, self.bases_up)
+        PendingMsm::enqueued(self.results, self.start, self.phases, end, self.bases_up)
     }
 }
 
@@ -339,7 +329,7 @@ impl GpuMsm {
             let range = first..(first + per).min(n);
             let (slot, at) = chunks.load(&self.gpu, bases, range.clone(), false)?;
             let sc = scalars.slice(range.clone());
-            m.results.push(self.enqueue_pippenger(at, &sc, range.len(), None, &mut m.events, &mut m.affine)?);
+            m.results.push(self.enqueue_pippenger(at, &sc, range.len(), None, &mut m.phases)?);
             chunks.release(&self.gpu, slot)?;
             m.bases_up += (range.len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
         }
@@ -369,7 +359,7 @@ impl GpuMsm {
         for (from, to) in chunk_runs(&split.checkpoints, chunks.points_per_chunk::<G>())? {
             let range = |k: usize| from[k] as usize..to[k] as usize;
             let (slot, at) = chunks.load(&self.gpu, bases, range(0), true)?;
-            self.enqueue_split_part(at, split, range(2), range(1), &mut m.results, &mut m.events, &mut m.affine)?;
+            self.enqueue_split_part(at, split, range(2), range(1), &mut m.results, &mut m.phases)?;
             chunks.release(&self.gpu, slot)?;
             m.bases_up += (range(0).len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
         }

@@ -298,7 +298,7 @@ pub(crate) fn check_base_count(n: usize) -> Result<(), GpuError> {
 }
 
 /// Signed-digit windows for c-bit digits over scalars below r < 2^255.
-fn windows(c: u32) -> u32 {
+pub(crate) fn windows(c: u32) -> u32 {
     255 / c + 1
 }
 

@@ -30,7 +30,7 @@ use cuzk_groth16::params::{ParameterSetId, QueryPoints};
 use cuzk_groth16::{NoProgress, Progress};
 
 use crate::params_file::{load_queries, load_queries_to_host, DeviceQueries, STAGING_BYTES};
-use crate::streamed::{check_chunk_bytes, shared, BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES};
+use crate::streamed::{check_chunk_bytes, shared, BaseChunks, StreamedQueries, DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{ParameterSet, Proof};
@@ -48,8 +48,9 @@ fn backend_error(what: &str, e: GpuError) -> ProveError {
 enum LoadedPoints {
     /// On the device.
     Resident(Box<DeviceQueries>),
-    /// In pinned host memory, streamed up by every MSM (shared with other GPUs' backends).
-    Streamed(Arc<StreamedQueries>),
+    /// In pinned host memory (shared with other GPUs' backends), streamed up by every
+    /// MSM through chunk buffers of `chunk_bytes` each.
+    Streamed { points: Arc<StreamedQueries>, chunk_bytes: usize },
 }
 
 impl LoadedPoints {
@@ -57,7 +58,7 @@ impl LoadedPoints {
     fn lens(&self) -> [usize; 3] {
         match self {
             LoadedPoints::Resident(q) => [q.l.len(), q.a.len(), q.b_g1.len()],
-            LoadedPoints::Streamed(q) => [q.l.len(), q.a.len(), q.b_g1.len()],
+            LoadedPoints::Streamed { points: q, .. } => [q.l.len(), q.a.len(), q.b_g1.len()],
         }
     }
 }
@@ -68,7 +69,8 @@ type Placement = (Option<usize>, String);
 /// Where a backend keeps parameter sets' points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointsPlacement {
-    /// On the device when they fit beside a partition's working memory, else streamed.
+    /// On the device when they fit beside a partition's working memory, else streamed
+    /// through chunk buffers sized to the memory left ([`streamed_chunk_bytes`]).
     Auto,
     /// Always in pinned host memory, streamed through two device buffers of
     /// `chunk_bytes` each (a multiple of 192, at least crate::streamed::MIN_CHUNK_BYTES).
@@ -77,10 +79,28 @@ pub enum PointsPlacement {
 
 /// Device memory a partition of an n-point domain works in besides the points: two
 /// staging slots of a, b, c (32 bytes per value each), the H MSM's digits and sorted
-/// entries (4 bytes each per window, 13 windows at 2^24 scalars and more, of `msm_n`
-/// scalars at a time), and 2 GiB for buckets and the smaller MSMs' scratch.
+/// entries (4 bytes each per window, of `msm_n` scalars at a time: 13 windows from 2^24
+/// scalars, 16 from 2^20), and 2 GiB for buckets and the smaller MSMs' scratch.
 pub fn working_bytes(n: usize, msm_n: usize) -> usize {
-    6 * 32 * n + 2 * 4 * 13 * msm_n + (2 << 30)
+    let windows = crate::msm::windows(crate::msm::window_bits::<G1>(msm_n)) as usize;
+    6 * 32 * n + 2 * 4 * windows * msm_n + (2 << 30)
+}
+
+/// The chunk buffers' size for a set streamed on a device with `free` bytes for it, in
+/// partitions of an n-point domain: the default, or less where that does not fit
+/// beside the a, b, c slots (so a GPU with little memory to spare still proves), a
+/// multiple of 192 no smaller than MIN_CHUNK_BYTES; None if not even that fits.
+/// `made`: the size of the backend's chunk buffers if already made (they cost nothing
+/// more, and their size stays).
+pub fn streamed_chunk_bytes(free: usize, n: usize, made: Option<usize>) -> Option<usize> {
+    if let Some(b) = made {
+        return (working_bytes(n, b / 96) <= free).then_some(b);
+    }
+    // Two buffers of `chunk` bytes and the sort's 128 bytes (16 windows at most from
+    // 2^20 scalars on) per G1 point of a chunk (96 bytes): 320/96 of `chunk`.
+    let room = free.checked_sub(working_bytes(n, 0))?;
+    let chunk = ((room / 320 * 96).min(DEFAULT_CHUNK_BYTES) / 192) * 192;
+    (chunk >= MIN_CHUNK_BYTES && 2 * chunk + working_bytes(n, chunk / 96) <= free).then_some(chunk)
 }
 
 /// Groth16 on one GPU.
@@ -135,14 +155,6 @@ impl CudaBackend {
         Ok(CudaBackend { placement, ..self })
     }
 
-    /// Bytes per chunk buffer for streamed sets.
-    fn chunk_bytes(&self) -> usize {
-        match self.placement {
-            PointsPlacement::Streamed { chunk_bytes } => chunk_bytes,
-            PointsPlacement::Auto => DEFAULT_CHUNK_BYTES,
-        }
-    }
-
     /// Where a set's points go: decided once per set (what `host_bytes_for` tells the
     /// engine is then what `resident` does), forgotten when the set is released.
     fn placement_of(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
@@ -155,11 +167,12 @@ impl CudaBackend {
         Ok(d)
     }
 
-    /// The chunk buffers, made if there are none (one size per backend, its placement's).
-    fn chunk_buffers(&self) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
+    /// The chunk buffers, made of `bytes` each if there are none (else those there
+    /// are: a streamed set is placed knowing their size).
+    fn chunk_buffers(&self, bytes: usize) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
         let mut chunks = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
         if chunks.is_none() {
-            *chunks = Some(BaseChunks::new(&self.gpu, self.chunk_bytes())?);
+            *chunks = Some(BaseChunks::new(&self.gpu, bytes)?);
         }
         Ok(chunks)
     }
@@ -168,7 +181,13 @@ impl CudaBackend {
     /// the reason, for the log.
     fn placement_for(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
         let (points, n) = (p.points_bytes(), p.domain_size().next_power_of_two());
-        let free = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        let free = {
+            // With the device held: a proof's compute region takes its MSM scratch from
+            // the pool meanwhile, which would make the figure low by that much. (No
+            // caller holds the device lock here: loads come before a proof's compute.)
+            let _held = self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+            self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?
+        };
         let gb = |b: usize| b as f64 / 1e9;
         match self.placement {
             PointsPlacement::Streamed { chunk_bytes } => Ok((Some(chunk_bytes), "streaming was asked for".into())),
@@ -177,20 +196,30 @@ impl CudaBackend {
                 if resident <= free {
                     return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
                 }
-                let chunk = self.chunk_bytes();
-                // The chunk buffers, unless another streamed set already made them.
-                let made = self.chunks.lock().map(|c| c.is_some()).unwrap_or(false);
-                let streamed = if made { 0 } else { 2 * chunk } + working_bytes(n, chunk / 96);
-                if streamed > free {
+                let made = self.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
+                let Some(chunk) = streamed_chunk_bytes(free, n, made) else {
+                    let least = match made {
+                        Some(b) => working_bytes(n, b / 96),
+                        None => 2 * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / 96),
+                    };
                     return Err(ProveError::Backend(format!(
-                        "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed ({:.2} GB needed)",
+                        "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",
                         self.name(),
                         gb(free),
                         gb(points),
-                        gb(streamed)
+                        gb(least)
                     )));
-                }
-                Ok((Some(chunk), format!("{:.2} GB of points and {:.2} GB of working memory do not fit in {:.2} GB", gb(points), gb(resident - points), gb(free))))
+                };
+                Ok((
+                    Some(chunk),
+                    format!(
+                        "{:.2} GB of points and {:.2} GB of working memory do not fit in {:.2} GB; chunk buffers of {:.2} GB",
+                        gb(points),
+                        gb(resident - points),
+                        gb(free),
+                        gb(chunk)
+                    ),
+                ))
             }
         }
     }
@@ -227,7 +256,7 @@ impl CudaBackend {
                     }))
                 }
                 (QueryPoints::File(f), None) => LoadedPoints::Resident(Box::new(load_queries(&self.gpu, f, progress).map_err(file_error)?)),
-                (points, Some(_)) => {
+                (points, Some(chunk_bytes)) => {
                     let (q, was_shared) = shared(p.id(), || match points {
                         QueryPoints::Host(q) => StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
                         QueryPoints::File(f) => load_queries_to_host(&self.gpu, f, STAGING_BYTES, progress).map_err(file_error),
@@ -235,13 +264,13 @@ impl CudaBackend {
                     if was_shared {
                         from = "pinned host memory another GPU's backend loaded";
                     }
-                    LoadedPoints::Streamed(q)
+                    LoadedPoints::Streamed { points: q, chunk_bytes }
                 }
             })
         })?;
-        if streamed.is_some() {
+        if let Some(chunk_bytes) = streamed {
             // Made now, so that a shortage shows at load rather than in a proof.
-            drop(self.chunk_buffers().map_err(|e| backend_error("allocating the chunk buffers", e))?);
+            drop(self.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
         }
         tracing::info!(
             backend = %self.name(),
@@ -323,7 +352,7 @@ impl ProvingBackend for CudaBackend {
     }
 
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
-        let loaded = self.resident.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed(_))));
+        let loaded = self.resident.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed { .. })));
         // A set that cannot be placed at all fails to load with that error; it holds nothing.
         let streamed = loaded.unwrap_or_else(|| matches!(self.placement_of(params), Ok((Some(_), _))));
         if streamed {
@@ -337,7 +366,7 @@ impl ProvingBackend for CudaBackend {
     /// holds its own reference).
     fn release_params(&self, id: ParameterSetId) {
         let (removed, streaming) = match self.resident.lock() {
-            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed(_)))),
+            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. }))),
             Err(_) => {
                 tracing::error!("resident parameter map poisoned: points not released");
                 (false, true)
@@ -486,11 +515,11 @@ impl CudaBackend {
                     b_g1: msm.enqueue_split(&q.b_g1, b)?,
                     b_g2: msm.enqueue_split(&q.b_g2, b)?,
                 },
-                LoadedPoints::Streamed(q) => {
+                LoadedPoints::Streamed { points: q, chunk_bytes } => {
                     // Held with the device: only the compute region uses the buffers.
                     // Made at load; again here if a release of the last other streamed
                     // set freed them meanwhile.
-                    let mut guard = self.chunk_buffers()?;
+                    let mut guard = self.chunk_buffers(*chunk_bytes)?;
                     let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
                     PendingMsms {
                         h: msm.enqueue_device_streamed(&q.h, &h, chunks)?,
@@ -626,5 +655,47 @@ impl CudaBackend {
             }
             Err(TryLockError::Poisoned(_)) => Err(ProveError::Backend("device lock poisoned".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C2: usize = 1 << 27;
+
+    #[test]
+    fn working_memory_counts_the_sort_windows_of_the_msm_size() {
+        // a, b, c slots and 2 GiB, plus 8 bytes per window and scalar: 13 windows of
+        // 20 bits from 2^24 scalars, 16 of 16 bits below.
+        assert_eq!(working_bytes(C2, 0), 6 * 32 * C2 + (2 << 30));
+        assert_eq!(working_bytes(C2, C2) - working_bytes(C2, 0), 8 * 13 * C2);
+        assert_eq!(working_bytes(C2, 1 << 22) - working_bytes(C2, 0), 8 * 16 << 22);
+    }
+
+    #[test]
+    fn streamed_chunks_shrink_to_fit_and_are_refused_below_the_least() {
+        let gb = |x: f64| (x * 1e9) as usize;
+        let fits = |free: usize, c: usize| c % 192 == 0 && c >= MIN_CHUNK_BYTES && 2 * c + working_bytes(C2, c / 96) <= free;
+        // Room to spare: the default.
+        assert_eq!(streamed_chunk_bytes(gb(141.0), C2, None), Some(DEFAULT_CHUNK_BYTES));
+        assert_eq!(streamed_chunk_bytes(gb(8.0), 1 << 10, None), Some(DEFAULT_CHUNK_BYTES));
+        // A 32 GB card beside a C2 partition's 27.9 GB of a, b, c and slack: smaller chunks.
+        let c = streamed_chunk_bytes(gb(31.5), C2, None).expect("a C2 partition fits in 31.5 GB with small chunks");
+        assert!(c < DEFAULT_CHUNK_BYTES && fits(gb(31.5), c), "{c}");
+        // More memory never gives smaller chunks.
+        let mut last = 0;
+        for free in (28..40).map(|g| gb(g as f64)) {
+            if let Some(c) = streamed_chunk_bytes(free, C2, None) {
+                assert!(c >= last && fits(free, c), "{free}: {c}");
+                last = c;
+            }
+        }
+        // A 24 GB card cannot hold a C2 partition's a, b, c slots and scratch at all.
+        assert_eq!(streamed_chunk_bytes(gb(23.0), C2, None), None);
+        // Buffers already made keep their size, if the partition still fits beside them.
+        assert_eq!(streamed_chunk_bytes(gb(141.0), C2, Some(MIN_CHUNK_BYTES)), Some(MIN_CHUNK_BYTES));
+        assert_eq!(streamed_chunk_bytes(working_bytes(C2, DEFAULT_CHUNK_BYTES / 96), C2, Some(DEFAULT_CHUNK_BYTES)), Some(DEFAULT_CHUNK_BYTES));
+        assert_eq!(streamed_chunk_bytes(working_bytes(C2, DEFAULT_CHUNK_BYTES / 96) - 1, C2, Some(DEFAULT_CHUNK_BYTES)), None);
     }
 }

@@ -104,22 +104,30 @@ impl<G: MsmGroup> HostBases<G> {
 pub type StreamedQueries = Queries<HostBases<G1>, HostBases<G2>>;
 
 /// Every streamed set of this process, by id: the backends of several GPUs share one
-/// pinned copy instead of pinning one each.
-static SHARED: Mutex<Option<HashMap<ParameterSetId, Weak<StreamedQueries>>>> = Mutex::new(None);
+/// pinned copy instead of pinning one each. A slot per set, so that loads of different
+/// sets run at once while two loads of the same set do not.
+type Slot = Arc<Mutex<Weak<StreamedQueries>>>;
+static SHARED: Mutex<Option<HashMap<ParameterSetId, Slot>>> = Mutex::new(None);
 
 /// The set's streamed points: those another backend already holds, or `load()`ed now
-/// (under a process-wide lock, so two backends do not both load the same set). The
-/// flag says whether they were shared.
+/// (under the set's slot lock, so two backends do not both load it). The flag says
+/// whether they were shared.
 pub fn shared<E>(id: ParameterSetId, load: impl FnOnce() -> Result<StreamedQueries, E>) -> Result<(Arc<StreamedQueries>, bool), E> {
-    // A poisoned map only lost a weak reference or two: go on with what it holds.
-    let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    let map = map.get_or_insert_with(HashMap::new);
-    map.retain(|_, w| w.strong_count() > 0);
-    if let Some(q) = map.get(&id).and_then(Weak::upgrade) {
+    let slot = {
+        // A poisoned map only lost a weak reference or two: go on with what it holds.
+        let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        let map = map.get_or_insert_with(HashMap::new);
+        // Drop the slots of sets gone from every backend; a slot someone holds (a load
+        // under way: its lock is taken) stays.
+        map.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().map_or(true, |w| w.strong_count() > 0));
+        map.entry(id).or_default().clone()
+    };
+    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(q) = held.upgrade() {
         return Ok((q, true));
     }
     let q = Arc::new(load()?);
-    map.insert(id, Arc::downgrade(&q));
+    *held = Arc::downgrade(&q);
     Ok((q, false))
 }
 
@@ -370,6 +378,33 @@ impl GpuMsm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    #[test]
+    fn loads_of_different_sets_do_not_wait_for_each_other() {
+        // A load of one set that stays inside its closure until told...
+        let (entered_tx, entered) = channel();
+        let (go, go_rx) = channel::<()>();
+        let slow = std::thread::spawn(move || {
+            shared(ParameterSetId(u64::MAX), || {
+                entered_tx.send(()).unwrap();
+                go_rx.recv().ok();
+                Err::<StreamedQueries, _>("slow")
+            })
+            .err()
+        });
+        entered.recv_timeout(Duration::from_secs(10)).expect("the slow load started");
+        // ...does not hold up another set's load (its error comes back at once).
+        let (done_tx, done) = channel();
+        std::thread::spawn(move || done_tx.send(shared(ParameterSetId(u64::MAX - 1), || Err::<StreamedQueries, _>("fast")).err()));
+        let fast = done.recv_timeout(Duration::from_secs(10));
+        go.send(()).unwrap();
+        assert_eq!(fast.expect("a load of another set waited for the slow one"), Some("fast"));
+        assert_eq!(slow.join().unwrap(), Some("slow"));
+        // A failed load leaves nothing to share: the next one loads again.
+        assert_eq!(shared(ParameterSetId(u64::MAX), || Err::<StreamedQueries, _>("again")).err(), Some("again"));
+    }
 
     #[test]
     fn chunk_runs_cover_every_entry_within_a_chunk() {

@@ -70,7 +70,7 @@ pub fn load_queries(gpu: &Gpu, file: &FileQueries, progress: &dyn Progress) -> R
 /// (whole G1 and G2 points): tests use small ones to cross many chunk boundaries.
 pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<DeviceQueries, LoadError> {
     let what = ("points onto the GPU (bytes)", "query points read onto the GPU and decoded there");
-    load_sections(gpu, file, staging_bytes, progress, what, |stream, f| {
+    load_sections(gpu, file, staging_bytes, progress, what, |src| {
         let mut staging = Vec::with_capacity(2);
         for _ in 0..2 {
             // SAFETY: the buffer is only read (by copies) after a chunk has been read
@@ -78,7 +78,7 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
             let buf = unsafe { gpu.alloc_pinned::<u64>(staging_bytes / 8, false)? };
             staging.push(Staging { buf, copied: None });
         }
-        Ok(OntoDevice { gpu, stream, file: f, path: &file.path, staging, progress })
+        Ok(OntoDevice { src, staging })
     })
 }
 
@@ -91,10 +91,10 @@ pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize,
         "points into pinned host memory, decoded on the GPU (bytes)",
         "query points read into pinned host memory and decoded on the GPU, for streaming",
     );
-    load_sections(gpu, file, staging_bytes, progress, what, |stream, f| {
+    load_sections(gpu, file, staging_bytes, progress, what, |src| {
         // SAFETY: each chunk is copied in before the decoder reads it.
-        let scratch = unsafe { stream.alloc::<u64>(staging_bytes / 8)? };
-        Ok(IntoHost { gpu, stream, file: f, path: &file.path, scratch, progress })
+        let scratch = unsafe { src.stream.alloc::<u64>(staging_bytes / 8)? };
+        Ok(IntoHost { src, scratch })
     })
 }
 
@@ -108,12 +108,12 @@ trait SectionLoader {
 /// unchanged, a stream of the load's own, progress over every point's bytes, the five
 /// sections in file order, and the stream settled before the loader's buffers go.
 fn load_sections<'a, L: SectionLoader>(
-    gpu: &Gpu,
+    gpu: &'a Gpu,
     file: &'a FileQueries,
     staging_bytes: usize,
-    progress: &dyn Progress,
+    progress: &'a dyn Progress,
     (stage, done): (&str, &str),
-    new: impl FnOnce(Arc<CudaStream>, File) -> Result<L, LoadError>,
+    new: impl FnOnce(Source<'a>) -> Result<L, LoadError>,
 ) -> Result<Queries<L::Bases<G1>, L::Bases<G2>>, LoadError> {
     check_staging(staging_bytes)?;
     let (path, layout) = (file.path.as_path(), &file.layout);
@@ -124,7 +124,7 @@ fn load_sections<'a, L: SectionLoader>(
     let start = Instant::now();
     // Dropped after `settled` (the returned expression): nothing may copy to or from
     // its buffers once they are freed.
-    let mut loader = new(stream.clone(), f)?;
+    let mut loader = new(Source { gpu, stream: stream.clone(), file: f, path, progress })?;
     let r = (|| {
         Ok(Queries {
             h: loader.query::<G1>(&layout.h)?,
@@ -238,27 +238,34 @@ struct Staging {
     copied: Option<CudaEvent>,
 }
 
-/// Points onto the device: each chunk read into one of two pinned staging buffers
-/// while the other's copy runs, copied into the query's device buffer and decoded there.
-struct OntoDevice<'a> {
+/// What a loader reads from and works with: the GPU, the load's stream, the file
+/// (checked unchanged) and where progress goes.
+struct Source<'a> {
     gpu: &'a Gpu,
     stream: Arc<CudaStream>,
     file: File,
     path: &'a Path,
-    staging: Vec<Staging>,
     progress: &'a dyn Progress,
+}
+
+/// Points onto the device: each chunk read into one of two pinned staging buffers
+/// while the other's copy runs, copied into the query's device buffer and decoded there.
+struct OntoDevice<'a> {
+    src: Source<'a>,
+    staging: Vec<Staging>,
 }
 
 impl SectionLoader for OntoDevice<'_> {
     type Bases<G: MsmGroup> = DeviceBases<G>;
 
     fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<DeviceBases<G>, LoadError> {
+        let src = &self.src;
         check_section::<G>(s)?;
         check_base_count(s.count).map_err(|e| GpuError::Invalid(format!("section {}: {e}", s.name)))?;
         let point_bytes = std::mem::size_of::<G::DeviceAffine>();
         // SAFETY: every point is written by the chunks' copies below before any read.
-        let mut points: CudaSlice<G::DeviceAffine> = unsafe { self.stream.alloc(s.count)? };
-        let mut first_bad = self.stream.clone_htod(&[u32::MAX])?;
+        let mut points: CudaSlice<G::DeviceAffine> = unsafe { src.stream.alloc(s.count)? };
+        let mut first_bad = src.stream.clone_htod(&[u32::MAX])?;
         let st_bytes = self.staging[0].buf.len() * 8;
         let per_chunk = st_bytes / point_bytes;
         for (k, first) in (0..s.count).step_by(per_chunk).enumerate() {
@@ -271,19 +278,19 @@ impl SectionLoader for OntoDevice<'_> {
             // SAFETY: the buffer's last copy has finished (waited for above), and the
             // memory is plain bytes: any value is valid for u8.
             let buf = unsafe { std::slice::from_raw_parts_mut(st.buf.as_mut_ptr()? as *mut u8, st_bytes) };
-            read_parallel(&self.file, self.path, &mut buf[..bytes], s.point_offset(first), |_| ())?;
+            read_parallel(&src.file, src.path, &mut buf[..bytes], s.point_offset(first), |_| ())?;
             // SAFETY: the staging memory is 8-byte aligned (page-aligned pinned memory),
             // `bytes` is n whole points and G::DeviceAffine is plain words of that size
             // and alignment, valid for any bits (the kernel decodes them in place).
             let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const G::DeviceAffine, n) };
             // Asynchronous: from pinned memory, which stays untouched until `copied`.
             let mut view = points.slice_mut(first..first + n);
-            self.stream.memcpy_htod(raw, &mut view)?;
-            enqueue_decode::<G>(self.gpu, &self.stream, &mut view, first, &mut first_bad)?;
-            st.copied = Some(self.stream.record_event(None)?);
-            self.progress.advance(bytes as u64);
+            src.stream.memcpy_htod(raw, &mut view)?;
+            enqueue_decode::<G>(src.gpu, &src.stream, &mut view, first, &mut first_bad)?;
+            st.copied = Some(src.stream.record_event(None)?);
+            src.progress.advance(bytes as u64);
         }
-        check_decoded::<G>(&self.stream, &first_bad, self.path, s)?;
+        check_decoded::<G>(&src.stream, &first_bad, src.path, s)?;
         Ok(DeviceBases::from_points(points))
     }
 }
@@ -291,12 +298,8 @@ impl SectionLoader for OntoDevice<'_> {
 /// Points into pinned host memory: a query's raw bytes read into its pinned buffer,
 /// then each chunk up into one device buffer, decoded there and back down.
 struct IntoHost<'a> {
-    gpu: &'a Gpu,
-    stream: Arc<CudaStream>,
-    file: File,
-    path: &'a Path,
+    src: Source<'a>,
     scratch: CudaSlice<u64>,
-    progress: &'a dyn Progress,
 }
 
 impl SectionLoader for IntoHost<'_> {
@@ -304,13 +307,14 @@ impl SectionLoader for IntoHost<'_> {
 
     fn query<G: MsmGroup>(&mut self, s: &Section) -> Result<HostBases<G>, LoadError> {
         check_section::<G>(s)?;
-        let (stream, progress) = (&self.stream, self.progress);
+        let (src, scratch) = (&self.src, &mut self.scratch);
+        let (stream, progress) = (&src.stream, src.progress);
         // SAFETY: every byte is read from the file below before any copy reads it.
-        let mut host = unsafe { HostBases::<G>::uninit(self.gpu, s.count)? };
+        let mut host = unsafe { HostBases::<G>::uninit(src.gpu, s.count)? };
         // Half of a byte's progress for its read, half for its decoding.
-        read_parallel(&self.file, self.path, host.bytes_mut()?, s.point_offset(0), |n| progress.advance(n / 2))?;
+        read_parallel(&src.file, src.path, host.bytes_mut()?, s.point_offset(0), |n| progress.advance(n / 2))?;
         let size = std::mem::size_of::<G::DeviceAffine>();
-        let per = self.scratch.len() * 8 / size;
+        let per = scratch.len() * 8 / size;
         let mut first_bad = stream.clone_htod(&[u32::MAX])?;
         let points = host.points_mut()?;
         let mut decode = || -> Result<(), LoadError> {
@@ -318,12 +322,12 @@ impl SectionLoader for IntoHost<'_> {
                 let part = &mut points[first..(first + per).min(s.count)];
                 // SAFETY: the scratch holds staging_bytes ≥ part.len()·size bytes, 8-byte
                 // aligned like the point types, which are plain words valid for any bits.
-                let mut view = unsafe { self.scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
+                let mut view = unsafe { scratch.transmute_mut::<G::DeviceAffine>(part.len()) }
                     .ok_or_else(|| GpuError::Invalid("staging buffer too small".into()))?;
                 // All on one stream, in order: up, decoded in place, back down (pinned:
                 // asynchronous; the host reads the points only after the wait below).
                 stream.memcpy_htod(&*part, &mut view)?;
-                enqueue_decode::<G>(self.gpu, stream, &mut view, first, &mut first_bad)?;
+                enqueue_decode::<G>(src.gpu, stream, &mut view, first, &mut first_bad)?;
                 stream.memcpy_dtoh(&view, part)?;
                 let done = std::mem::size_of_val(part) as u64;
                 progress.advance(done - done / 2);
@@ -335,7 +339,7 @@ impl SectionLoader for IntoHost<'_> {
         let synced = stream.synchronize();
         r?;
         synced?;
-        check_decoded::<G>(stream, &first_bad, self.path, s)?;
+        check_decoded::<G>(stream, &first_bad, src.path, s)?;
         Ok(host)
     }
 }

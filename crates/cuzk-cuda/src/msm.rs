@@ -224,6 +224,13 @@ impl<G: MsmGroup> DeviceBases<G> {
     pub(crate) fn at(&self, s: &CudaStream) -> BasesAt<G> {
         BasesAt { origin: device_address(&self.points, s), first: 0, end: self.points.len(), group: PhantomData }
     }
+
+    /// Records the bases as read by everything enqueued on `s` so far: kernels take
+    /// their address as a plain number, so without this their free (stream-ordered)
+    /// would not wait for those kernels.
+    pub(crate) fn read_until_now(&self, s: &CudaStream) {
+        device_address(&self.points, s);
+    }
 }
 
 /// The device address of a buffer's first element, for kernels that take a base
@@ -677,6 +684,7 @@ impl GpuMsm {
         let mut results = Vec::with_capacity(2);
         let (sig, ones) = (0..split.sig_index.as_ref().map_or(0, |v| v.len()), 0..split.ones.as_ref().map_or(0, |v| v.len()));
         self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut phases)?;
+        bases.read_until_now(s);
         let end = s.record_event(timing)?;
         Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
     }
@@ -724,6 +732,7 @@ impl GpuMsm {
         if n > 0 {
             results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut phases)?);
         }
+        bases.read_until_now(s);
         let end = s.record_event(timing)?;
         Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
     }

@@ -143,6 +143,8 @@ struct SlotPool {
     free: Vec<Slot>,
     /// Slots in existence, free or taken.
     total: usize,
+    /// Elements per vector of each slot in existence.
+    lens: Vec<usize>,
 }
 
 /// NTT engine of one GPU.
@@ -543,6 +545,9 @@ impl GpuNtt {
                     return Ok(slot);
                 }
                 pool.total -= 1; // too small: dropped (stream-ordered free), replaced below
+                if let Some(i) = pool.lens.iter().position(|&l| l == slot.v[0].len()) {
+                    pool.lens.swap_remove(i);
+                }
             }
             if pool.total < STAGING_SLOTS {
                 pool.total += 1;
@@ -554,16 +559,26 @@ impl GpuNtt {
                     Ok(Slot { v: [one()?, one()?, one()?], copy: self.gpu.ctx.new_stream()? })
                 };
                 let r = alloc();
+                let mut pool = self.slots.lock().map_err(|_| poisoned())?;
                 if r.is_err() {
-                    self.slots.lock().map_err(|_| poisoned())?.total -= 1;
+                    pool.total -= 1;
                     self.slot_freed.notify_one();
                 } else {
+                    pool.lens.push(n.max(1));
                     tracing::debug!(n, "NTT staging slot allocated");
                 }
                 return r;
             }
             pool = self.slot_freed.wait(pool).map_err(|_| poisoned())?;
         }
+    }
+
+    /// Device bytes the staging slots already hold that a partition of an n-point
+    /// domain would reuse (slots of at least n elements, n of them per vector): memory
+    /// the free figure no longer shows but a partition's working memory needs no more.
+    pub fn staging_bytes_held(&self, n: usize) -> usize {
+        let slots = self.slots.lock().map(|p| p.lens.iter().filter(|&&l| l >= n).count()).unwrap_or(0);
+        slots.min(STAGING_SLOTS) * 3 * std::mem::size_of::<DeviceFr>() * n
     }
 
     fn put_slot(&self, slot: Slot) {

@@ -98,9 +98,16 @@ pub fn streamed_chunk_bytes(free: usize, n: usize, made: Option<usize>) -> Optio
     }
     // Two buffers of `chunk` bytes and the sort's 128 bytes (16 windows at most from
     // 2^20 scalars on) per G1 point of a chunk (96 bytes): 320/96 of `chunk`.
+    // (Below 2^20 points a chunk's MSMs take up to 20 windows: then the least size is
+    // tried on its own.)
+    let fits = |c: usize| 2 * c + working_bytes(n, c / 96) <= free;
     let room = free.checked_sub(working_bytes(n, 0))?;
     let chunk = ((room / 320 * 96).min(DEFAULT_CHUNK_BYTES) / 192) * 192;
-    (chunk >= MIN_CHUNK_BYTES && 2 * chunk + working_bytes(n, chunk / 96) <= free).then_some(chunk)
+    if chunk >= MIN_CHUNK_BYTES && fits(chunk) {
+        Some(chunk)
+    } else {
+        fits(MIN_CHUNK_BYTES).then_some(MIN_CHUNK_BYTES)
+    }
 }
 
 /// Groth16 on one GPU.
@@ -110,8 +117,8 @@ pub struct CudaBackend {
     msm: GpuMsm,
     /// Points per parameter set, loaded on first use.
     resident: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
-    /// Each set's placement, decided once (see `placement_of`).
-    decided: Mutex<HashMap<ParameterSetId, Placement>>,
+    /// Each set's placement, decided once (see `placement_of`), with its points' bytes.
+    decided: Mutex<HashMap<ParameterSetId, (Placement, usize)>>,
     /// Held while a set loads (one at a time, each placed knowing the ones before),
     /// not the map's lock: proofs with loaded sets go on meanwhile.
     loading: Mutex<()>,
@@ -159,11 +166,17 @@ impl CudaBackend {
     /// engine is then what `resident` does), forgotten when the set is released.
     fn placement_of(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
         let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("placement map poisoned".into()))?;
-        if let Some(d) = decided.get(&p.id()) {
+        if let Some((d, _)) = decided.get(&p.id()) {
             return Ok(d.clone());
         }
-        let d = self.placement_for(p)?;
-        decided.insert(p.id(), d.clone());
+        // Sets already placed on the device but not loaded yet (the engine asks before
+        // it loads): their points are not in the free figure, so count them here.
+        let pending: usize = {
+            let loaded = self.resident.lock().map_err(|_| ProveError::Backend("resident parameter map poisoned".into()))?;
+            decided.iter().filter(|(id, (d, _))| d.0.is_none() && !loaded.contains_key(id)).map(|(_, (_, bytes))| bytes).sum()
+        };
+        let d = self.placement_for(p, pending)?;
+        decided.insert(p.id(), (d.clone(), p.points_bytes()));
         Ok(d)
     }
 
@@ -179,49 +192,51 @@ impl CudaBackend {
 
     /// Streamed (the chunk buffers' size) or resident, for a set not loaded yet; with
     /// the reason, for the log.
-    fn placement_for(&self, p: &ParameterSet) -> Result<Placement, ProveError> {
+    /// `pending`: points of sets placed on the device, not loaded yet.
+    fn placement_for(&self, p: &ParameterSet, pending: usize) -> Result<Placement, ProveError> {
+        if let PointsPlacement::Streamed { chunk_bytes } = self.placement {
+            return Ok((Some(chunk_bytes), "streaming was asked for".into()));
+        }
         let (points, n) = (p.points_bytes(), p.domain_size().next_power_of_two());
         let free = {
             // With the device held: a proof's compute region takes its MSM scratch from
             // the pool meanwhile, which would make the figure low by that much. (No
             // caller holds the device lock here: loads come before a proof's compute.)
             let _held = self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-            self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?
+            let available = self.gpu.available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+            // The a, b, c slots an earlier proof left are reused, not allocated again.
+            (available + self.ntt.staging_bytes_held(n)).saturating_sub(pending)
         };
         let gb = |b: usize| b as f64 / 1e9;
-        match self.placement {
-            PointsPlacement::Streamed { chunk_bytes } => Ok((Some(chunk_bytes), "streaming was asked for".into())),
-            PointsPlacement::Auto => {
-                let resident = points + working_bytes(n, n);
-                if resident <= free {
-                    return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
-                }
-                let made = self.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
-                let Some(chunk) = streamed_chunk_bytes(free, n, made) else {
-                    let least = match made {
-                        Some(b) => working_bytes(n, b / 96),
-                        None => 2 * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / 96),
-                    };
-                    return Err(ProveError::Backend(format!(
-                        "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",
-                        self.name(),
-                        gb(free),
-                        gb(points),
-                        gb(least)
-                    )));
-                };
-                Ok((
-                    Some(chunk),
-                    format!(
-                        "{:.2} GB of points and {:.2} GB of working memory do not fit in {:.2} GB; chunk buffers of {:.2} GB",
-                        gb(points),
-                        gb(resident - points),
-                        gb(free),
-                        gb(chunk)
-                    ),
-                ))
-            }
+        // The H MSM runs over n − 1 scalars (16 windows at n = 2^24, not 13).
+        let resident = points + working_bytes(n, n - 1);
+        if resident <= free {
+            return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
         }
+        let made = self.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
+        let Some(chunk) = streamed_chunk_bytes(free, n, made) else {
+            let least = match made {
+                Some(b) => working_bytes(n, b / 96),
+                None => 2 * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / 96),
+            };
+            return Err(ProveError::Backend(format!(
+                "{} has {:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",
+                self.name(),
+                gb(free),
+                gb(points),
+                gb(least)
+            )));
+        };
+        Ok((
+            Some(chunk),
+            format!(
+                "{:.2} GB of points and {:.2} GB of working memory do not fit in {:.2} GB; chunk buffers of {:.2} GB",
+                gb(points),
+                gb(resident - points),
+                gb(free),
+                gb(chunk)
+            ),
+        ))
     }
 
     /// The parameter set's points, loaded on first use: onto the device, or into pinned
@@ -691,6 +706,10 @@ mod tests {
                 last = c;
             }
         }
+        // Just room for the least chunks (whose MSMs take 20 windows): those.
+        let least = 2 * MIN_CHUNK_BYTES + working_bytes(C2, MIN_CHUNK_BYTES / 96);
+        assert_eq!(streamed_chunk_bytes(least, C2, None), Some(MIN_CHUNK_BYTES));
+        assert_eq!(streamed_chunk_bytes(least - 1, C2, None), None);
         // A 24 GB card cannot hold a C2 partition's a, b, c slots and scratch at all.
         assert_eq!(streamed_chunk_bytes(gb(23.0), C2, None), None);
         // Buffers already made keep their size, if the partition still fits beside them.

@@ -229,8 +229,8 @@ impl BaseChunks {
         }
         let slot = self.next;
         self.next = 1 - slot;
-        // If the kernels of this chunk fail to enqueue, the next copy into the buffer
-        // still waits for the last ones that did (`freed` keeps their record).
+        // Waits for the kernels that last read the buffer (released after every chunk,
+        // also when its kernels failed to enqueue part-way).
         self.stream.wait(&self.freed[slot])?;
         let src = &host.slice()?[range.clone()];
         // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like the
@@ -259,6 +259,10 @@ impl BaseChunks {
 
 impl Drop for BaseChunks {
     fn drop(&mut self) {
+        // Copies into the buffers, then the kernels that read them.
+        if let Err(e) = self.stream.synchronize() {
+            tracing::error!(error = %e, "waiting for the copies into the chunk buffers");
+        }
         for ev in &self.freed {
             if let Err(e) = ev.synchronize() {
                 tracing::error!(error = %e, "waiting for the kernels reading a chunk buffer");
@@ -337,8 +341,11 @@ impl GpuMsm {
             let range = first..(first + per).min(n);
             let (slot, at) = chunks.load(&self.gpu, bases, range.clone(), false)?;
             let sc = scalars.slice(range.clone());
-            m.results.push(self.enqueue_pippenger(at, &sc, range.len(), None, &mut m.phases)?);
+            // Released even when the enqueue failed part-way: kernels already launched
+            // may read the buffer, and the next copy into it must wait for them.
+            let r = self.enqueue_pippenger(at, &sc, range.len(), None, &mut m.phases);
             chunks.release(&self.gpu, slot)?;
+            m.results.push(r?);
             m.bases_up += (range.len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
         }
         Ok(m.finish(s.record_event(timing)?))
@@ -367,8 +374,9 @@ impl GpuMsm {
         for (from, to) in chunk_runs(&split.checkpoints, chunks.points_per_chunk::<G>())? {
             let range = |k: usize| from[k] as usize..to[k] as usize;
             let (slot, at) = chunks.load(&self.gpu, bases, range(0), true)?;
-            self.enqueue_split_part(at, split, range(2), range(1), &mut m.results, &mut m.phases)?;
-            chunks.release(&self.gpu, slot)?;
+            let r = self.enqueue_split_part(at, split, range(2), range(1), &mut m.results, &mut m.phases);
+            chunks.release(&self.gpu, slot)?; // even after a failure: see above
+            r?;
             m.bases_up += (range(0).len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
         }
         Ok(m.finish(s.record_event(timing)?))

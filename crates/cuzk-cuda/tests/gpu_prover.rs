@@ -325,7 +325,10 @@ fn streamed_parameters_prove_as_resident_ones() {
     let params = generate_parameters_with(shape.circuit(0), &tw, &GpuFixedBase::new(g.clone()).unwrap(), &NoProgress).unwrap();
     let n = params.lens();
     eprintln!("2^{log_n}: H {} L {} A {} B {} points; G1 chunks of {} points", n.h, n.l, n.a, n.b_g1, MIN_CHUNK_BYTES / 96);
-    assert!(n.h > MIN_CHUNK_BYTES / 96 && n.l > MIN_CHUNK_BYTES / 96 && n.b_g2 > MIN_CHUNK_BYTES / 192, "every query must take more than one chunk");
+    assert!(
+        n.h > MIN_CHUNK_BYTES / 96 && n.l > MIN_CHUNK_BYTES / 96 && n.a > MIN_CHUNK_BYTES / 96 && n.b_g2 > MIN_CHUNK_BYTES / 192,
+        "every query must take more than one chunk (B in its G2 half)"
+    );
 
     let zero = [ProofRandomness::zero(); 2];
     let circuits = || synthesize_many(vec![shape.circuit(1), shape.circuit(2)]).unwrap();

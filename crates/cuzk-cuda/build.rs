@@ -40,26 +40,16 @@ fn find_nvcc() -> Option<PathBuf> {
 /// Where scripts/install-cuda-toolchain.sh puts nvcc.
 fn toolchain_nvcc() -> Option<PathBuf> {
     let toolchain = env::var_os("CUZK_CUDA_TOOLCHAIN").map(PathBuf::from).or_else(|| {
-        let cache = env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        let cache = env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
         Some(cache.join("cuzk/cuda-13.0.88"))
     })?;
     Some(toolchain.join("nvidia/cu13/bin/nvcc"))
 }
 
 fn supported_archs(nvcc: &Path) -> Vec<String> {
-    let out = Command::new(nvcc)
-        .arg("--list-gpu-code")
-        .output()
-        .unwrap_or_else(|e| panic!("running {} --list-gpu-code: {e}", nvcc.display()));
+    let out = Command::new(nvcc).arg("--list-gpu-code").output().unwrap_or_else(|e| panic!("running {} --list-gpu-code: {e}", nvcc.display()));
     if !out.status.success() {
-        panic!(
-            "{} --list-gpu-code failed ({}): {}",
-            nvcc.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        panic!("{} --list-gpu-code failed ({}): {}", nvcc.display(), out.status, String::from_utf8_lossy(&out.stderr));
     }
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     DEFAULT_ARCHS.iter().filter(|a| listed.lines().any(|l| l.trim() == format!("sm_{a}"))).map(|a| a.to_string()).collect()

@@ -161,21 +161,13 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<(), GpuError> {
     // pointer to a u64, the reuse one to an int, each valid for its call. All results
     // are checked.
     unsafe {
-        sys::cuMemPoolSetAttribute(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            (&mut threshold as *mut u64).cast(),
-        )
-        .result()?;
+        sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast())
+            .result()?;
         // Memory freed on the compute stream must not be handed to the copy stream with
         // a dependency on that free: the next partition's uploads would wait for this
         // partition's kernels. The pool grows instead (once: it keeps what it holds).
-        sys::cuMemPoolSetAttribute(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
-            (&mut no as *mut i32).cast(),
-        )
-        .result()?;
+        sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, (&mut no as *mut i32).cast())
+            .result()?;
     }
     Ok(())
 }
@@ -203,9 +195,8 @@ fn kernel_image() -> Result<Vec<u8>, GpuError> {
     match std::env::var_os(KERNEL_IMAGE_ENV) {
         None => Ok(FATBIN.to_vec()),
         Some(path) => {
-            let image = std::fs::read(&path).map_err(|e| {
-                GpuError::Invalid(format!("{KERNEL_IMAGE_ENV}={}: {e}", std::path::Path::new(&path).display()))
-            })?;
+            let image =
+                std::fs::read(&path).map_err(|e| GpuError::Invalid(format!("{KERNEL_IMAGE_ENV}={}: {e}", std::path::Path::new(&path).display())))?;
             tracing::warn!(path = %std::path::Path::new(&path).display(), "kernels loaded from {KERNEL_IMAGE_ENV}, not the built-in ones");
             Ok(image)
         }
@@ -261,8 +252,7 @@ impl Gpu {
         unsafe {
             sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, (&mut reserved as *mut u64).cast())
                 .result()?;
-            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast())
-                .result()?;
+            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast()).result()?;
         }
         Ok(free + reserved.saturating_sub(used) as usize)
     }
@@ -282,9 +272,8 @@ impl Gpu {
         use cudarc::driver::sys::{CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED};
         let flags = if write_combined { CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_WRITECOMBINED } else { CU_MEMHOSTALLOC_PORTABLE };
         // SAFETY: forwarded to the caller (see above).
-        unsafe { self.ctx.alloc_pinned_with_flags::<T>(len, flags) }.map_err(|e| {
-            GpuError::Invalid(format!("pinning {:.2} GB of host memory: {e}", (len * std::mem::size_of::<T>()) as f64 / 1e9))
-        })
+        unsafe { self.ctx.alloc_pinned_with_flags::<T>(len, flags) }
+            .map_err(|e| GpuError::Invalid(format!("pinning {:.2} GB of host memory: {e}", (len * std::mem::size_of::<T>()) as f64 / 1e9)))
     }
 
     /// The compute stream (for callers that time with events).

@@ -79,11 +79,7 @@ fn elementwise<T: DeviceRepr + ValidAsZeroBits + Default + Clone>(
     let mut b = s.launch_builder(kernel);
     b.arg(&mut out).arg(&dx).arg(&dy).arg(&op).arg(&n);
     // 256 threads a block: the Fp kernel's 72 registers do not fit 1024 threads.
-    let cfg = cudarc::driver::LaunchConfig {
-        grid_dim: ((x.len().max(1) as u32).div_ceil(256), 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = cudarc::driver::LaunchConfig { grid_dim: ((x.len().max(1) as u32).div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: every caller passes a kernel of the signature above over elements of
     // type T; all three buffers are n long and the grid-stride loop stays below n.
     unsafe { b.launch(cfg)? };

@@ -147,11 +147,7 @@ where
         .chain(rayon::iter::once(last))
         .find_any(|&i| (G::Affine::generator() * ks[i]).to_affine() != out[i]);
     match bad {
-        Some(i) => Err(GpuError::Invalid(format!(
-            "the device's fixed-base {} multiplication {i} of {} differs from the CPU's",
-            G::NAME,
-            ks.len()
-        ))),
+        Some(i) => Err(GpuError::Invalid(format!("the device's fixed-base {} multiplication {i} of {} differs from the CPU's", G::NAME, ks.len()))),
         None => Ok(()),
     }
 }

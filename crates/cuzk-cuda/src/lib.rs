@@ -13,9 +13,9 @@ pub mod fixed_base;
 pub mod msm;
 pub mod ntt;
 pub mod params_file;
+mod pinned;
 pub mod prover;
 pub mod split;
-mod pinned;
 pub mod streamed;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};

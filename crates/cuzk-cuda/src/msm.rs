@@ -11,15 +11,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use blst::{
-    blst_fp, blst_fp2, blst_fp2_inverse, blst_fp2_mul, blst_fp_inverse, blst_fp_mul, blst_p1_affine,
-    blst_p1_affine_serialize, blst_p2_affine, blst_p2_affine_serialize,
+    blst_fp, blst_fp2, blst_fp2_inverse, blst_fp2_mul, blst_fp_inverse, blst_fp_mul, blst_p1_affine, blst_p1_affine_serialize, blst_p2_affine,
+    blst_p2_affine_serialize,
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
-use rayon::prelude::*;
 use group::prime::PrimeCurveAffine;
 use group::Group;
+use rayon::prelude::*;
 
 use crate::device::{CurveKernels, Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
@@ -325,11 +325,7 @@ const SUM_THREADS: u32 = 1 << 15;
 pub(crate) const CURVE_BLOCK: u32 = 128;
 
 pub(crate) fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(per_block as u64).max(1) as u32, 1, 1),
-        block_dim: (per_block, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: (threads.div_ceil(per_block as u64).max(1) as u32, 1, 1), block_dim: (per_block, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// Where an MSM's scalars are: host memory (uploaded by the call) or already on the
@@ -358,12 +354,7 @@ pub struct DeviceSplit {
 impl DeviceSplit {
     /// Lists the caller has checked: indices below the bases' count, as many indices
     /// as significant scalars, fewer than 2^31 of each.
-    pub(crate) fn new(
-        sig_scalars: Option<CudaSlice<DeviceFr>>,
-        sig_index: Option<CudaSlice<u32>>,
-        ones: Option<CudaSlice<u32>>,
-        bytes: u64,
-    ) -> Self {
+    pub(crate) fn new(sig_scalars: Option<CudaSlice<DeviceFr>>, sig_index: Option<CudaSlice<u32>>, ones: Option<CudaSlice<u32>>, bytes: u64) -> Self {
         DeviceSplit { sig_scalars, sig_index, ones, bytes, checkpoints: Vec::new() }
     }
 
@@ -410,13 +401,7 @@ pub struct PendingMsm<G: MsmGroup> {
 
 impl<G: MsmGroup> PendingMsm<G> {
     /// An MSM enqueued by another module (crate::streamed).
-    pub(crate) fn enqueued(
-        results: Vec<CudaSlice<G::DeviceXyzz>>,
-        start: CudaEvent,
-        phases: PhaseEvents,
-        end: CudaEvent,
-        bases_up: u64,
-    ) -> Self {
+    pub(crate) fn enqueued(results: Vec<CudaSlice<G::DeviceXyzz>>, start: CudaEvent, phases: PhaseEvents, end: CudaEvent, bases_up: u64) -> Self {
         PendingMsm { results, t0: None, start, phases, end, bases_up }
     }
 
@@ -611,21 +596,13 @@ impl GpuMsm {
     }
 
     /// Σ scalars[i]·bases[i] over the first scalars.len() bases.
-    pub fn msm<G: MsmGroup>(
-        &self,
-        bases: &DeviceBases<G>,
-        scalars: &[Scalar],
-    ) -> Result<(G::Projective, MsmTimings), GpuError> {
+    pub fn msm<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: &[Scalar]) -> Result<(G::Projective, MsmTimings), GpuError> {
         self.msm_from(bases, Scalars::Host(scalars))
     }
 
     /// [`GpuMsm::msm`] with the scalars in host or device memory. Device scalars must
     /// have been written on this GPU's compute stream (or before it, in stream order).
-    pub fn msm_from<G: MsmGroup>(
-        &self,
-        bases: &DeviceBases<G>,
-        scalars: Scalars<'_>,
-    ) -> Result<(G::Projective, MsmTimings), GpuError> {
+    pub fn msm_from<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: Scalars<'_>) -> Result<(G::Projective, MsmTimings), GpuError> {
         let r = (|| {
             let (uploaded, t0);
             let d = match scalars {
@@ -712,11 +689,7 @@ impl GpuMsm {
 
     /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on
     /// the compute stream or ordered before it); no host wait.
-    pub fn enqueue_device<G: MsmGroup>(
-        &self,
-        bases: &DeviceBases<G>,
-        scalars: &CudaView<'_, DeviceFr>,
-    ) -> Result<PendingMsm<G>, GpuError> {
+    pub fn enqueue_device<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: &CudaView<'_, DeviceFr>) -> Result<PendingMsm<G>, GpuError> {
         let n = scalars.len();
         if n > bases.len() {
             return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())));
@@ -760,9 +733,7 @@ impl GpuMsm {
         let n32 = n as u32;
         let max_entries = n as u64 * w as u64;
         if max_entries >= 1 << 32 {
-            return Err(GpuError::Invalid(format!(
-                "{n} scalars × {w} windows of {c} bits: more bucket entries than 32-bit offsets hold"
-            )));
+            return Err(GpuError::Invalid(format!("{n} scalars × {w} windows of {c} bits: more bucket entries than 32-bit offsets hold")));
         }
         if base_index.is_none() && n > bases.end - bases.first {
             return Err(GpuError::Invalid(format!("{n} scalars but {} bases", bases.end - bases.first)));
@@ -779,10 +750,7 @@ impl GpuMsm {
         let mut bucket_sums = s.alloc_zeros::<G::DeviceXyzz>(len as usize)?;
         // The reduction's pairs (T, Y), ping-ponging between two sets of buffers.
         let mut pairs = [
-            (
-                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?,
-                s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?,
-            ),
+            (s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?, s.alloc_zeros::<G::DeviceXyzz>(reduce_threads as usize)?),
             (
                 s.alloc_zeros::<G::DeviceXyzz>(reduce_threads.div_ceil(2) as usize)?,
                 s.alloc_zeros::<G::DeviceXyzz>(reduce_threads.div_ceil(2) as usize)?,
@@ -811,13 +779,7 @@ impl GpuMsm {
         b.arg(&tile_sums).arg(&tiles).arg(&mut tile_offsets);
         // SAFETY: matches `msm_scan(const u32*, u32, u32*)`; one block of 1024 threads;
         // tile_offsets holds tiles + 1 entries.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (1, 1, 1),
-                block_dim: (1024, 1, 1),
-                shared_mem_bytes: 0,
-            })?
-        };
+        unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 })? };
         let mut b = s.launch_builder(&k.msm_tile_scan);
         b.arg(&counts).arg(&len).arg(&tile_offsets).arg(&tiles).arg(&mut offsets);
         // SAFETY: matches `msm_tile_scan(const u32*, u32, const u32*, u32, u32*)`; one block
@@ -830,14 +792,7 @@ impl GpuMsm {
         let indexed = base_index.is_some() as u32;
         for window in 0..w {
             let mut b = s.launch_builder(&k.msm_scatter);
-            b.arg(&digits)
-                .arg(&n32)
-                .arg(&c)
-                .arg(&window)
-                .arg(&mut cursor)
-                .arg(&mut sorted)
-                .arg(base_index.unwrap_or(&index_dummy))
-                .arg(&indexed);
+            b.arg(&digits).arg(&n32).arg(&c).arg(&window).arg(&mut cursor).arg(&mut sorted).arg(base_index.unwrap_or(&index_dummy)).arg(&indexed);
             // SAFETY: matches `msm_scatter(const u32*, u32, u32, u32, u32*, u32*, const u32*,
             // u32)`; reads digits[window·n .. window·n + n); each bucket's cursor runs from
             // its offset to the next one, all below the total ≤ n·windows = sorted.len();
@@ -849,26 +804,9 @@ impl GpuMsm {
 
         let rounds = self.affine_rounds_for::<G>(n);
         if rounds == 0 {
-            self.enqueue_accumulate::<G>(
-                bases.origin,
-                (&sorted.slice(..), 1),
-                &offsets.slice(..),
-                len,
-                max_entries,
-                &mut bucket_sums.slice_mut(..),
-            )?;
+            self.enqueue_accumulate::<G>(bases.origin, (&sorted.slice(..), 1), &offsets.slice(..), len, max_entries, &mut bucket_sums.slice_mut(..))?;
         } else {
-            self.enqueue_affine_accumulate::<G>(
-                bases,
-                &sorted,
-                &offsets,
-                n as u64,
-                w,
-                buckets_per_window,
-                rounds,
-                &mut bucket_sums,
-                phases,
-            )?;
+            self.enqueue_affine_accumulate::<G>(bases, &sorted, &offsets, n as u64, w, buckets_per_window, rounds, &mut bucket_sums, phases)?;
         }
         phases.mark(s)?;
 
@@ -976,10 +914,7 @@ impl GpuMsm {
         phases: &mut PhaseEvents,
     ) -> Result<(), GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
-        let group = self
-            .affine_group_windows
-            .unwrap_or((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32)
-            .clamp(1, windows);
+        let group = self.affine_group_windows.unwrap_or((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32).clamp(1, windows);
         let group_buckets = group as u64 * buckets_per_window as u64;
         // Capacities: the input of round r and its output ((in + buckets) / 2 + 1).
         let mut caps = vec![n * group as u64];
@@ -1003,10 +938,7 @@ impl GpuMsm {
         // only for the pairs whose product msm_affine_prefix stored; prod and inv are
         // written for every thread before they are read.
         let mut outs = unsafe { [s.alloc::<G::DeviceAffine>(cap_of(0))?, s.alloc::<G::DeviceAffine>(cap_of(1))?] };
-        let mut out_offsets = [
-            s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
-            s.alloc_zeros::<u32>(group_buckets as usize + 1)?,
-        ];
+        let mut out_offsets = [s.alloc_zeros::<u32>(group_buckets as usize + 1)?, s.alloc_zeros::<u32>(group_buckets as usize + 1)?];
         let max_in = caps[..rounds as usize].iter().copied().max().unwrap_or(1);
         let max_threads = max_in.div_ceil(AFFINE_SPAN as u64);
         // SAFETY: see `outs`.
@@ -1084,11 +1016,7 @@ impl GpuMsm {
 
     /// Enqueues Σ bases[idx[j]] (the batch addition of a split MSM's ones): per-thread
     /// sums of equal runs of indices, then a pairwise tree; returns the result buffer.
-    pub(crate) fn enqueue_sum_indexed<G: MsmGroup>(
-        &self,
-        bases: BasesAt<G>,
-        idx: &CudaView<'_, u32>,
-    ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
+    pub(crate) fn enqueue_sum_indexed<G: MsmGroup>(&self, bases: BasesAt<G>, idx: &CudaView<'_, u32>) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
         let count = idx.len() as u32;
         let per = count.div_ceil(SUM_THREADS).max(8);

@@ -193,15 +193,7 @@ impl<'n> StagedAbc<'n, '_> {
             std::mem::replace(&mut self.uploaded[1], swap()?),
             std::mem::replace(&mut self.uploaded[2], swap()?),
         ];
-        Ok(StagedAbc {
-            ntt: self.ntt,
-            slot: self.slot.take(),
-            n: self.n,
-            upload_start,
-            uploaded,
-            bytes: self.bytes,
-            _host: std::marker::PhantomData,
-        })
+        Ok(StagedAbc { ntt: self.ntt, slot: self.slot.take(), n: self.n, upload_start, uploaded, bytes: self.bytes, _host: std::marker::PhantomData })
     }
 }
 
@@ -327,14 +319,7 @@ impl GpuNtt {
     /// All stages of a transform: DIT (stages ascending: bit-reversed in, natural
     /// out) or DIF (descending: natural in, bit-reversed out), with `fusion`'s
     /// pointwise steps. No bit reversal here.
-    fn stages(
-        &self,
-        d: &DeviceDomain,
-        v: &mut CudaViewMut<'_, DeviceFr>,
-        inverse: bool,
-        dif: bool,
-        fusion: Fusion<'_>,
-    ) -> Result<(), GpuError> {
+    fn stages(&self, d: &DeviceDomain, v: &mut CudaViewMut<'_, DeviceFr>, inverse: bool, dif: bool, fusion: Fusion<'_>) -> Result<(), GpuError> {
         if (fusion.scale.is_some() || fusion.sub.is_some()) && !dif {
             return Err(GpuError::Invalid("output scaling is fused into DIF transforms only".into()));
         }
@@ -409,11 +394,7 @@ impl GpuNtt {
         if log_n >= 2 * BIT_REVERSE_TILE_LOG {
             let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse_tiled);
             b.arg(&mut *v).arg(&log_n);
-            let cfg = LaunchConfig {
-                grid_dim: (1u32 << (log_n - 2 * BIT_REVERSE_TILE_LOG), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg = LaunchConfig { grid_dim: (1u32 << (log_n - 2 * BIT_REVERSE_TILE_LOG), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: matches `ntt_bit_reverse_tiled(fr*, u32)`; one block per middle
             // index, every index formed stays below n = 2^log_n = v.len().
             unsafe { b.launch(cfg)? };
@@ -650,13 +631,7 @@ impl GpuNtt {
     /// its upload event fires, so b and c upload while a is transformed; the n
     /// coefficients are downloaded into `out`. Pinned host memory makes the transfers
     /// several times faster; any host memory works.
-    pub fn h_polynomial(
-        &self,
-        a: &[Scalar],
-        b: &[Scalar],
-        c: &[Scalar],
-        out: &mut [Scalar],
-    ) -> Result<HPolyTimings, GpuError> {
+    pub fn h_polynomial(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar], out: &mut [Scalar]) -> Result<HPolyTimings, GpuError> {
         let n = Self::h_domain(a, b, c);
         if out.len() < n {
             return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
@@ -687,7 +662,6 @@ impl GpuNtt {
         }
         r
     }
-
 
     /// The H polynomial's domain size for inputs a, b, c.
     fn h_domain(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> usize {
@@ -734,12 +708,7 @@ impl GpuNtt {
             let [va, vb, vc] = &mut views;
             self.h_from_coset_evaluations(&d, va, vb, vc)?;
             let computed = s.record_event(timing)?;
-            let events = HPolyEvents {
-                upload_start: &staged.upload_start,
-                uploaded: &staged.uploaded[2],
-                compute_start,
-                computed,
-            };
+            let events = HPolyEvents { upload_start: &staged.upload_start, uploaded: &staged.uploaded[2], compute_start, computed };
             then(&va.as_view(), events)
         })();
         self.settle(r)

@@ -22,9 +22,7 @@ use blstrs::{G1Projective, G2Projective};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaEvent, CudaStream};
-use cuzk_groth16::backend::{
-    check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings,
-};
+use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::params::{ParameterSetId, QueryPoints};
 use cuzk_groth16::{NoProgress, Progress};
@@ -37,8 +35,8 @@ use cuzk_groth16::{ParameterSet, Proof};
 
 use crate::device::{Gpu, GpuError};
 use crate::msm::{DeviceSplit, GpuMsm, PendingMsm, G1, G2};
-use crate::split::{build_on_device, split_plan, upload_density, DeviceAux};
 use crate::ntt::{GpuNtt, StagedAbc};
+use crate::split::{build_on_device, split_plan, upload_density, DeviceAux};
 
 fn backend_error(what: &str, e: GpuError) -> ProveError {
     ProveError::Backend(format!("{what}: {e}"))
@@ -211,7 +209,10 @@ impl CudaBackend {
         // The H MSM runs over n − 1 scalars (16 windows at n = 2^24, not 13).
         let resident = points + working_bytes(n, n - 1);
         if resident <= free {
-            return Ok((None, format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free))));
+            return Ok((
+                None,
+                format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free)),
+            ));
         }
         let made = self.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
         let Some(chunk) = streamed_chunk_bytes(free, n, made) else {
@@ -261,19 +262,19 @@ impl CudaBackend {
         let r = t.time(Stage::Upload, || -> Result<_, ProveError> {
             let file_error = |e| ProveError::Backend(format!("reading the parameters for the GPU: {e}"));
             Ok(match (p.points(), streamed) {
-                (QueryPoints::Host(q), None) => {
-                    LoadedPoints::Resident(Box::new(DeviceQueries {
-                        h: self.msm.upload_bases(&q.h).map_err(|e| backend_error("uploading H", e))?,
-                        l: self.msm.upload_bases(&q.l).map_err(|e| backend_error("uploading L", e))?,
-                        a: self.msm.upload_bases(&q.a).map_err(|e| backend_error("uploading A", e))?,
-                        b_g1: self.msm.upload_bases(&q.b_g1).map_err(|e| backend_error("uploading B (G1)", e))?,
-                        b_g2: self.msm.upload_bases(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
-                    }))
-                }
+                (QueryPoints::Host(q), None) => LoadedPoints::Resident(Box::new(DeviceQueries {
+                    h: self.msm.upload_bases(&q.h).map_err(|e| backend_error("uploading H", e))?,
+                    l: self.msm.upload_bases(&q.l).map_err(|e| backend_error("uploading L", e))?,
+                    a: self.msm.upload_bases(&q.a).map_err(|e| backend_error("uploading A", e))?,
+                    b_g1: self.msm.upload_bases(&q.b_g1).map_err(|e| backend_error("uploading B (G1)", e))?,
+                    b_g2: self.msm.upload_bases(&q.b_g2).map_err(|e| backend_error("uploading B (G2)", e))?,
+                })),
                 (QueryPoints::File(f), None) => LoadedPoints::Resident(Box::new(load_queries(&self.gpu, f, progress).map_err(file_error)?)),
                 (points, Some(chunk_bytes)) => {
                     let (q, was_shared) = shared(p.id(), || match points {
-                        QueryPoints::Host(q) => StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
+                        QueryPoints::Host(q) => {
+                            StreamedQueries::from_host(&self.gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e))
+                        }
                         QueryPoints::File(f) => load_queries_to_host(&self.gpu, f, STAGING_BYTES, progress).map_err(file_error),
                     })?;
                     if was_shared {
@@ -338,12 +339,7 @@ impl ProvingBackend for CudaBackend {
         format!("cuda:{}", self.gpu.ordinal)
     }
 
-    fn prove(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-    ) -> Result<ProveOutput, ProveError> {
+    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         self.prove_with(params, circuits, randomness, None)
     }
 
@@ -476,7 +472,8 @@ impl CudaBackend {
             .ok_or_else(|| ProveError::Backend("the parameter set lacks the public inputs' rows of A or B".into()))?;
         let t0 = Instant::now();
         let n = c.aux.len();
-        let plan = |d: Option<&Density>, first: usize| split_plan(n, &c.aux_classes, d, first).map_err(|e| backend_error("planning the split lists", e));
+        let plan =
+            |d: Option<&Density>, first: usize| split_plan(n, &c.aux_classes, d, first).map_err(|e| backend_error("planning the split lists", e));
         let (pl, (pa, pb)) = rayon::join(
             || plan(None, 0),
             || rayon::join(|| plan(Some(&c.a_aux_density), num_inputs), || plan(Some(&c.b_aux_density), b_inputs.len())),
@@ -501,13 +498,12 @@ impl CudaBackend {
             Ok((l, a, b, bytes))
         };
         let (staged, (a_inputs, (b_inputs_g1, b_inputs_g2))) = rayon::join(
-            || self.ntt.stage_with(c.a.as_slice(), c.b.as_slice(), c.c.as_slice(), lists).map_err(|e| backend_error("uploading a, b, c and building the split lists", e)),
             || {
-                rayon::join(
-                    || host_msm(a_rows, &c.input),
-                    || rayon::join(|| host_msm(b_g1_rows, &b_inputs), || host_msm(b_g2_rows, &b_inputs)),
-                )
+                self.ntt
+                    .stage_with(c.a.as_slice(), c.b.as_slice(), c.c.as_slice(), lists)
+                    .map_err(|e| backend_error("uploading a, b, c and building the split lists", e))
             },
+            || rayon::join(|| host_msm(a_rows, &c.input), || rayon::join(|| host_msm(b_g1_rows, &b_inputs), || host_msm(b_g2_rows, &b_inputs))),
         );
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         tracing::debug!(plans = ms(t_plans), enqueued = ms(t0.elapsed()), "prepare: host steps (ms from its start)");

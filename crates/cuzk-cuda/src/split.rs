@@ -111,12 +111,7 @@ impl SplitPlan {
 
 /// The lists on the host, in two parallel passes (the plan's counts, then every chunk
 /// fills its own part of the outputs): no serial merge of the ~700 MB of a C2 partition.
-pub fn split_lists(
-    aux: &[Scalar],
-    classes: &ScalarClasses,
-    density: Option<&Density>,
-    first_base: usize,
-) -> Result<SplitLists, GpuError> {
+pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Density>, first_base: usize) -> Result<SplitLists, GpuError> {
     let n = aux.len();
     let plan = split_plan(n, classes, density, first_base)?;
     let mut out = SplitLists {
@@ -173,12 +168,7 @@ impl DeviceAux {
         let words = aux.len().div_ceil(64);
         let (one, zero) = (classes.one.words(), classes.zero.words());
         if aux.is_empty() || one.len() < words || zero.len() < words {
-            return Err(GpuError::Invalid(format!(
-                "{} aux values with class bitmaps of {} and {} words",
-                aux.len(),
-                one.len(),
-                zero.len()
-            )));
+            return Err(GpuError::Invalid(format!("{} aux values with class bitmaps of {} and {} words", aux.len(), one.len(), zero.len())));
         }
         let bytes = (aux.len() * 32 + 2 * words * 8) as u64;
         Ok(DeviceAux {

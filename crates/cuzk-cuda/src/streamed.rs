@@ -210,13 +210,7 @@ impl BaseChunks {
     /// done, and orders the compute stream after the copy. Returns the buffer and where
     /// the kernels read the bases: by their index in the query when `indexed` (a split
     /// MSM's lists), else by their position in the range.
-    fn load<G: MsmGroup>(
-        &mut self,
-        gpu: &Gpu,
-        host: &HostBases<G>,
-        range: Range<usize>,
-        indexed: bool,
-    ) -> Result<(usize, BasesAt<G>), GpuError> {
+    fn load<G: MsmGroup>(&mut self, gpu: &Gpu, host: &HostBases<G>, range: Range<usize>, indexed: bool) -> Result<(usize, BasesAt<G>), GpuError> {
         let size = std::mem::size_of::<G::DeviceAffine>();
         let n = range.len();
         if n == 0 || n * size > self.bytes || range.end > host.len() {
@@ -235,8 +229,8 @@ impl BaseChunks {
         let src = &host.slice()?[range.clone()];
         // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like the
         // point types, which are plain words valid for any bits.
-        let mut view = unsafe { self.bufs[slot].transmute_mut::<G::DeviceAffine>(n) }
-            .ok_or_else(|| GpuError::Invalid("chunk buffer too small".into()))?;
+        let mut view =
+            unsafe { self.bufs[slot].transmute_mut::<G::DeviceAffine>(n) }.ok_or_else(|| GpuError::Invalid("chunk buffer too small".into()))?;
         // Asynchronous: from pinned memory, which the set keeps until its users are done.
         self.stream.memcpy_htod(src, &mut view)?;
         self.loaded[slot].record(&self.stream)?;
@@ -283,10 +277,7 @@ pub fn chunk_runs(checkpoints: &[[u32; 3]], per_chunk: usize) -> Result<Vec<Chun
     while i + 1 < checkpoints.len() {
         let span = |j: usize| (checkpoints[j][0] - checkpoints[i][0]) as usize;
         if span(i + 1) > per_chunk {
-            return Err(GpuError::Invalid(format!(
-                "list checkpoints {} bases apart, more than a chunk's {per_chunk}",
-                span(i + 1)
-            )));
+            return Err(GpuError::Invalid(format!("list checkpoints {} bases apart, more than a chunk's {per_chunk}", span(i + 1))));
         }
         let mut j = i + 1;
         while j + 1 < checkpoints.len() && span(j + 1) <= per_chunk {

@@ -12,7 +12,6 @@ use rand_chacha::ChaCha20Rng;
 
 mod common;
 
-
 /// n distinct pseudo-random points of G1 or G2: per chunk a random start, then repeated
 /// additions of a random step (much faster than a scalar multiplication per point).
 fn random_points_of<P>(n: usize, seed: u64) -> Vec<P::AffineRepr>
@@ -88,77 +87,29 @@ fn gpu_msm_g1_matches_blstrs() {
     points[7] = G1Affine::identity();
     let bases = msm.upload_bases::<G1>(&points).unwrap();
     for n in [1usize, 2, 3, 100, 1 << 10, 1 << 16, 1 << 20] {
-        check(
-            &msm,
-            &bases,
-            &points,
-            &common::random_scalars(n, n as u64),
-            &format!("n = {n}, random"),
-        );
+        check(&msm, &bases, &points, &common::random_scalars(n, n as u64), &format!("n = {n}, random"));
     }
 
     let n = 5000;
     let mut rng = ChaCha20Rng::seed_from_u64(99);
     check(&msm, &bases, &points, &vec![Scalar::ZERO; n], "all scalars zero");
     check(&msm, &bases, &points, &vec![-Scalar::ONE; n], "all scalars r − 1");
-    let zero_one: Vec<Scalar> = (0..n)
-        .map(|_| {
-            if rng.next_u32() & 1 == 1 {
-                Scalar::ONE
-            } else {
-                Scalar::ZERO
-            }
-        })
-        .collect();
+    let zero_one: Vec<Scalar> = (0..n).map(|_| if rng.next_u32() & 1 == 1 { Scalar::ONE } else { Scalar::ZERO }).collect();
     check(&msm, &bases, &points, &zero_one, "scalars 0 or 1");
     // Every scalar 1: a single bucket holds every point (the heavy-bucket path).
     let big = 1 << 16;
-    check(
-        &msm,
-        &bases,
-        &points,
-        &vec![Scalar::ONE; big],
-        "n = 2^16, every scalar 1",
-    );
+    check(&msm, &bases, &points, &vec![Scalar::ONE; big], "n = 2^16, every scalar 1");
     // Repeated points: P + P inside a bucket must double, P + (−P) must cancel.
     let same = vec![points[3]; n];
     let same_bases = msm.upload_bases::<G1>(&same).unwrap();
-    check(
-        &msm,
-        &same_bases,
-        &same,
-        &common::random_scalars(n, 5),
-        "one point repeated, random scalars",
-    );
-    check(
-        &msm,
-        &same_bases,
-        &same,
-        &vec![Scalar::from(3u64); n],
-        "one point repeated, scalar 3",
-    );
+    check(&msm, &same_bases, &same, &common::random_scalars(n, 5), "one point repeated, random scalars");
+    check(&msm, &same_bases, &same, &vec![Scalar::from(3u64); n], "one point repeated, scalar 3");
     let mut cancel = vec![Scalar::from(5u64); n];
-    cancel
-        .iter_mut()
-        .skip(1)
-        .step_by(2)
-        .for_each(|s| *s = -Scalar::from(5u64));
-    check(
-        &msm,
-        &same_bases,
-        &same,
-        &cancel,
-        "one point repeated, scalars ±5 (cancelling)",
-    );
+    cancel.iter_mut().skip(1).step_by(2).for_each(|s| *s = -Scalar::from(5u64));
+    check(&msm, &same_bases, &same, &cancel, "one point repeated, scalars ±5 (cancelling)");
     let infinities = vec![G1Affine::identity(); 100];
     let inf_bases = msm.upload_bases::<G1>(&infinities).unwrap();
-    check(
-        &msm,
-        &inf_bases,
-        &infinities,
-        &common::random_scalars(100, 6),
-        "all points at infinity",
-    );
+    check(&msm, &inf_bases, &infinities, &common::random_scalars(100, 6), "all points at infinity");
     // Mixed: small scalars with many digits zero.
     let small: Vec<Scalar> = (0..n).map(|_| Scalar::from(rng.next_u64() & 0xffff)).collect();
     check(&msm, &bases, &points, &small, "16-bit scalars");

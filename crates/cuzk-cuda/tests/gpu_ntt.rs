@@ -12,7 +12,6 @@ use rand_chacha::ChaCha20Rng;
 
 mod common;
 
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_field_arithmetic_matches_cpu() {
@@ -106,7 +105,11 @@ fn gpu_ntt_matches_cpu_for_every_size_to_2_24() {
 
 fn check_h_polynomial(ntt: &GpuNtt, log_n: u32, len: usize) {
     let n = 1usize << log_n;
-    let (a, b, c) = (common::random_scalars(len, 1000 + log_n as u64), common::random_scalars(len, 2000 + log_n as u64), common::random_scalars(len, 3000 + log_n as u64));
+    let (a, b, c) = (
+        common::random_scalars(len, 1000 + log_n as u64),
+        common::random_scalars(len, 2000 + log_n as u64),
+        common::random_scalars(len, 3000 + log_n as u64),
+    );
     let d = Domain::new(log_n).unwrap();
     let pad = |v: &[Scalar]| {
         let mut p = v.to_vec();

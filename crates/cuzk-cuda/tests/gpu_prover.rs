@@ -36,10 +36,7 @@ fn check_domain(backend: &CudaBackend, log_n: u32) {
     let mut bad = out.proofs[0];
     bad.c = (G1Projective::from(bad.c) + G1Projective::generator()).to_affine();
     assert!(!verify_proof(&pvk, &bad, &inputs[0]).unwrap(), "2^{log_n}: a tampered proof verifies");
-    eprintln!(
-        "2^{log_n}: GPU proofs equal the CPU's (r = s = 0) and verify; stages: {:?}",
-        out.timings
-    );
+    eprintln!("2^{log_n}: GPU proofs equal the CPU's (r = s = 0) and verify; stages: {:?}", out.timings);
 }
 
 #[test]
@@ -194,7 +191,9 @@ fn prove_releasing_frees_the_witness_and_gives_the_cpu_proofs() {
     let seeds: Vec<u64> = (1..=8).collect();
     let want: Vec<_> = seeds
         .chunks(2)
-        .flat_map(|s| CpuBackend::new().prove(&params, &mut synthesize_many(vec![shape.circuit(s[0]), shape.circuit(s[1])]).unwrap(), &zero).unwrap().proofs)
+        .flat_map(|s| {
+            CpuBackend::new().prove(&params, &mut synthesize_many(vec![shape.circuit(s[0]), shape.circuit(s[1])]).unwrap(), &zero).unwrap().proofs
+        })
         .collect();
     let got: Vec<_> = std::thread::scope(|scope| {
         let workers: Vec<_> = seeds
@@ -284,7 +283,14 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
         ("section l, point 5", at(&l.l, 5), Box::new(|b| b[90] ^= 1)),
         ("section b_g2, point 1", at(&l.b_g2, 1), Box::new(|b| b[0] |= 0x80)),
         ("section h, point 2", at(&l.h, 2), Box::new(|b| b[0] = 0x40)),
-        ("section a, point 7", at(&l.a, 7), Box::new(|b| { b[0] = 0x1f; b[1..48].fill(0xff) })),
+        (
+            "section a, point 7",
+            at(&l.a, 7),
+            Box::new(|b| {
+                b[0] = 0x1f;
+                b[1..48].fill(0xff)
+            }),
+        ),
         ("section b_g1, point 0", at(&l.b_g1, 0), Box::new(|b| b[0] |= 0x20)),
     ];
     for (want, offset, corrupt) in cases {

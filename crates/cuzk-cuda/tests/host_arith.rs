@@ -12,7 +12,6 @@ use rand_chacha::ChaCha20Rng;
 
 mod common;
 
-
 fn compile(source: &str, dir: &Path) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -132,8 +131,7 @@ mod g1 {
         if zz.l == [0; 6] {
             return blst_p1_affine::default();
         }
-        let (mut izz, mut izzz, mut ax, mut ay) =
-            (blst_fp::default(), blst_fp::default(), blst_fp::default(), blst_fp::default());
+        let (mut izz, mut izzz, mut ax, mut ay) = (blst_fp::default(), blst_fp::default(), blst_fp::default(), blst_fp::default());
         // SAFETY: field operations on reduced elements; zz and zzz are non-zero.
         unsafe {
             blst_fp_inverse(&mut izz, zz);
@@ -155,7 +153,7 @@ fn g1_xyzz_formulas_match_blst_including_doubling_inverse_and_infinity() {
     for i in 0..300 {
         let a = g1::affine(&g1::mul_gen(rng.next_u64() | 1));
         let b = match i % 4 {
-            0 => a,                                                    // B = A
+            0 => a, // B = A
             1 => {
                 // B = −A
                 let mut neg = g1::from_affine(&a);
@@ -171,8 +169,7 @@ fn g1_xyzz_formulas_match_blst_including_doubling_inverse_and_infinity() {
     // A = infinity too.
     pairs.push((blst_p1_affine::default(), g1::affine(&g1::mul_gen(5))));
     let fp_hex = |x: &blst::blst_fp| hex(x);
-    let input: String =
-        pairs.iter().map(|(a, b)| format!("{} {} {} {}\n", fp_hex(&a.x), fp_hex(&a.y), fp_hex(&b.x), fp_hex(&b.y))).collect();
+    let input: String = pairs.iter().map(|(a, b)| format!("{} {} {} {}\n", fp_hex(&a.x), fp_hex(&a.y), fp_hex(&b.x), fp_hex(&b.y))).collect();
     let text = run(&exe, input);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), pairs.len());

@@ -60,11 +60,7 @@ impl MemoryBudget {
             if give_up() {
                 return Ok(None);
             }
-            used = self
-                .freed
-                .wait_timeout(used, std::time::Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            used = self.freed.wait_timeout(used, std::time::Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
         }
         *used += bytes;
         self.peak.fetch_max(*used, std::sync::atomic::Ordering::Relaxed);

@@ -412,11 +412,7 @@ impl Engine {
     /// `workers_per_backend` workers (the backend holds its device only for a proof's
     /// compute region). a, b, c are plain vectors
     /// from a reused pool.
-    pub fn start(
-        config: EngineConfig,
-        backends: Vec<Arc<dyn ProvingBackend>>,
-        handlers: Vec<Arc<dyn KindHandler>>,
-    ) -> Result<Engine, EngineError> {
+    pub fn start(config: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, handlers: Vec<Arc<dyn KindHandler>>) -> Result<Engine, EngineError> {
         Self::start_with_buffers(config, backends, handlers, vec_buffers())
     }
 
@@ -433,9 +429,7 @@ impl Engine {
         }
         let budget = MemoryBudget::new(config.memory_budget_bytes);
         // Enough idle buffers for every partition that can be in flight at once.
-        let in_flight = config.synthesis_threads.max(1)
-            + config.synthesis_lookahead.max(1)
-            + backends.len() * config.workers_per_backend.max(1);
+        let in_flight = config.synthesis_threads.max(1) + config.synthesis_lookahead.max(1) + backends.len() * config.workers_per_backend.max(1);
         let buffers = BufferPool::new(make_buffer, budget.clone(), 3 * in_flight);
         let relieve = {
             let b = buffers.clone();
@@ -452,10 +446,7 @@ impl Engine {
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),
             jobs: Mutex::new(JobTable::default()),
-            backends: backends
-                .into_iter()
-                .map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None) }))
-                .collect(),
+            backends: backends.into_iter().map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None) })).collect(),
             stats: Arc::new(Mutex::new(Stats::default())),
             timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
             started: Instant::now(),
@@ -580,12 +571,8 @@ impl Engine {
     /// Forgets finished jobs older than the retention time.
     fn prune(&self, table: &mut JobTable) {
         let keep = self.inner.config.job_retention;
-        let old: Vec<JobId> = table
-            .by_id
-            .values()
-            .filter(|j| j.state().finished_at.is_some_and(|t| t.elapsed() > keep))
-            .map(|j| j.id.clone())
-            .collect();
+        let old: Vec<JobId> =
+            table.by_id.values().filter(|j| j.state().finished_at.is_some_and(|t| t.elapsed() > keep)).map(|j| j.id.clone()).collect();
         for id in old {
             if let Some(j) = table.by_id.remove(&id) {
                 table.by_request.remove(&j.request_id);
@@ -662,11 +649,7 @@ impl Engine {
         }
         let stats = lock(&inner.stats);
         EngineStatus {
-            backends: inner
-                .backends
-                .iter()
-                .map(|b| BackendStatus { name: b.backend.name(), current_job: lock(&b.current).clone() })
-                .collect(),
+            backends: inner.backends.iter().map(|b| BackendStatus { name: b.backend.name(), current_job: lock(&b.current).clone() }).collect(),
             params: inner.params.status(),
             queues: ProofKind::ALL
                 .iter()
@@ -952,9 +935,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
                 // The witness's memory goes back as soon as the backend has read it,
                 // so the next partition's synthesis can start during this proof.
                 let mut released = |_| drop(budget.take());
-                slot.backend
-                    .prove_releasing(&params.set, std::slice::from_mut(&mut circuit), &randomness, &mut released)
-                    .map_err(|e| e.to_string())
+                slot.backend.prove_releasing(&params.set, std::slice::from_mut(&mut circuit), &randomness, &mut released).map_err(|e| e.to_string())
             });
             // The prover lane shows the device's compute region where the backend
             // reports it (its preparation overlaps the other worker's kernels).

@@ -21,13 +21,8 @@ pub enum ProofKind {
 }
 
 impl ProofKind {
-    pub const ALL: [ProofKind; 5] = [
-        ProofKind::PorepSealCommit,
-        ProofKind::SnapDealsUpdate,
-        ProofKind::WindowPostPartition,
-        ProofKind::WinningPost,
-        ProofKind::Synthetic,
-    ];
+    pub const ALL: [ProofKind; 5] =
+        [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost, ProofKind::Synthetic];
 
     /// The name used in status and metrics.
     pub fn name(self) -> &'static str {

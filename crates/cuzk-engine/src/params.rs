@@ -145,11 +145,8 @@ impl ParamCache {
     /// Evicts sets nobody uses that have been idle at least `min_idle`.
     pub fn evict_idle(&self, min_idle: Duration) -> u64 {
         let mut g = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let idle: Vec<String> = g
-            .iter()
-            .filter(|(_, e)| Arc::strong_count(&e.params) == 1 && e.last_used.elapsed() >= min_idle)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let idle: Vec<String> =
+            g.iter().filter(|(_, e)| Arc::strong_count(&e.params) == 1 && e.last_used.elapsed() >= min_idle).map(|(k, _)| k.clone()).collect();
         let mut freed = 0;
         for k in idle {
             if let Some(e) = g.remove(&k) {
@@ -178,5 +175,4 @@ impl ParamCache {
         v.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
         v
     }
-
 }

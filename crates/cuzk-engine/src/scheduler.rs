@@ -101,12 +101,7 @@ pub(crate) struct BoundedQueue<T> {
 
 impl<T> BoundedQueue<T> {
     pub fn new(capacity: usize) -> Self {
-        BoundedQueue {
-            state: Mutex::new((VecDeque::new(), false)),
-            capacity: capacity.max(1),
-            not_empty: Condvar::new(),
-            not_full: Condvar::new(),
-        }
+        BoundedQueue { state: Mutex::new((VecDeque::new(), false)), capacity: capacity.max(1), not_empty: Condvar::new(), not_full: Condvar::new() }
     }
 
     /// Err(item) once closed.

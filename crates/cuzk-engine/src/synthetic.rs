@@ -15,8 +15,8 @@
 use std::sync::{Arc, Mutex};
 
 use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
-use cuzk_groth16::synthetic::SyntheticShape;
 use cuzk_groth16::synthesis::{synthesize, synthesize_into, EvalBuffers};
+use cuzk_groth16::synthetic::SyntheticShape;
 use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -168,10 +168,7 @@ impl KindHandler for SyntheticKind {
             ))
         })?;
         if !(1..=self.max_log_size).contains(&p.log_size) {
-            return Err(EngineError::InvalidArgument(format!(
-                "synthetic payload: log_size {} is outside 1..={}",
-                p.log_size, self.max_log_size
-            )));
+            return Err(EngineError::InvalidArgument(format!("synthetic payload: log_size {} is outside 1..={}", p.log_size, self.max_log_size)));
         }
         if !(1..=MAX_SYNTHETIC_PARTITIONS).contains(&p.partitions) {
             return Err(EngineError::InvalidArgument(format!(
@@ -185,10 +182,7 @@ impl KindHandler for SyntheticKind {
             ));
         }
         if p.c2 && p.log_size != C2_LOG_SIZE {
-            return Err(EngineError::InvalidArgument(format!(
-                "synthetic payload: \"c2\": true needs log_size {C2_LOG_SIZE}, not {}",
-                p.log_size
-            )));
+            return Err(EngineError::InvalidArgument(format!("synthetic payload: \"c2\": true needs log_size {C2_LOG_SIZE}, not {}", p.log_size)));
         }
         let (shape, circuit_id) = if p.c2 {
             (SyntheticShape::c2(), Self::C2_CIRCUIT_ID.to_string())
@@ -215,9 +209,8 @@ impl KindHandler for SyntheticKind {
 
     /// Made in memory: `points_in_file` does not apply.
     fn load_params(&self, circuit_id: &str, _points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        let (shape, seed) = self
-            .parse_circuit_id(circuit_id)
-            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {circuit_id:?}")))?;
+        let (shape, seed) =
+            self.parse_circuit_id(circuit_id).ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {circuit_id:?}")))?;
         let mul = (self.fixed_base)().map_err(|e| EngineError::Internal(format!("setup of {circuit_id}: {e}")))?;
         let t = std::time::Instant::now();
         let p = Self::parameters_on(shape, seed, mul.as_ref())?;

@@ -198,17 +198,18 @@ pub fn chrome_trace(events: &[TimelineEvent]) -> serde_json::Value {
     lanes.sort();
     lanes.dedup();
     let tid = |lane: &str| lanes.iter().position(|l| l == lane).map(|i| i + 1).unwrap_or(0);
-    let mut out: Vec<serde_json::Value> = lanes
-        .iter()
-        .map(|l| serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid(l), "args": {"name": l}}))
-        .collect();
+    let mut out: Vec<serde_json::Value> =
+        lanes.iter().map(|l| serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid(l), "args": {"name": l}})).collect();
     out.extend(sp.iter().map(|s| {
         serde_json::json!({"ph": "X", "name": s.name, "cat": s.name.split(' ').next().unwrap_or(""), "pid": 1,
             "tid": tid(&s.lane), "ts": s.start_us, "dur": s.end_us - s.start_us, "args": {"job": s.job}})
     }));
-    out.extend(events.iter().filter(|e| e.lane.is_empty()).map(|e| {
-        serde_json::json!({"ph": "i", "s": "g", "name": format!("{:?} {}", e.kind, e.job), "pid": 1, "tid": 0, "ts": e.t_us})
-    }));
+    out.extend(
+        events
+            .iter()
+            .filter(|e| e.lane.is_empty())
+            .map(|e| serde_json::json!({"ph": "i", "s": "g", "name": format!("{:?} {}", e.kind, e.job), "pid": 1, "tid": 0, "ts": e.t_us})),
+    );
     serde_json::json!({ "traceEvents": out, "displayTimeUnit": "ms" })
 }
 

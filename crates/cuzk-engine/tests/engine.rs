@@ -210,10 +210,7 @@ fn the_timeline_records_every_stage_of_every_partition() {
         assert_eq!(mine.last().unwrap().kind, EventKind::Completed);
         for p in 0..2u32 {
             let order: Vec<EventKind> = mine.iter().filter(|x| x.partition == Some(p)).map(|x| x.kind).collect();
-            assert_eq!(
-                order,
-                [EventKind::SynthesisStart, EventKind::SynthesisEnd, EventKind::ProveStart, EventKind::ProveEnd, EventKind::Verified]
-            );
+            assert_eq!(order, [EventKind::SynthesisStart, EventKind::SynthesisEnd, EventKind::ProveStart, EventKind::ProveEnd, EventKind::Verified]);
         }
     }
     let sp = spans(&ev);
@@ -323,8 +320,7 @@ fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
     let budget = params + one + one / 2;
     let cfg = EngineConfig { memory_budget_bytes: budget, synthesis_threads: 2, workers_per_backend: 2, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
-    let ids: Vec<_> =
-        (0..3u64).map(|j| e.submit(synthetic(log, 3, 10 * j, Priority::Normal, &format!("pressure-{j}"))).unwrap().job_id).collect();
+    let ids: Vec<_> = (0..3u64).map(|j| e.submit(synthetic(log, 3, 10 * j, Priority::Normal, &format!("pressure-{j}"))).unwrap().job_id).collect();
     for (j, id) in ids.iter().enumerate() {
         let out = e.wait(id, Some(Duration::from_secs(120))).unwrap();
         assert_eq!(out.status, JobStatus::Completed, "{}", out.error);

@@ -53,7 +53,6 @@ where
     C: CompoundProof<'a, S, Circ> + CacheableParameters<Circ, S::PublicParams>,
 {
     guarded(&format!("computing the {kind} public inputs"), || {
-        C::generate_public_inputs(inputs, params, Some(partition_k))
-            .map_err(FilecoinError::rejected(format!("the {kind} public inputs")))
+        C::generate_public_inputs(inputs, params, Some(partition_k)).map_err(FilecoinError::rejected(format!("the {kind} public inputs")))
     })
 }

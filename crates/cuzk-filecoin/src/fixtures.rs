@@ -13,17 +13,17 @@ use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
+use base64::Engine as _;
 use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{CpuBackend, NoProgress, ProofRandomness, ProvingBackend};
 use filecoin_proofs::{
     add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment, generate_single_vanilla_proof,
-    generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, SealPreCommitOutput, SectorUpdateConfig,
-    SectorShape2KiB, UnpaddedBytesAmount,
+    generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo,
+    PublicReplicaInfo, SealPreCommitOutput, SectorShape2KiB, SectorUpdateConfig, UnpaddedBytesAmount,
 };
-use base64::Engine as _;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -33,9 +33,9 @@ use storage_proofs_core::sector::SectorId;
 use crate::ids::{porep_config, post_config, prover_id};
 use crate::porep::PorepRequest;
 use crate::post::PostRequest;
-use crate::snap::SnapRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 use crate::setup;
+use crate::snap::SnapRequest;
 use crate::{FilecoinError, FilecoinJob};
 
 type Tree = SectorShape2KiB;
@@ -129,8 +129,7 @@ impl PorepFixture {
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r: [u8; 32], seed: [u8; 32]) -> bool {
         let Ok(cfg) = SealProof::from_registered(self.registered_proof).and_then(porep_config) else { return false };
         let sector = SectorId::from(self.sector_number);
-        filecoin_proofs::verify_seal::<Tree>(&cfg, comm_r, self.comm_d, prover_id(self.miner_id), sector, self.ticket, seed, proof)
-            .unwrap_or(false)
+        filecoin_proofs::verify_seal::<Tree>(&cfg, comm_r, self.comm_d, prover_id(self.miner_id), sector, self.ticket, seed, proof).unwrap_or(false)
     }
 }
 
@@ -195,9 +194,8 @@ pub fn prove_on_cpu(job: &dyn FilecoinJob, param_dir: &Path, seed: u64) -> Resul
         if circuit.input.get(1..) != Some(&inputs[..]) {
             return Err(format!("partition {k}: the circuit's inputs are not storage-proofs' public inputs"));
         }
-        let out = CpuBackend::new()
-            .prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)])
-            .map_err(|e| e.to_string())?;
+        let out =
+            CpuBackend::new().prove(&params, std::slice::from_mut(&mut circuit), &[ProofRandomness::random(&mut rng)]).map_err(|e| e.to_string())?;
         if !verify_proof(&pvk, &out.proofs[0], &inputs).map_err(|e| e.to_string())? {
             return Err(format!("partition {k}: the proof does not verify with cuzk's verifier"));
         }
@@ -351,7 +349,8 @@ fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> 
     let mut ticket = [0u8; 32];
     rng.fill_bytes(&mut ticket);
     ticket[31] &= 0x3f;
-    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece.clone()])?;
+    let pc1 =
+        seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece.clone()])?;
     let pc = seal_pre_commit_phase2(&cfg, pc1, &cache, &sealed)?;
     let replica = PrivateReplicaInfo::<Tree>::new(sealed.clone(), pc.comm_r, cache.clone())?;
     Ok(Sealed { id, comm_r: pc.comm_r, replica, pre_commit: pc, piece, ticket, sealed, cache })

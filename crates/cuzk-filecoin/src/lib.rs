@@ -11,8 +11,8 @@
 //! `FIL_PROOFS_*` environment variables once per process: [`env::use_parameter_dir`]
 //! must run before anything else here.
 
-pub mod env;
 mod compound;
+pub mod env;
 mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
@@ -31,8 +31,8 @@ use cuzk_groth16::SynthesizedCircuit;
 pub use error::FilecoinError;
 pub use porep::PorepRequest;
 pub use post::PostRequest;
-pub use snap::SnapRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+pub use snap::SnapRequest;
 
 /// How a proof was checked before it is returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,12 +11,9 @@ const MAX_VANILLA_BYTES: u64 = 256 << 20;
 /// Decodes `bytes` as bincode 1 with the legacy layout filecoin-proofs writes
 /// (`bincode::serialize`: fixed-width little-endian integers), refusing trailing bytes.
 pub(crate) fn bincode_decode<T: DeserializeOwned>(bytes: &[u8], field: &str) -> Result<T, FilecoinError> {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .reject_trailing_bytes()
-        .with_limit(MAX_VANILLA_BYTES)
-        .deserialize(bytes)
-        .map_err(|e| FilecoinError::invalid(format!("{field} ({} bytes) is not a bincode-encoded vanilla proof of this proof type: {e}", bytes.len())))
+    bincode::DefaultOptions::new().with_fixint_encoding().reject_trailing_bytes().with_limit(MAX_VANILLA_BYTES).deserialize(bytes).map_err(|e| {
+        FilecoinError::invalid(format!("{field} ({} bytes) is not a bincode-encoded vanilla proof of this proof type: {e}", bytes.len()))
+    })
 }
 
 /// A 32-byte field of the request.

@@ -80,7 +80,8 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
         let c1 = base64::engine::general_purpose::STANDARD
             .decode(env.phase1_out.as_bytes())
             .map_err(|e| FilecoinError::invalid(format!("vanilla_proof: Phase1Out is not base64: {e}")))?;
-        let n = u64::try_from(env.sector_num).map_err(|_| FilecoinError::invalid(format!("vanilla_proof: SectorNum {} is negative", env.sector_num)))?;
+        let n =
+            u64::try_from(env.sector_num).map_err(|_| FilecoinError::invalid(format!("vanilla_proof: SectorNum {} is negative", env.sector_num)))?;
         if req.sector_number != 0 && req.sector_number != n {
             return Err(FilecoinError::invalid(format!("sector_number is {} but the envelope's SectorNum is {n}", req.sector_number)));
         }
@@ -91,8 +92,7 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
     } else {
         (req.vanilla_proof.to_vec(), req.sector_number)
     };
-    let head: C1Head = serde_json::from_slice(&c1_bytes)
-        .map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
+    let head: C1Head = serde_json::from_slice(&c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
     let proof = SealProof::from_api_name(&head.registered_proof)
         .ok_or_else(|| FilecoinError::invalid(format!("C1 output: registered_proof {:?} is not a seal proof type", head.registered_proof)))?;
     if req.registered_proof != 0 && req.registered_proof != proof.id {
@@ -118,8 +118,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
     sector_number: u64,
     miner_id: u64,
 ) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    let c1: C1<Tree> = serde_json::from_slice(c1_bytes)
-        .map_err(|e| FilecoinError::invalid(format!("C1 output for {}: {e}", proof.api_name())))?;
+    let c1: C1<Tree> = serde_json::from_slice(c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output for {}: {e}", proof.api_name())))?;
     let tag = format!("StackedDrg{}V1", proof.size.api_name());
     let mut tags: Vec<String> = c1.vanilla_proofs.keys().cloned().collect();
     let mut c1_proofs = c1.vanilla_proofs;
@@ -156,16 +155,11 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
             "C1 output's replica_id is not that of miner {miner_id}, sector {sector_number}, its ticket and comm_d (another miner or sector?)"
         )));
     }
-    let comm_r: DomainOf<Tree> =
-        as_safe_commitment(&c1.comm_r, "comm_r").map_err(|e| FilecoinError::invalid(format!("C1 output: {e}")))?;
-    let comm_d = <Sha256Hasher as Hasher>::Domain::try_from_bytes(&c1.comm_d)
-        .map_err(|e| FilecoinError::invalid(format!("C1 output: comm_d: {e}")))?;
-    let inputs: Inputs<Tree> = stacked::PublicInputs {
-        replica_id: c1.replica_id,
-        tau: Some(stacked::Tau { comm_d, comm_r }),
-        k: None,
-        seed: Some(c1.seed),
-    };
+    let comm_r: DomainOf<Tree> = as_safe_commitment(&c1.comm_r, "comm_r").map_err(|e| FilecoinError::invalid(format!("C1 output: {e}")))?;
+    let comm_d =
+        <Sha256Hasher as Hasher>::Domain::try_from_bytes(&c1.comm_d).map_err(|e| FilecoinError::invalid(format!("C1 output: comm_d: {e}")))?;
+    let inputs: Inputs<Tree> =
+        stacked::PublicInputs { replica_id: c1.replica_id, tau: Some(stacked::Tau { comm_d, comm_r }), k: None, seed: Some(c1.seed) };
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
     // The vanilla proofs are checked before any proving time is spent on them.
     let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
@@ -256,4 +250,3 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         })
     }
 }
-

@@ -41,10 +41,7 @@ pub(crate) fn decode(window: bool, req: &PostRequest<'_>) -> Result<Box<dyn File
     let proof = PostProof::from_registered(req.registered_proof)?;
     if proof.window != window {
         let (asked, got) = if window { ("WindowPoSt", "WinningPoSt") } else { ("WinningPoSt", "WindowPoSt") };
-        return Err(FilecoinError::invalid(format!(
-            "registered_proof {} is a {got} type, but the request is for {asked}",
-            req.registered_proof
-        )));
+        return Err(FilecoinError::invalid(format!("registered_proof {} is a {got} type, but the request is for {asked}", req.registered_proof)));
     }
     check_sector_size(req.sector_size, proof.size)?;
     guarded("decoding the PoSt request", || with_shape!(proof.size, decode_shaped, proof, req))
@@ -79,8 +76,7 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
             FilecoinError::invalid(format!("randomness is not a canonical field element ({e}); clear the top two bits of its last byte"))
         })?;
         let prover_id = prover_id(req.miner_id);
-        let prover_id_fr: DomainOf<Tree> =
-            as_safe_commitment(&prover_id, "prover_id").map_err(FilecoinError::rejected("prover id"))?;
+        let prover_id_fr: DomainOf<Tree> = as_safe_commitment(&prover_id, "prover_id").map_err(FilecoinError::rejected("prover id"))?;
 
         let name = if proof.window { "WindowPoSt" } else { "WinningPoSt" };
         let expected_sectors = if proof.window { config.sector_count } else { 1 };
@@ -130,8 +126,7 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
                 )));
             }
         }
-        let sectors: Vec<PublicSector<DomainOf<Tree>>> =
-            sector_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
+        let sectors: Vec<PublicSector<DomainOf<Tree>>> = sector_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
         let replicas = sector_proofs.iter().map(|p| (p.sector_id, bytes32(&p.comm_r))).collect();
 
         let partition_index = if proof.window { req.partition_index as usize } else { 0 };
@@ -141,7 +136,8 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
         let (params, vanilla, verify_inputs, verify_partition);
         if proof.window {
             params = post_public_params::<Tree>(&config)?;
-            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(partition_index) };
+            let inputs =
+                fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(partition_index) };
             vanilla = filecoin_proofs::single_partition_vanilla_proofs(&config, &params, &inputs, &sector_proofs)
                 .map_err(FilecoinError::rejected(format!("the vanilla proofs of partition {partition_index}")))?;
             // Under API V1_0 a challenge depends on the sector's index in the whole

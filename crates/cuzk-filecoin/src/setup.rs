@@ -7,13 +7,13 @@
 
 use std::path::Path;
 
-use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste};
 use bellpepper_core::Circuit;
 use blstrs::Scalar;
+use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::{ParameterSet, Progress};
+use filecoin_hashers::sha256::Sha256Hasher;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
-use filecoin_hashers::sha256::Sha256Hasher;
 use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
 use storage_proofs_update::constants::TreeRHasher;
@@ -45,8 +45,12 @@ fn porep_parameters<Tree: 'static + MerkleTreeTrait>(
     mul: &dyn FixedBaseMul,
     progress: &dyn Progress,
 ) -> Result<ParameterSet, FilecoinError> {
-    let params = filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?).map_err(FilecoinError::rejected("PoRep public parameters"))?;
-    let blank = <StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(&params);
+    let params =
+        filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?).map_err(FilecoinError::rejected("PoRep public parameters"))?;
+    let blank =
+        <StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(
+            &params,
+        );
     setup(blank, tw, mul, progress)
 }
 

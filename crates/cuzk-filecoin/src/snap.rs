@@ -35,11 +35,8 @@ pub struct SnapRequest<'a> {
 pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
     let proof = UpdateProof::from_registered(req.registered_proof)?;
     check_sector_size(req.sector_size, proof.size)?;
-    let comms = [
-        field_element(req.comm_r_old, "comm_r_old")?,
-        field_element(req.comm_r_new, "comm_r_new")?,
-        field_element(req.comm_d_new, "comm_d_new")?,
-    ];
+    let comms =
+        [field_element(req.comm_r_old, "comm_r_old")?, field_element(req.comm_r_new, "comm_r_new")?, field_element(req.comm_d_new, "comm_d_new")?];
     // The update's config only needs the sector size (any seal proof type of it).
     let cfg = porep_config(SealProof::from_registered(5 + proof.size as u64)?)?;
     guarded("decoding the SnapDeals request", || with_shape!(proof.size, decode_shaped, proof, cfg, req.vanilla_proofs, comms))
@@ -60,11 +57,8 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             proof.size
         )));
     }
-    let vanilla: Vec<PartitionProof<Tree>> = vanilla_proofs
-        .iter()
-        .enumerate()
-        .map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]")))
-        .collect::<Result<_, _>>()?;
+    let vanilla: Vec<PartitionProof<Tree>> =
+        vanilla_proofs.iter().enumerate().map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]"))).collect::<Result<_, _>>()?;
     let domain = |bytes: &[u8; 32], name: &str| {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(bytes)
             .map_err(|e| FilecoinError::invalid(format!("{name} is not a canonical field element: {e}")))

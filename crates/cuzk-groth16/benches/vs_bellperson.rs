@@ -32,16 +32,12 @@ fn main() {
         .map(|s| s.split(',').map(|x| x.parse().expect("log sizes: comma-separated integers")).collect())
         .unwrap_or_else(|| vec![16, 18, 20]);
     let reps: usize = args.get(1).map(|s| s.parse().expect("reps: an integer")).unwrap_or(3);
-    println!(
-        "cuzk CPU vs bellperson 0.26 CPU: {} threads, {reps} timed reps per prover after 1 warm-up",
-        rayon::current_num_threads()
-    );
+    println!("cuzk CPU vs bellperson 0.26 CPU: {} threads, {reps} timed reps per prover after 1 warm-up", rayon::current_num_threads());
     println!("{:>6} {:>12} {:>14} {:>14} {:>8}", "size", "constraints", "cuzk (s)", "bellperson (s)", "ratio");
     let backend = CpuBackend::new();
     for log in sizes {
         let shape = SyntheticShape::for_domain(log);
-        let params = generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(log as u64), &NoProgress)
-            .expect("setup");
+        let params = generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(log as u64), &NoProgress).expect("setup");
         let mut bytes = Vec::new();
         write_params(&mut bytes, &params).expect("encode params");
         let bp_params = bp::Parameters::<Bls12>::read(&bytes[..], false).expect("bellperson reads the params");

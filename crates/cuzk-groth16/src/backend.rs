@@ -47,17 +47,8 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 9] = [
-        Stage::Upload,
-        Stage::Prepare,
-        Stage::HPolynomial,
-        Stage::MsmH,
-        Stage::MsmL,
-        Stage::MsmA,
-        Stage::MsmBG1,
-        Stage::MsmBG2,
-        Stage::Assembly,
-    ];
+    pub const ALL: [Stage; 9] =
+        [Stage::Upload, Stage::Prepare, Stage::HPolynomial, Stage::MsmH, Stage::MsmL, Stage::MsmA, Stage::MsmBG1, Stage::MsmBG2, Stage::Assembly];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -205,12 +196,7 @@ pub trait ProvingBackend: Send + Sync {
     /// A short name for logs and reports ("cpu", "cuda:0", …).
     fn name(&self) -> String;
 
-    fn prove(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-    ) -> Result<ProveOutput, ProveError>;
+    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError>;
 
     /// As [`ProvingBackend::prove`], but a backend may free circuit i's witness
     /// ([`SynthesizedCircuit::release_witness`]) as soon as it has read it, before the
@@ -284,11 +270,7 @@ pub fn prove_each(
 }
 
 /// Checks the parts of the contract every backend must check before proving.
-pub fn check_inputs(
-    params: &ParameterSet,
-    circuits: &[SynthesizedCircuit],
-    randomness: &[ProofRandomness],
-) -> Result<(), ProveError> {
+pub fn check_inputs(params: &ParameterSet, circuits: &[SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<(), ProveError> {
     if circuits.len() != randomness.len() {
         return Err(ProveError::RandomnessCount { circuits: circuits.len(), randomness: randomness.len() });
     }

@@ -60,13 +60,7 @@ impl Domain {
         let n = 1u64 << log_n;
         let n_inv = Scalar::from(n).invert().unwrap();
         let half = (n / 2) as usize;
-        Ok(Domain {
-            log_n,
-            omega,
-            n_inv,
-            twiddles: powers(omega, Scalar::ONE, half),
-            inv_twiddles: powers(omega_inv, Scalar::ONE, half),
-        })
+        Ok(Domain { log_n, omega, n_inv, twiddles: powers(omega, Scalar::ONE, half), inv_twiddles: powers(omega_inv, Scalar::ONE, half) })
     }
 
     pub fn size(&self) -> usize {
@@ -227,9 +221,7 @@ fn ntt_in_place(v: &mut [Scalar], tw: &[Scalar], log_n: u32) {
         let stride = n / (2 * half);
         v.par_chunks_mut(2 * half).for_each(|pair| {
             let (lo, hi) = pair.split_at_mut(half);
-            lo.par_chunks_mut(CHUNK).zip(hi.par_chunks_mut(CHUNK)).enumerate().for_each(
-                |(ci, (lo, hi))| butterflies(lo, hi, tw, ci * CHUNK, stride),
-            );
+            lo.par_chunks_mut(CHUNK).zip(hi.par_chunks_mut(CHUNK)).enumerate().for_each(|(ci, (lo, hi))| butterflies(lo, hi, tw, ci * CHUNK, stride));
         });
     }
 }

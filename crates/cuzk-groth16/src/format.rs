@@ -126,10 +126,7 @@ impl<'a> Cursor<'a> {
 
     fn finish(&self) -> Result<(), FormatError> {
         if self.pos != self.data.len() {
-            return Err(FormatError::TrailingData {
-                offset: self.pos as u64,
-                len: (self.data.len() - self.pos) as u64,
-            });
+            return Err(FormatError::TrailingData { offset: self.pos as u64, len: (self.data.len() - self.pos) as u64 });
         }
         Ok(())
     }
@@ -156,12 +153,7 @@ fn decode_points<P: FilePoint>(
             if index % PROGRESS_EVERY == PROGRESS_EVERY - 1 {
                 progress.advance(PROGRESS_EVERY as u64);
             }
-            decode_point(b, check).map_err(|reason| FormatError::InvalidPoint {
-                section,
-                index,
-                offset: start + (index * P::BYTES) as u64,
-                reason,
-            })
+            decode_point(b, check).map_err(|reason| FormatError::InvalidPoint { section, index, offset: start + (index * P::BYTES) as u64, reason })
         })
         .collect();
     if n >= PROGRESS_EVERY {
@@ -175,11 +167,7 @@ fn decode_point<P: FilePoint>(b: &[u8], check: PointCheck) -> Result<P, &'static
     if b[0] & FLAG_COMPRESSED != 0 {
         return Err("compressed flag set in an uncompressed point");
     }
-    let p = P::decode(b).ok_or(if b[0] & FLAG_INFINITY != 0 {
-        "malformed point at infinity"
-    } else {
-        "not a point on the curve"
-    })?;
+    let p = P::decode(b).ok_or(if b[0] & FLAG_INFINITY != 0 { "malformed point at infinity" } else { "not a point on the curve" })?;
     if check == PointCheck::Subgroup && !p.in_subgroup() {
         return Err("not in the prime-order subgroup");
     }
@@ -188,13 +176,7 @@ fn decode_point<P: FilePoint>(b: &[u8], check: PointCheck) -> Result<P, &'static
 
 /// The first `n` points of section `s` of a `.params` file's bytes `data` (the layout
 /// parsed from the same data).
-pub fn section_prefix<P: FilePoint>(
-    data: &[u8],
-    s: &Section,
-    n: usize,
-    check: PointCheck,
-    progress: &dyn Progress,
-) -> Result<Vec<P>, FormatError> {
+pub fn section_prefix<P: FilePoint>(data: &[u8], s: &Section, n: usize, check: PointCheck, progress: &dyn Progress) -> Result<Vec<P>, FormatError> {
     if P::BYTES != s.point_bytes || n > s.count || s.offset + s.bytes() > data.len() as u64 {
         return Err(FormatError::Inconsistent(format!(
             "section {} ({} points of {} bytes at byte offset {}) read as {n} points of {} bytes from {} bytes",
@@ -315,22 +297,13 @@ impl ParamsLayout {
 
     fn check_counts(&self) -> Result<(), FormatError> {
         if !self.domain_size().is_power_of_two() {
-            return Err(FormatError::Inconsistent(format!(
-                "H has {} points; a domain of 2^k elements needs 2^k − 1",
-                self.h.count
-            )));
+            return Err(FormatError::Inconsistent(format!("H has {} points; a domain of 2^k elements needs 2^k − 1", self.h.count)));
         }
         if self.b_g1.count != self.b_g2.count {
-            return Err(FormatError::Inconsistent(format!(
-                "B_G1 has {} points but B_G2 has {}",
-                self.b_g1.count, self.b_g2.count
-            )));
+            return Err(FormatError::Inconsistent(format!("B_G1 has {} points but B_G2 has {}", self.b_g1.count, self.b_g2.count)));
         }
         if self.inputs == 0 || self.a.count < self.inputs {
-            return Err(FormatError::Inconsistent(format!(
-                "A has {} points, fewer than the {} public inputs (IC)",
-                self.a.count, self.inputs
-            )));
+            return Err(FormatError::Inconsistent(format!("A has {} points, fewer than the {} public inputs (IC)", self.a.count, self.inputs)));
         }
         Ok(())
     }
@@ -409,12 +382,7 @@ pub fn read_params_layout(path: &Path) -> Result<ParameterSet, FormatError> {
 /// file for a backend that reads them itself ([`read_params_layout`]), unless `check`
 /// asks for the subgroup check, which only the host reader does; else every point is
 /// decoded into host memory ([`read_params_with`]).
-pub fn read_params_placed(
-    path: &Path,
-    check: PointCheck,
-    leave_in_file: bool,
-    progress: &dyn Progress,
-) -> Result<ParameterSet, FormatError> {
+pub fn read_params_placed(path: &Path, check: PointCheck, leave_in_file: bool, progress: &dyn Progress) -> Result<ParameterSet, FormatError> {
     if leave_in_file && check != PointCheck::Subgroup {
         read_params_layout(path)
     } else {
@@ -497,12 +465,8 @@ mod tests {
 
     fn sample() -> ParameterSet {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
-        let g1 = |rng: &mut rand_chacha::ChaCha20Rng, n| -> Vec<G1Affine> {
-            (0..n).map(|_| G1Projective::random(&mut *rng).to_affine()).collect()
-        };
-        let g2 = |rng: &mut rand_chacha::ChaCha20Rng, n| -> Vec<G2Affine> {
-            (0..n).map(|_| G2Projective::random(&mut *rng).to_affine()).collect()
-        };
+        let g1 = |rng: &mut rand_chacha::ChaCha20Rng, n| -> Vec<G1Affine> { (0..n).map(|_| G1Projective::random(&mut *rng).to_affine()).collect() };
+        let g2 = |rng: &mut rand_chacha::ChaCha20Rng, n| -> Vec<G2Affine> { (0..n).map(|_| G2Projective::random(&mut *rng).to_affine()).collect() };
         let vk = VerifyingKey {
             alpha_g1: g1(&mut rng, 1)[0],
             beta_g1: g1(&mut rng, 1)[0],
@@ -594,14 +558,8 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(matches!(
-            decode_params(&b[..100], PointCheck::OnCurve),
-            Err(FormatError::Truncated { section: "vk.beta_g1", .. })
-        ));
-        assert!(matches!(
-            decode_params(&b[..B_G2_AT + 2], PointCheck::OnCurve),
-            Err(FormatError::Truncated { section: "b_g2", .. })
-        ));
+        assert!(matches!(decode_params(&b[..100], PointCheck::OnCurve), Err(FormatError::Truncated { section: "vk.beta_g1", .. })));
+        assert!(matches!(decode_params(&b[..B_G2_AT + 2], PointCheck::OnCurve), Err(FormatError::Truncated { section: "b_g2", .. })));
         assert!(matches!(decode_params(&[], PointCheck::OnCurve), Err(FormatError::Truncated { offset: 0, .. })));
     }
 
@@ -615,10 +573,7 @@ mod tests {
         // B_G2 claims one point fewer: bytes are left over.
         let mut b = bytes(&sample());
         b[B_G2_AT + 3] = 2;
-        assert!(matches!(
-            decode_params(&b, PointCheck::OnCurve),
-            Err(FormatError::TrailingData { len: 192, .. })
-        ));
+        assert!(matches!(decode_params(&b, PointCheck::OnCurve), Err(FormatError::TrailingData { len: 192, .. })));
         // Extra bytes at the end.
         let mut b = bytes(&sample());
         b.push(0);
@@ -641,17 +596,11 @@ mod tests {
         // Compressed flag in an uncompressed file.
         let mut b = b0.clone();
         b[L_AT + 4] |= FLAG_COMPRESSED;
-        assert!(matches!(
-            decode_params(&b, PointCheck::OnCurve),
-            Err(FormatError::InvalidPoint { section: "l", index: 0, .. })
-        ));
+        assert!(matches!(decode_params(&b, PointCheck::OnCurve), Err(FormatError::InvalidPoint { section: "l", index: 0, .. })));
         // Corrupt G2 point in the verifying key.
         let mut b = b0.clone();
         b[2 * 96 + 192 + 100] ^= 4;
-        assert!(matches!(
-            decode_params(&b, PointCheck::OnCurve),
-            Err(FormatError::InvalidPoint { section: "vk.gamma_g2", .. })
-        ));
+        assert!(matches!(decode_params(&b, PointCheck::OnCurve), Err(FormatError::InvalidPoint { section: "vk.gamma_g2", .. })));
     }
 
     /// A point on the G1 curve outside the prime-order subgroup (a random curve point
@@ -689,9 +638,13 @@ mod tests {
             edit(&mut q);
             ParameterSet::new(vk, q.h, q.l, q.a, q.b_g1, q.b_g2)
         };
-        let p = edited(|q| { q.h.pop(); });
+        let p = edited(|q| {
+            q.h.pop();
+        });
         assert!(matches!(decode_params(&bytes(&p), PointCheck::OnCurve), Err(FormatError::Inconsistent(_))));
-        let p = edited(|q| { q.b_g2.pop(); });
+        let p = edited(|q| {
+            q.b_g2.pop();
+        });
         assert!(matches!(decode_params(&bytes(&p), PointCheck::OnCurve), Err(FormatError::Inconsistent(_))));
     }
 

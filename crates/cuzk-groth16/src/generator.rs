@@ -303,10 +303,7 @@ pub struct CpuFixedBase {
 
 impl CpuFixedBase {
     pub fn new() -> Self {
-        CpuFixedBase {
-            g1: FixedBase::new(G1Projective::generator(), WINDOW),
-            g2: FixedBase::new(G2Projective::generator(), WINDOW),
-        }
+        CpuFixedBase { g1: FixedBase::new(G1Projective::generator(), WINDOW), g2: FixedBase::new(G2Projective::generator(), WINDOW) }
     }
 }
 
@@ -329,11 +326,7 @@ impl FixedBaseMul for CpuFixedBase {
 }
 
 /// Generates a parameter set for `circuit` from fresh randomness, on the CPU.
-pub fn generate_parameters<C: Circuit<Scalar>>(
-    circuit: C,
-    rng: &mut impl RngCore,
-    progress: &dyn Progress,
-) -> Result<ParameterSet, SetupError> {
+pub fn generate_parameters<C: Circuit<Scalar>>(circuit: C, rng: &mut impl RngCore, progress: &dyn Progress) -> Result<ParameterSet, SetupError> {
     generate_parameters_with(circuit, &ToxicWaste::random(rng), &CpuFixedBase::new(), progress)
 }
 

@@ -38,9 +38,7 @@ macro_rules! impl_msm_affine {
                 }
                 // SAFETY: the blstrs affine type is #[repr(transparent)] over the blst one,
                 // so the slices have identical layout and length.
-                let raw = unsafe {
-                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
-                };
+                let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len()) };
                 wrap::<$proj, $raw>(raw.mult(scalars_le, 255))
             }
 
@@ -49,9 +47,7 @@ macro_rules! impl_msm_affine {
                     return <$proj>::identity();
                 }
                 // SAFETY: as above, #[repr(transparent)].
-                let raw = unsafe {
-                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
-                };
+                let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len()) };
                 wrap::<$proj, $raw>(raw.add())
             }
         }
@@ -97,12 +93,7 @@ pub struct SplitCounts {
 ///
 /// `bases.len()` must equal the density's member count (or `scalars.len()` without one);
 /// callers check this against the parameter set before proving.
-pub fn split_msm<A: MsmAffine>(
-    bases: &[A],
-    scalars: &[Scalar],
-    classes: &ScalarClasses,
-    density: Option<&Density>,
-) -> (A::Projective, SplitCounts) {
+pub fn split_msm<A: MsmAffine>(bases: &[A], scalars: &[Scalar], classes: &ScalarClasses, density: Option<&Density>) -> (A::Projective, SplitCounts) {
     let n = scalars.len();
     debug_assert_eq!(classes.zero.len(), n);
     let chunks = n.div_ceil(SPLIT_CHUNK);
@@ -111,11 +102,7 @@ pub fn split_msm<A: MsmAffine>(
     offsets.push(0usize);
     match density {
         Some(d) => {
-            let counts: Vec<usize> = d
-                .words()
-                .par_chunks(SPLIT_CHUNK / 64)
-                .map(|w| w.iter().map(|x| x.count_ones() as usize).sum())
-                .collect();
+            let counts: Vec<usize> = d.words().par_chunks(SPLIT_CHUNK / 64).map(|w| w.iter().map(|x| x.count_ones() as usize).sum()).collect();
             for c in counts {
                 offsets.push(offsets.last().copied().unwrap_or(0) + c);
             }
@@ -243,8 +230,7 @@ mod tests {
         let s = scalars(n, &mut rng, pick);
         let classes = ScalarClasses::classify(&s);
         let density = with_density.then(|| Density::from_fn(n, |i| i % 7 != 3));
-        let members: Vec<usize> =
-            (0..n).filter(|&i| density.as_ref().map_or(true, |d| d.get(i))).collect();
+        let members: Vec<usize> = (0..n).filter(|&i| density.as_ref().map_or(true, |d| d.get(i))).collect();
         let bases = random_g1(members.len(), &mut rng);
         let dense_scalars: Vec<Scalar> = members.iter().map(|&i| s[i]).collect();
         let (got, counts) = split_msm(&bases, &s, &classes, density.as_ref());
@@ -277,8 +263,7 @@ mod tests {
         let classes = ScalarClasses::classify(&s);
         let d = Density::from_fn(64, |i| i % 3 == 0);
         let members: Vec<usize> = (0..64).filter(|&i| d.get(i)).collect();
-        let bases: Vec<G2Affine> =
-            members.iter().map(|_| G2Projective::random(&mut rng).to_affine()).collect();
+        let bases: Vec<G2Affine> = members.iter().map(|_| G2Projective::random(&mut rng).to_affine()).collect();
         let dense: Vec<Scalar> = members.iter().map(|&i| s[i]).collect();
         assert_eq!(split_msm(&bases, &s, &classes, Some(&d)).0, naive(&bases, &dense));
     }

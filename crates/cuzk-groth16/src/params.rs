@@ -115,14 +115,7 @@ pub struct ShapeMismatch {
 
 impl ParameterSet {
     /// A set with its points in host memory.
-    pub fn new(
-        vk: VerifyingKey,
-        h: Vec<G1Affine>,
-        l: Vec<G1Affine>,
-        a: Vec<G1Affine>,
-        b_g1: Vec<G1Affine>,
-        b_g2: Vec<G2Affine>,
-    ) -> Self {
+    pub fn new(vk: VerifyingKey, h: Vec<G1Affine>, l: Vec<G1Affine>, a: Vec<G1Affine>, b_g1: Vec<G1Affine>, b_g2: Vec<G2Affine>) -> Self {
         ParameterSet { id: ParameterSetId::fresh(), vk, points: QueryPoints::Host(HostQueries { h, l, a, b_g1, b_g2 }) }
     }
 

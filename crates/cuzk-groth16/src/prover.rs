@@ -52,12 +52,7 @@ impl ProvingBackend for CpuBackend {
         "cpu".into()
     }
 
-    fn prove(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-    ) -> Result<ProveOutput, ProveError> {
+    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         // Once, before any work: a set whose points are still in their file is refused.
         let q = params.host().map_err(|e| ProveError::Backend(e.to_string()))?;
         prove_each(params, circuits, randomness, StageTimings::default(), |c, rs, t| {

@@ -344,10 +344,7 @@ impl SynthesizedCircuit {
     /// error, and the circuit stays consumed.
     pub fn reuse_evaluations(&mut self, backend: &dyn crate::backend::ProvingBackend) -> Result<(), crate::backend::ProveError> {
         if !backend.keeps_evaluations() {
-            return Err(crate::backend::ProveError::Backend(format!(
-                "{} uses a, b, c as scratch: synthesize the circuit again",
-                backend.name()
-            )));
+            return Err(crate::backend::ProveError::Backend(format!("{} uses a, b, c as scratch: synthesize the circuit again", backend.name())));
         }
         self.consumed = false;
         Ok(())
@@ -410,12 +407,7 @@ struct ProvingAssembly {
 /// Evaluates `lc` at the assignment and calls `mark` for every variable it uses with a
 /// non-zero coefficient.
 #[inline]
-fn eval_lc(
-    lc: &LinearCombination<Scalar>,
-    input: &[Scalar],
-    aux: &[Scalar],
-    mut mark: impl FnMut(Index),
-) -> Scalar {
+fn eval_lc(lc: &LinearCombination<Scalar>, input: &[Scalar], aux: &[Scalar], mut mark: impl FnMut(Index)) -> Scalar {
     let mut acc = Scalar::ZERO;
     for (&i, coeff) in lc.iter_inputs() {
         if coeff.is_zero_vartime() {
@@ -517,20 +509,14 @@ impl ConstraintSystem<Scalar> for ProvingAssembly {
 
 /// Synthesizes `circuit` into freshly allocated vectors.
 pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<SynthesizedCircuit, SynthesisError> {
-    synthesize_into(
-        circuit,
-        EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
-    )
+    synthesize_into(circuit, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) })
 }
 
 /// Synthesizes `circuit`, writing a/b/c into the given storage (e.g. pinned buffers).
 ///
 /// Returns the circuit's own synthesis errors, and `SynthesisError::Unsatisfiable` if
 /// fixed-size storage is too small (the log names the size that was needed).
-pub fn synthesize_into<C: Circuit<Scalar>>(
-    circuit: C,
-    buffers: EvalBuffers,
-) -> Result<SynthesizedCircuit, SynthesisError> {
+pub fn synthesize_into<C: Circuit<Scalar>>(circuit: C, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
     let mut cs = ProvingAssembly {
         input: Vec::new(),
         aux: Vec::new(),
@@ -550,12 +536,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
     }
     for (name, v) in [("a", &cs.a), ("b", &cs.b), ("c", &cs.c)] {
         if v.overflowed {
-            tracing::error!(
-                vector = name,
-                needed = v.len,
-                capacity = v.capacity(),
-                "evaluation buffer too small for this circuit"
-            );
+            tracing::error!(vector = name, needed = v.len, capacity = v.capacity(), "evaluation buffer too small for this circuit");
             return Err(SynthesisError::Unsatisfiable);
         }
     }
@@ -577,9 +558,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
 }
 
 /// Synthesizes many circuits in parallel (one rayon task per circuit).
-pub fn synthesize_many<C: Circuit<Scalar> + Send>(
-    circuits: Vec<C>,
-) -> Result<Vec<SynthesizedCircuit>, SynthesisError> {
+pub fn synthesize_many<C: Circuit<Scalar> + Send>(circuits: Vec<C>) -> Result<Vec<SynthesizedCircuit>, SynthesisError> {
     circuits.into_par_iter().map(synthesize).collect()
 }
 

@@ -219,9 +219,7 @@ mod tests {
         assert!((b - 0.254).abs() < 0.01, "B density {b}");
         assert!((sig_share - 0.097).abs() < 0.01, "significant {sig_share}");
         assert!((z as f64 / o as f64 - 1.0).abs() < 0.1, "zeros {z} ones {o}");
-        let sig_in_b = (0..s.num_aux())
-            .filter(|&i| s.b_aux_density.get(i) && !s.aux_classes.zero.get(i) && !s.aux_classes.one.get(i))
-            .count() as f64
+        let sig_in_b = (0..s.num_aux()).filter(|&i| s.b_aux_density.get(i) && !s.aux_classes.zero.get(i) && !s.aux_classes.one.get(i)).count() as f64
             / s.b_aux_density.count() as f64;
         assert!((sig_in_b - 0.19).abs() < 0.02, "significant in B {sig_in_b}");
         assert_eq!(s.b_input_density.count(), 1, "only the constant one is in B");
@@ -234,9 +232,7 @@ mod tests {
         let s2 = synthesize(shape.circuit(2)).unwrap();
         assert_eq!(s1.a_aux_density, s2.a_aux_density);
         assert_eq!(s1.b_aux_density, s2.b_aux_density);
-        let sig = |s: &crate::SynthesizedCircuit| {
-            crate::Density::from_fn(s.num_aux(), |i| !s.aux_classes.zero.get(i) && !s.aux_classes.one.get(i))
-        };
+        let sig = |s: &crate::SynthesizedCircuit| crate::Density::from_fn(s.num_aux(), |i| !s.aux_classes.zero.get(i) && !s.aux_classes.one.get(i));
         assert_eq!(sig(&s1), sig(&s2));
         assert_ne!(s1.aux, s2.aux);
     }

@@ -78,17 +78,12 @@ pub fn verify_proofs_batch(
         return Ok(true);
     }
     // 128-bit random coefficients suffice for soundness and halve the scalar work.
-    let rho: Vec<Scalar> = (0..proofs.len())
-        .map(|_| Scalar::from_u128(((rng.next_u64() as u128) << 64) | rng.next_u64() as u128))
-        .collect();
+    let rho: Vec<Scalar> = (0..proofs.len()).map(|_| Scalar::from_u128(((rng.next_u64() as u128) << 64) | rng.next_u64() as u128)).collect();
     let accs = inputs.iter().map(|x| pvk.input_accumulator(x)).collect::<Result<Vec<_>, _>>()?;
     let acc_sum: G1Projective = accs.iter().zip(&rho).map(|(a, r)| *a * r).sum();
     let c_sum: G1Projective = proofs.iter().zip(&rho).map(|(p, r)| G1Projective::from(p.c) * r).sum();
-    let terms: Vec<(G1Affine, G2Prepared)> = proofs
-        .par_iter()
-        .zip(&rho)
-        .map(|(p, r)| ((G1Projective::from(p.a) * r).to_affine(), G2Prepared::from(p.b)))
-        .collect();
+    let terms: Vec<(G1Affine, G2Prepared)> =
+        proofs.par_iter().zip(&rho).map(|(p, r)| ((G1Projective::from(p.a) * r).to_affine(), G2Prepared::from(p.b))).collect();
     let (acc_sum, c_sum) = (acc_sum.to_affine(), c_sum.to_affine());
     let mut refs: Vec<(&G1Affine, &G2Prepared)> = terms.iter().map(|(a, b)| (a, b)).collect();
     refs.push((&acc_sum, &pvk.neg_gamma));

@@ -105,8 +105,5 @@ fn sha256_both_directions() {
     let circuit = |w: u64| Sha256Preimage { preimage: w.to_le_bytes().to_vec() };
     cuzk_params_into_bellperson(circuit, 3);
     bellperson_params_into_cuzk(circuit, 4);
-    assert_eq!(
-        synthesize(circuit(7)).unwrap().input[1..],
-        Sha256Preimage::public_inputs(&sha256_bytes(&7u64.to_le_bytes()))[..]
-    );
+    assert_eq!(synthesize(circuit(7)).unwrap().input[1..], Sha256Preimage::public_inputs(&sha256_bytes(&7u64.to_le_bytes()))[..]);
 }

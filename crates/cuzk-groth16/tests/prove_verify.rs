@@ -7,10 +7,7 @@ use common::{sha256_bytes, Constant, InputsOnly, Sha256Preimage};
 use cuzk_groth16::generator::generate_parameters;
 use cuzk_groth16::synthetic::SyntheticShape;
 use cuzk_groth16::verifier::{verify_proof, verify_proofs_batch, PreparedVerifyingKey, VerifyError};
-use cuzk_groth16::{
-    synthesize, synthesize_many, CpuBackend, NoProgress, ParameterSet, Proof, ProofRandomness, ProveError,
-    ProvingBackend,
-};
+use cuzk_groth16::{synthesize, synthesize_many, CpuBackend, NoProgress, ParameterSet, Proof, ProofRandomness, ProveError, ProvingBackend};
 use ff::Field;
 use group::{Curve, Group};
 use rand::SeedableRng;
@@ -75,11 +72,7 @@ fn synthetic_circuits_of_several_sizes_prove_and_verify() {
 
 #[test]
 fn sha256_preimage_proves_and_verifies() {
-    assert_eq!(
-        sha256_bytes(b"abc")[..4],
-        [0xba, 0x78, 0x16, 0xbf],
-        "the test's own SHA-256 matches the standard vector"
-    );
+    assert_eq!(sha256_bytes(b"abc")[..4], [0xba, 0x78, 0x16, 0xbf], "the test's own SHA-256 matches the standard vector");
     let preimage = b"cuzk proves Filecoin".to_vec();
     let circuit = Sha256Preimage { preimage: preimage.clone() };
     let params = generate_parameters(circuit.clone(), &mut rng(1), &NoProgress).unwrap();

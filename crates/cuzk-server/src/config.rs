@@ -144,11 +144,8 @@ impl DaemonConfig {
                     "daemon.listen" => c.listen = as_str(k, v)?.parse().map_err(|e: String| bad(k, e))?,
                     "daemon.status_listen" => {
                         let s = as_str(k, v)?;
-                        c.status_listen = if s.is_empty() {
-                            None
-                        } else {
-                            Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?)
-                        };
+                        c.status_listen =
+                            if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
                     }
                     "srs.param_cache" => c.param_cache = as_str(k, v)?.into(),
                     "memory.total_budget" => {
@@ -165,8 +162,7 @@ impl DaemonConfig {
                     }
                     "memory.eviction_min_idle" => {
                         let s = as_str(k, v)?;
-                        c.eviction_min_idle =
-                            parse_duration(s).ok_or_else(|| bad(k, format!("{s:?} is not a duration like \"5m\"")))?;
+                        c.eviction_min_idle = parse_duration(s).ok_or_else(|| bad(k, format!("{s:?} is not a duration like \"5m\"")))?;
                     }
                     "gpus.devices" => {
                         let arr = v.as_array().ok_or_else(|| bad(k, "expected a list of device ordinals"))?;
@@ -195,9 +191,7 @@ impl DaemonConfig {
                     "pipeline.synthesis_concurrency" => c.synthesis_concurrency = as_count(k, v)?.max(1),
                     "pipeline.max_parallel_synthesis" => max_parallel_synthesis = Some(as_count(k, v)?.max(1)),
                     "scheduler.max_batch_size" | "scheduler.max_batch_wait_ms" | "scheduler.sort_by_type" => {
-                        warnings.push(format!(
-                            "{k}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"
-                        ));
+                        warnings.push(format!("{k}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
                     }
                     "logging.level" => c.log_level = as_str(k, v)?.to_string(),
                     "synthetic.max_log_size" => {

@@ -37,9 +37,7 @@ impl std::str::FromStr for ListenAddr {
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
         }
-        s.parse::<SocketAddr>()
-            .map(ListenAddr::Tcp)
-            .map_err(|e| format!("{s:?} is neither host:port nor unix:///path ({e})"))
+        s.parse::<SocketAddr>().map(ListenAddr::Tcp).map_err(|e| format!("{s:?} is neither host:port nor unix:///path ({e})"))
     }
 }
 
@@ -63,9 +61,7 @@ impl ProvingService {
 
     /// The tonic service with the 256 MiB message limits.
     pub fn into_server(self) -> ProvingEngineServer<ProvingService> {
-        ProvingEngineServer::new(self)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        ProvingEngineServer::new(self).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 }
 
@@ -93,8 +89,7 @@ fn kind_of(v: i32) -> Result<ProofKind, Status> {
 
 fn request_of(r: pb::SubmitProofRequest) -> Result<JobRequest, Status> {
     let kind = kind_of(r.proof_kind)?;
-    let priority =
-        Priority::from_wire(r.priority).ok_or_else(|| Status::invalid_argument(format!("unknown priority {}", r.priority)))?;
+    let priority = Priority::from_wire(r.priority).ok_or_else(|| Status::invalid_argument(format!("unknown priority {}", r.priority)))?;
     for (name, v) in [("randomness", &r.randomness), ("comm_r_old", &r.comm_r_old), ("comm_r_new", &r.comm_r_new), ("comm_d_new", &r.comm_d_new)] {
         if !v.is_empty() && v.len() != 32 {
             return Err(Status::invalid_argument(format!("{name} must be 32 bytes, got {}", v.len())));
@@ -278,10 +273,9 @@ pub enum Listener {
 impl Listener {
     pub async fn bind(addr: &ListenAddr) -> Result<Listener, ServeError> {
         match addr {
-            ListenAddr::Tcp(a) => tokio::net::TcpListener::bind(a)
-                .await
-                .map(Listener::Tcp)
-                .map_err(|source| ServeError::Bind { addr: addr.to_string(), source }),
+            ListenAddr::Tcp(a) => {
+                tokio::net::TcpListener::bind(a).await.map(Listener::Tcp).map_err(|source| ServeError::Bind { addr: addr.to_string(), source })
+            }
             ListenAddr::Unix(p) => {
                 // A socket file left by a previous run would make bind fail.
                 if p.exists() {
@@ -326,19 +320,11 @@ fn oversized_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Respons
 }
 
 /// Serves until `shutdown` resolves; in-flight calls finish first.
-pub async fn serve(
-    listener: Listener,
-    engine: Arc<Engine>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<(), ServeError> {
+pub async fn serve(listener: Listener, engine: Arc<Engine>, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), ServeError> {
     let svc = ProvingService::new(engine).into_server();
-    let router = tonic::transport::Server::builder()
-        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
-        .add_service(svc);
+    let router = tonic::transport::Server::builder().layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted)).add_service(svc);
     match listener {
-        Listener::Tcp(l) => {
-            router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?
-        }
+        Listener::Tcp(l) => router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?,
         Listener::Unix(l, path) => {
             let r = router.serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(l), shutdown).await;
             let _ = std::fs::remove_file(&path);

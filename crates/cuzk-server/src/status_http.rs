@@ -38,10 +38,7 @@ pub fn status_json(engine: &Engine) -> serde_json::Value {
 }
 
 fn response(status: &str, content_type: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
+    format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
 }
 
 /// Serves until the task is dropped or the listener fails.
@@ -79,12 +76,7 @@ pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
                 }
                 (Some("GET"), Some("/metrics")) => response("200 OK", "text/plain; version=0.0.4", &engine.metrics_text()),
                 (Some("GET"), Some("/timeline")) => {
-                    let body: String = engine
-                        .timeline_events()
-                        .iter()
-                        .filter_map(|e| serde_json::to_string(e).ok())
-                        .map(|l| l + "\n")
-                        .collect();
+                    let body: String = engine.timeline_events().iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect();
                     response("200 OK", "application/x-ndjson", &body)
                 }
                 (Some("GET"), Some(_)) => response("404 Not Found", "text/plain", "GET /status, /metrics or /timeline\n"),

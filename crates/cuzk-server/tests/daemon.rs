@@ -17,13 +17,7 @@ use tonic::Code;
 async fn prove_returns_verified_partition_proofs_in_order() {
     let d = Daemon::start(config()).await;
     let mut c = d.client().await;
-    let r = c
-        .prove(pb::ProveRequest { submit: Some(synthetic(8, 2, 11, pb::Priority::Normal, "")) })
-        .await
-        .unwrap()
-        .into_inner()
-        .result
-        .unwrap();
+    let r = c.prove(pb::ProveRequest { submit: Some(synthetic(8, 2, 11, pb::Priority::Normal, "")) }).await.unwrap().into_inner().result.unwrap();
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     check_proof(&r.proof, 8, 2, 11);
     assert!(r.total_ms >= r.gpu_compute_ms && r.total_ms >= r.queue_wait_ms, "{r:?}");
@@ -152,10 +146,7 @@ async fn bad_requests_get_clear_errors_and_the_daemon_keeps_serving() {
     let missing = |id: &str| pb::AwaitProofRequest { job_id: id.into(), timeout_ms: 10 };
     assert_eq!(c.await_proof(missing("job-none")).await.unwrap_err().code(), Code::NotFound);
     assert_eq!(c.await_proof(missing("")).await.unwrap_err().code(), Code::InvalidArgument);
-    assert_eq!(
-        c.cancel_proof(pb::CancelProofRequest { job_id: "job-none".into() }).await.unwrap_err().code(),
-        Code::NotFound
-    );
+    assert_eq!(c.cancel_proof(pb::CancelProofRequest { job_id: "job-none".into() }).await.unwrap_err().code(), Code::NotFound);
     assert_eq!(c.prove(pb::ProveRequest { submit: None }).await.unwrap_err().code(), Code::InvalidArgument);
     // Still serving, on the same and on a new connection.
     c.get_status(pb::GetStatusRequest {}).await.unwrap();
@@ -199,9 +190,7 @@ async fn shutdown_with_work_in_flight_answers_every_waiting_client() {
     for i in 0..3 {
         let mut c = d.client().await;
         let id = c.submit_proof(synthetic(13, 3, i, pb::Priority::Normal, "")).await.unwrap().into_inner().job_id;
-        waits.push(tokio::spawn(async move {
-            c.await_proof(pb::AwaitProofRequest { job_id: id, timeout_ms: 0 }).await.unwrap().into_inner()
-        }));
+        waits.push(tokio::spawn(async move { c.await_proof(pb::AwaitProofRequest { job_id: id, timeout_ms: 0 }).await.unwrap().into_inner() }));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     d.stop(Duration::from_millis(50)).await;

@@ -43,7 +43,10 @@ fn request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
     }
 }
 
-async fn prove(c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>, r: pb::SubmitProofRequest) -> pb::AwaitProofResponse {
+async fn prove(
+    c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>,
+    r: pb::SubmitProofRequest,
+) -> pb::AwaitProofResponse {
     c.prove(pb::ProveRequest { submit: Some(r) }).await.expect("prove").into_inner().result.expect("a result")
 }
 

@@ -23,9 +23,8 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
     let Some(gpu) = gpu() else { return };
     // a, b, c in pinned buffers, as `cuzk daemon` does on GPUs.
     let g = gpu.clone();
-    let pinned: Box<cuzk_engine::BufferMaker> = Box::new(move |len| {
-        cuzk_cuda::PinnedScalars::storage(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string()))
-    });
+    let pinned: Box<cuzk_engine::BufferMaker> =
+        Box::new(move |len| cuzk_cuda::PinnedScalars::storage(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string())));
     let d = Daemon::start_with_buffers(config(), vec![Arc::new(CudaBackend::new(gpu))], pinned).await;
     let mut c = d.client().await;
     // Two jobs of three partitions each, in flight together: both workers share the GPU.
@@ -120,6 +119,9 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
         }
     }
     let mode = if streamed { "streamed from pinned host memory" } else { "read onto the GPU" };
-    eprintln!("PoRep C2 and WindowPoSt at 2 KiB proved on the GPU, points {mode}; filecoin-proofs accepts both; host charged {:?}", st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>());
+    eprintln!(
+        "PoRep C2 and WindowPoSt at 2 KiB proved on the GPU, points {mode}; filecoin-proofs accepts both; host charged {:?}",
+        st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>()
+    );
     d.stop(Duration::from_secs(5)).await;
 }

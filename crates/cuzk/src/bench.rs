@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_groth16::generator::{generate_parameters_with, timing_parameters, FixedBaseMul, ToxicWaste};
-use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -83,11 +83,7 @@ fn new_buffers(gpu: Option<&Arc<cuzk_cuda::Gpu>>, n: usize) -> Result<EvalBuffer
 
 /// The circuit's a, b, c storage, for the next synthesis.
 fn take_buffers(mut c: SynthesizedCircuit) -> EvalBuffers {
-    EvalBuffers {
-        a: std::mem::take(&mut c.a).into_storage(),
-        b: std::mem::take(&mut c.b).into_storage(),
-        c: std::mem::take(&mut c.c).into_storage(),
-    }
+    EvalBuffers { a: std::mem::take(&mut c.a).into_storage(), b: std::mem::take(&mut c.b).into_storage(), c: std::mem::take(&mut c.c).into_storage() }
 }
 
 fn print_device(d: &DeviceReport, partitions: usize) {

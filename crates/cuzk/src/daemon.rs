@@ -47,15 +47,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     // before any thread starts (its verifiers read the .vk files from there).
     cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
     if config.cpu_threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(config.cpu_threads)
-            .build_global()
-            .context("setting the CPU thread count")?;
+        rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
     }
     let budget = match config.total_budget {
         Some(b) => b,
-        None => MemoryBudget::auto_total(config.safety_margin)
-            .context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
+        None => MemoryBudget::auto_total(config.safety_margin).context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
     };
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.

@@ -16,9 +16,9 @@ use cuzk_groth16::domain::Domain;
 use cuzk_groth16::generator::{self, BatchAffine};
 use cuzk_groth16::NoProgress;
 use cuzk_groth16::Scalar;
+use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
-use ff::Field;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
@@ -204,12 +204,7 @@ fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     let (mut e2e, mut up, mut comp, mut down) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for rep in 0..args.reps.min(5) + 1 {
         let t = Instant::now();
-        let tm = ntt.h_polynomial(
-            pinned[0].as_scalars()?,
-            pinned[1].as_scalars()?,
-            pinned[2].as_scalars()?,
-            out.as_scalars_mut()?,
-        )?;
+        let tm = ntt.h_polynomial(pinned[0].as_scalars()?, pinned[1].as_scalars()?, pinned[2].as_scalars()?, out.as_scalars_mut()?)?;
         let wall = t.elapsed().as_secs_f64() * 1e3;
         if rep > 0 {
             e2e.push(wall);
@@ -309,8 +304,7 @@ fn msm_sizes<G: BenchGroup>(gpu: &Arc<Gpu>, args: &GpuBenchArgs, logs: &[u32]) -
 where
     G::Affine: Send + Sync,
 {
-    let widths: Vec<Option<u32>> =
-        if args.msm_window_bits.is_empty() { vec![None] } else { args.msm_window_bits.iter().map(|&c| Some(c)).collect() };
+    let widths: Vec<Option<u32>> = if args.msm_window_bits.is_empty() { vec![None] } else { args.msm_window_bits.iter().map(|&c| Some(c)).collect() };
     let rounds: Vec<Option<u32>> =
         if args.msm_affine_rounds.is_empty() { vec![None] } else { args.msm_affine_rounds.iter().map(|&r| Some(r)).collect() };
     let mut engines = Vec::new();
@@ -392,7 +386,16 @@ fn split_input(n: usize, significant: f64, seed: u64) -> SplitLists {
             chunk.into_iter().map(move |i| {
                 let u = r.next_u32() as f64 / 4_294_967_296.0;
                 let one_cut = significant + (1.0 - significant) / 2.0;
-                (i, if u < significant { 2 } else if u < one_cut { 1 } else { 0 })
+                (
+                    i,
+                    if u < significant {
+                        2
+                    } else if u < one_cut {
+                        1
+                    } else {
+                        0
+                    },
+                )
             })
         })
         .collect();
@@ -428,13 +431,7 @@ fn run_split(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn split_one<G: BenchGroup>(
-    gpu: &Arc<Gpu>,
-    args: &GpuBenchArgs,
-    name: &str,
-    n: usize,
-    significant: f64,
-) -> Result<(String, usize, f64)>
+fn split_one<G: BenchGroup>(gpu: &Arc<Gpu>, args: &GpuBenchArgs, name: &str, n: usize, significant: f64) -> Result<(String, usize, f64)>
 where
     G::Affine: Send + Sync,
 {

@@ -145,10 +145,7 @@ pub fn backend_on(kind: BackendKind) -> Result<BackendOn> {
 }
 
 /// [`backend_on`], a GPU backend keeping the parameters' points as `placement` says.
-pub fn backend_placing(
-    kind: BackendKind,
-    placement: cuzk_cuda::PointsPlacement,
-) -> Result<BackendOn> {
+pub fn backend_placing(kind: BackendKind, placement: cuzk_cuda::PointsPlacement) -> Result<BackendOn> {
     let gpu = gpu_for(kind)?;
     let backend: Box<dyn ProvingBackend> = match &gpu {
         Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_placement(placement)?),
@@ -191,9 +188,7 @@ pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBa
 
 fn init_logging(default_level: &str) {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
         .with_writer(std::io::stderr)
         .init();
 }
@@ -323,14 +318,7 @@ fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: b
     Ok(())
 }
 
-fn prove(
-    shape_args: &ShapeArgs,
-    params_path: &Path,
-    witness_seed: u64,
-    out: &Path,
-    kind: BackendKind,
-    check_subgroup: bool,
-) -> Result<()> {
+fn prove(shape_args: &ShapeArgs, params_path: &Path, witness_seed: u64, out: &Path, kind: BackendKind, check_subgroup: bool) -> Result<()> {
     let shape = shape_args.shape()?;
     let check = if check_subgroup { PointCheck::Subgroup } else { PointCheck::OnCurve };
     let backend = backend(kind)?;
@@ -357,8 +345,7 @@ fn prove(
 /// Reads a `.params` file for `backend` ([`read_params_placed`]). Points left in the
 /// file (a GPU backend decodes them on its device) are loaded onto the backend now.
 pub fn read_params_for(backend: &dyn ProvingBackend, path: &Path, check: PointCheck, bars: &Bars) -> Result<ParameterSet> {
-    let p = read_params_placed(path, check, backend.reads_params_from_file(), bars)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let p = read_params_placed(path, check, backend.reads_params_from_file(), bars).with_context(|| format!("reading {}", path.display()))?;
     if matches!(p.points(), QueryPoints::File(_)) {
         backend.load_params(&p, bars).with_context(|| format!("reading {} onto {}", path.display(), backend.name()))?;
     }
@@ -382,8 +369,7 @@ fn parse_scalar(line: &str, n: usize) -> Result<Scalar> {
     }
     let mut repr = [0u8; 32];
     for (i, b) in repr.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&line[2 * i..2 * i + 2], 16)
-            .with_context(|| format!("input {n}: not hex: {line:?}"))?;
+        *b = u8::from_str_radix(&line[2 * i..2 * i + 2], 16).with_context(|| format!("input {n}: not hex: {line:?}"))?;
     }
     Option::from(Scalar::from_repr(repr)).with_context(|| format!("input {n}: not a canonical field element"))
 }
@@ -394,12 +380,7 @@ fn verify(vk_path: &Path, proof_path: &Path, inputs: Option<&Path>) -> Result<()
     let proof = cuzk_groth16::Proof::from_bytes(&bytes).with_context(|| format!("{}", proof_path.display()))?;
     let inputs_path = inputs.map(Path::to_owned).unwrap_or_else(|| inputs_path(proof_path));
     let text = fs::read_to_string(&inputs_path).with_context(|| format!("reading {}", inputs_path.display()))?;
-    let inputs = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| parse_scalar(l, i))
-        .collect::<Result<Vec<_>>>()?;
+    let inputs = text.lines().filter(|l| !l.trim().is_empty()).enumerate().map(|(i, l)| parse_scalar(l, i)).collect::<Result<Vec<_>>>()?;
     if verify_proof(&PreparedVerifyingKey::new(&vk), &proof, &inputs)? {
         println!("proof is valid");
         Ok(())

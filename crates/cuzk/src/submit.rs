@@ -76,11 +76,7 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
             .await
             .with_context(|| format!("PreloadSRS {id}"))?
             .into_inner();
-        println!(
-            "preloaded {id} ({}) in {:.2} s",
-            if r.already_loaded { "already loaded" } else { "loaded now" },
-            t.elapsed().as_secs_f64()
-        );
+        println!("preloaded {id} ({}) in {:.2} s", if r.already_loaded { "already loaded" } else { "loaded now" }, t.elapsed().as_secs_f64());
     }
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(args.jobs);

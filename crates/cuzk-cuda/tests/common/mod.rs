@@ -37,14 +37,8 @@ pub fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
 }
 
 /// p, the BLS12-381 base-field modulus, as six little-endian 64-bit limbs.
-pub const FP_MODULUS: [u64; 6] = [
-    0xb9fe_ffff_ffff_aaab,
-    0x1eab_fffe_b153_ffff,
-    0x6730_d2a0_f6b0_f624,
-    0x6477_4b84_f385_12bf,
-    0x4b1b_a7b6_434b_acd7,
-    0x1a01_11ea_397f_e69a,
-];
+pub const FP_MODULUS: [u64; 6] =
+    [0xb9fe_ffff_ffff_aaab, 0x1eab_fffe_b153_ffff, 0x6730_d2a0_f6b0_f624, 0x6477_4b84_f385_12bf, 0x4b1b_a7b6_434b_acd7, 0x1a01_11ea_397f_e69a];
 
 /// A random element below p (any value below p is a valid Montgomery form).
 pub fn random_fp_limbs(rng: &mut impl RngCore) -> [u64; 6] {

@@ -34,11 +34,7 @@ impl Daemon {
     }
 
     /// With a, b, c in buffers from `make_buffer` (pinned memory on a GPU).
-    pub async fn start_with_buffers(
-        cfg: EngineConfig,
-        backends: Vec<Arc<dyn ProvingBackend>>,
-        make_buffer: Box<cuzk_engine::BufferMaker>,
-    ) -> Daemon {
+    pub async fn start_with_buffers(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, make_buffer: Box<cuzk_engine::BufferMaker>) -> Daemon {
         Daemon::start_with_kinds(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], make_buffer).await
     }
 
@@ -111,4 +107,3 @@ pub fn check_proof(bytes: &[u8], log_size: u32, partitions: u32, seed: u64) {
         assert!(!ok, "a tampered partition {i} proof verified");
     }
 }
-

@@ -21,11 +21,12 @@ pub struct ShapeArgs {
     /// Share of aux variables in the B query.
     #[arg(long, default_value_t = 0.254)]
     pub b_density: f64,
-    /// Share of aux values that are neither 0 nor 1.
-    #[arg(long, default_value_t = 0.097)]
+    /// Share of aux values that are neither 0 nor 1 (default: a real 32 GiB PoRep
+    /// partition's).
+    #[arg(long, default_value_t = cuzk_groth16::synthetic::C2_SIGNIFICANT)]
     pub significant: f64,
-    /// Share of B-query aux values that are neither 0 nor 1.
-    #[arg(long, default_value_t = 0.19)]
+    /// Share of B-query aux values that are neither 0 nor 1 (default: as measured).
+    #[arg(long, default_value_t = cuzk_groth16::synthetic::C2_SIGNIFICANT_IN_B)]
     pub significant_in_b: f64,
     /// Seed of the circuit's structure (which positions are which kind).
     #[arg(long, default_value_t = 0x00c2_5eed)]

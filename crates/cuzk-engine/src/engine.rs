@@ -67,6 +67,8 @@ pub(crate) struct Job {
     pub eval_len: usize,
     pub partition_bytes: u64,
     final_check: Option<Arc<FinalCheck>>,
+    /// Why the job is timing-only (its proofs are neither checked nor returned).
+    timing_only: Option<String>,
     submitted: Instant,
     state: Mutex<JobState>,
     changed: Condvar,
@@ -82,6 +84,8 @@ pub enum PartitionState {
     WaitingForProver,
     Proving,
     Verified,
+    /// Proved in a timing-only job: not verified, and never returned.
+    ProvedForTiming,
 }
 
 /// A job and the state of each of its partitions (for the status endpoint).
@@ -188,16 +192,17 @@ impl Job {
         self.changed.notify_all();
     }
 
-    /// Records a verified partition proof; returns the assembled proof when this was
-    /// the last one missing (the job is completed by [`Job::complete`]).
-    fn partition_done(&self, index: usize, proof: Vec<u8>) -> Option<Vec<u8>> {
+    /// Records a partition's proof (verified, or proved for timing as `state` says);
+    /// returns the assembled proof when this was the last one missing (the job is
+    /// completed by [`Job::complete`]).
+    fn partition_done(&self, index: usize, proof: Vec<u8>, state: PartitionState) -> Option<Vec<u8>> {
         let mut s = self.state();
         s.in_flight = s.in_flight.saturating_sub(1);
         if s.status.is_finished() || s.proofs[index].is_some() {
             return None;
         }
         s.proofs[index] = Some(proof);
-        s.parts[index] = PartitionState::Verified;
+        s.parts[index] = state;
         s.done += 1;
         if s.done < s.proofs.len() {
             return None;
@@ -206,14 +211,21 @@ impl Job {
     }
 
     /// Completes the job with its assembled proof unless it has finished meanwhile
-    /// (cancelled); true if this call completed it.
+    /// (cancelled); true if this call completed it. A timing-only job keeps no proof
+    /// and says why instead.
     fn complete(&self, proof: Vec<u8>) -> bool {
         let mut s = self.state();
         if s.status.is_finished() {
             return false;
         }
-        s.proof = proof;
-        self.finish(&mut s, JobStatus::Completed, String::new());
+        let note = match &self.timing_only {
+            Some(why) => why.clone(),
+            None => {
+                s.proof = proof;
+                String::new()
+            }
+        };
+        self.finish(&mut s, JobStatus::Completed, note);
         true
     }
 
@@ -528,6 +540,7 @@ impl Engine {
             eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
             final_check: plan.final_check,
+            timing_only: plan.timing_only,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
                 status: JobStatus::Queued,
@@ -835,6 +848,7 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
         if job.is_finished() {
             continue;
         }
+        inner.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
         // Parameters first: loading them may wait for budget, which partitions
         // holding budget while waiting for parameters would never free.
         let (params, load) = match inner.params.get(&job.circuit_id) {
@@ -987,11 +1001,18 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
                 continue;
             }
         };
+        if job.timing_only.is_some() {
+            // Timing only: the proof cannot verify, and it is never returned.
+            if job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some() && job.complete(Vec::new()) {
+                tracing::info!(job = %job.id, kind = %job.kind, "timing-only job completed; no proof is returned");
+            }
+            continue;
+        }
         let verified = verify_proof(&params.pvk, &proof, &inputs);
         match verified {
             Ok(true) => {
                 inner.timeline.record(&job.id.0, Some(task.index), EventKind::Verified, lane);
-                if let Some(assembled) = job.partition_done(task.index, proof.to_bytes().to_vec()) {
+                if let Some(assembled) = job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::Verified) {
                     let checked = match &job.final_check {
                         None => Ok("every partition proof verified".to_string()),
                         Some(check) => check(&assembled),

@@ -12,6 +12,10 @@ pub enum EngineError {
     /// The request cannot fit (e.g. a partition larger than the whole memory budget).
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),
+    /// The daemon is not set up for the request (e.g. timing parameters where real
+    /// ones are needed).
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
     /// The engine is shutting down and takes no new work.
     #[error("the engine is shutting down")]
     ShuttingDown,

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, PorepRequest, PostRequest, SnapRequest};
-use cuzk_groth16::format::{read_params_domain_size, read_params_placed, PointCheck};
+use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, InputChecks, PorepRequest, PostRequest, SnapRequest};
+use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
@@ -31,17 +31,29 @@ fn engine_error(e: FilecoinError) -> EngineError {
 pub struct FilecoinKind {
     kind: ProofKind,
     param_dir: PathBuf,
-    /// Domain sizes read from parameter file headers, per circuit.
-    domains: Mutex<HashMap<Circuit, usize>>,
+    checks: InputChecks,
+    /// What the parameter file headers say, per circuit.
+    headers: Mutex<HashMap<Circuit, ParamsHeader>>,
+}
+
+/// What a plan needs of a parameter file, read from its header.
+#[derive(Clone, Copy)]
+struct ParamsHeader {
+    /// The length of a, b, c.
+    domain_size: usize,
+    /// Random points (`cuzk setup --timing-params`): proofs made with them never verify.
+    timing_only: bool,
 }
 
 impl FilecoinKind {
-    /// `kind` must be one of the four Filecoin kinds.
-    pub fn new(kind: ProofKind, param_dir: PathBuf) -> Result<Self, EngineError> {
+    /// `kind` must be one of the four Filecoin kinds. With [`InputChecks::TimingOnly`]
+    /// the kind proves shape-true inputs and timing parameters, and its jobs return
+    /// no proof; a daemon for real work uses [`InputChecks::Full`].
+    pub fn new(kind: ProofKind, param_dir: PathBuf, checks: InputChecks) -> Result<Self, EngineError> {
         if kind == ProofKind::Synthetic {
             return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
-        Ok(FilecoinKind { kind, param_dir, domains: Mutex::new(HashMap::new()) })
+        Ok(FilecoinKind { kind, param_dir, checks, headers: Mutex::new(HashMap::new()) })
     }
 
     fn circuit_kind(&self) -> CircuitKind {
@@ -57,18 +69,20 @@ impl FilecoinKind {
         circuit.params_path(&self.param_dir).map_err(engine_error)
     }
 
-    /// The circuit's domain size (the length of a, b, c), from its parameter file.
-    fn domain_size(&self, circuit: Circuit) -> Result<usize, EngineError> {
-        if let Some(&d) = self.domains.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
-            return Ok(d);
+    /// The circuit's parameter file header: the domain size (the length of a, b, c)
+    /// and whether its points are timing ones.
+    fn header(&self, circuit: Circuit) -> Result<ParamsHeader, EngineError> {
+        if let Some(&h) = self.headers.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
+            return Ok(h);
         }
         let path = self.params_path(circuit)?;
         if !path.exists() {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
         }
-        let d = read_params_domain_size(&path).map_err(|e| EngineError::Internal(format!("parameters of {circuit}: {e}")))?;
-        self.domains.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, d);
-        Ok(d)
+        let (vk, layout) = read_params_header(&path).map_err(|e| EngineError::Internal(format!("parameters of {circuit}: {e}")))?;
+        let h = ParamsHeader { domain_size: layout.domain_size(), timing_only: vk.is_timing_only() };
+        self.headers.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, h);
+        Ok(h)
     }
 }
 
@@ -103,6 +117,7 @@ impl KindHandler for FilecoinKind {
                     randomness: &p.randomness,
                     miner_id: p.miner_id,
                     partition_index: p.partition_index,
+                    checks: self.checks,
                 };
                 let job = if self.kind == ProofKind::WinningPost {
                     cuzk_filecoin::decode_winning_post(&req)
@@ -117,6 +132,7 @@ impl KindHandler for FilecoinKind {
                 sector_size: p.sector_size,
                 sector_number: p.sector_number,
                 miner_id: p.miner_id,
+                checks: self.checks,
             })
             .map_err(engine_error)?
             .into(),
@@ -127,13 +143,27 @@ impl KindHandler for FilecoinKind {
                 comm_r_old: &p.comm_r_old,
                 comm_r_new: &p.comm_r_new,
                 comm_d_new: &p.comm_d_new,
+                checks: self.checks,
             })
             .map_err(engine_error)?
             .into(),
             ProofKind::Synthetic => return Err(EngineError::InvalidArgument("not a Filecoin proof kind".into())),
         };
         let circuit = job.circuit();
-        let eval_len = self.domain_size(circuit)?;
+        let header = self.header(circuit)?;
+        let eval_len = header.domain_size;
+        if header.timing_only && self.checks == InputChecks::Full {
+            return Err(EngineError::FailedPrecondition(format!(
+                "the parameters of {circuit} in {} are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)",
+                self.param_dir.display()
+            )));
+        }
+        let timing_only = job.timing_only().then(|| {
+            format!(
+                "timing only: the vanilla proofs were not checked{}; the proof is not a real one and is not returned",
+                if header.timing_only { " and the parameters are timing parameters" } else { "" }
+            )
+        });
         tracing::debug!(job = job.describe().as_str(), circuit = %circuit, eval_len, "decoded");
         let partitions =
             (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
@@ -150,6 +180,7 @@ impl KindHandler for FilecoinKind {
             // The aux assignment and densities: about one variable per constraint.
             partition_bytes: 32 * eval_len as u64,
             final_check: Some(final_check),
+            timing_only,
         })
     }
 

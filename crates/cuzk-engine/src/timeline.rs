@@ -10,10 +10,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Queued,
+    /// A synthesis worker took the partition from the queue; it then waits for the
+    /// parameters and for memory (admission) until its synthesis starts.
+    Dequeued,
     SynthesisStart,
     SynthesisEnd,
     /// A prover worker's host preparation of a partition (on the "host-…" lane of its
@@ -88,33 +91,86 @@ pub struct Span {
     pub end_us: u64,
 }
 
-/// Pairs start/end events per (lane, job, partition) into spans.
+/// The spans an event ends and begins: (stage, begins).
+fn stage_edges(kind: EventKind) -> &'static [(&'static str, bool)] {
+    match kind {
+        EventKind::Dequeued => &[("admission", true)],
+        EventKind::SynthesisStart => &[("admission", false), ("synthesis", true)],
+        EventKind::SynthesisEnd => &[("synthesis", false)],
+        EventKind::PrepareStart => &[("prepare", true)],
+        EventKind::PrepareEnd => &[("prepare", false)],
+        EventKind::ProveStart => &[("prove", true)],
+        EventKind::ProveEnd => &[("prove", false)],
+        _ => &[],
+    }
+}
+
+/// Pairs start/end events per (lane, job, partition) into spans: admission (waiting
+/// for parameters and memory), synthesis, prepare, prove.
 pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
     let mut open: BTreeMap<(String, String, Option<u32>, &'static str), u64> = BTreeMap::new();
     let mut out = Vec::new();
     for e in events {
-        let (stage, is_start) = match e.kind {
-            EventKind::SynthesisStart => ("synthesis", true),
-            EventKind::SynthesisEnd => ("synthesis", false),
-            EventKind::PrepareStart => ("prepare", true),
-            EventKind::PrepareEnd => ("prepare", false),
-            EventKind::ProveStart => ("prove", true),
-            EventKind::ProveEnd => ("prove", false),
-            _ => continue,
-        };
-        let key = (e.lane.clone(), e.job.clone(), e.partition, stage);
-        if is_start {
-            open.insert(key, e.t_us);
-        } else if let Some(start) = open.remove(&key) {
-            let name = match e.partition {
-                Some(p) => format!("{stage} {} p{p}", e.job),
-                None => format!("{stage} {}", e.job),
-            };
-            out.push(Span { lane: e.lane.clone(), name, job: e.job.clone(), start_us: start, end_us: e.t_us.max(start) });
+        for &(stage, is_start) in stage_edges(e.kind) {
+            let key = (e.lane.clone(), e.job.clone(), e.partition, stage);
+            if is_start {
+                open.insert(key, e.t_us);
+            } else if let Some(start) = open.remove(&key) {
+                let name = match e.partition {
+                    Some(p) => format!("{stage} {} p{p}", e.job),
+                    None => format!("{stage} {}", e.job),
+                };
+                out.push(Span { lane: e.lane.clone(), name, job: e.job.clone(), start_us: start, end_us: e.t_us.max(start) });
+            }
         }
     }
     out.sort_by_key(|s| (s.lane.clone(), s.start_us));
     out
+}
+
+/// Where partitions waited, in µs, one entry per partition that reached a prover:
+/// in the queue (job queued → a synthesis worker took it), for admission (parameters
+/// and memory budget → its synthesis started) and for a prover (synthesis ended → its
+/// prover began, preparation included).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PartitionWaits {
+    pub queue_us: Vec<u64>,
+    pub admission_us: Vec<u64>,
+    pub prover_us: Vec<u64>,
+}
+
+pub fn partition_waits(events: &[TimelineEvent]) -> PartitionWaits {
+    let mut queued: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut at: BTreeMap<(&str, u32, EventKind), u64> = BTreeMap::new();
+    for e in events {
+        match e.partition {
+            None if e.kind == EventKind::Queued => {
+                queued.insert(&e.job, e.t_us);
+            }
+            // The first of each kind (a retried partition keeps its first attempt).
+            Some(p) => {
+                at.entry((&e.job, p, e.kind)).or_insert(e.t_us);
+            }
+            None => {}
+        }
+    }
+    let mut w = PartitionWaits::default();
+    for (&(job, p, kind), &t) in &at {
+        if kind != EventKind::SynthesisEnd {
+            continue;
+        }
+        let get = |k| at.get(&(job, p, k)).copied();
+        let prover = [get(EventKind::PrepareStart), get(EventKind::ProveStart)].into_iter().flatten().min();
+        let (Some(dequeued), Some(started), Some(prover)) = (get(EventKind::Dequeued), get(EventKind::SynthesisStart), prover) else {
+            continue;
+        };
+        if let Some(&q) = queued.get(job) {
+            w.queue_us.push(dequeued.saturating_sub(q));
+        }
+        w.admission_us.push(started.saturating_sub(dequeued));
+        w.prover_us.push(prover.saturating_sub(t));
+    }
+    w
 }
 
 /// Total length of the union of the intervals.
@@ -166,7 +222,9 @@ pub struct DeviceBusy {
 pub fn device_busy(events: &[TimelineEvent]) -> Vec<DeviceBusy> {
     let mut by_device: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
     for s in spans(events) {
-        let Some(rest) = s.lane.strip_prefix("prove-") else { continue };
+        let Some(rest) = s.lane.strip_prefix("prove-") else {
+            continue;
+        };
         let device = rest.split('.').next().unwrap_or(rest).to_string();
         by_device.entry(device).or_default().push((s.start_us, s.end_us));
     }
@@ -213,7 +271,8 @@ pub fn chrome_trace(events: &[TimelineEvent]) -> serde_json::Value {
     serde_json::json!({ "traceEvents": out, "displayTimeUnit": "ms" })
 }
 
-/// An SVG Gantt chart: one row per lane, synthesis in blue, proving in orange.
+/// An SVG Gantt chart: one row per lane, synthesis in blue, proving in orange, host
+/// preparation in green, waits for parameters and memory (admission) in grey.
 pub fn svg_gantt(events: &[TimelineEvent]) -> String {
     let sp = spans(events);
     let mut lanes: Vec<String> = sp.iter().map(|s| s.lane.clone()).collect();
@@ -246,6 +305,8 @@ pub fn svg_gantt(events: &[TimelineEvent]) -> String {
                 "#e8873a"
             } else if s.name.starts_with("prepare") {
                 "#4caf50"
+            } else if s.name.starts_with("admission") {
+                "#c8c8c8"
             } else {
                 "#3a7be8"
             };
@@ -322,5 +383,27 @@ mod tests {
         );
         // Any device busy: [0, 20), [40, 50), [70, 80).
         assert_eq!(gpu_busy(&e).0, 40);
+    }
+
+    #[test]
+    fn waits_split_into_queue_admission_and_prover() {
+        let job = |t, kind| TimelineEvent { t_us: t, job: "j".into(), partition: None, kind, lane: String::new() };
+        let e = vec![
+            job(0, EventKind::Queued),
+            ev(5, EventKind::Dequeued, "synth-0", 0),
+            ev(25, EventKind::SynthesisStart, "synth-0", 0),
+            ev(125, EventKind::SynthesisEnd, "synth-0", 0),
+            ev(140, EventKind::PrepareStart, "host-0.0", 0),
+            ev(150, EventKind::PrepareEnd, "host-0.0", 0),
+            ev(150, EventKind::ProveStart, "prove-0.0", 0),
+            ev(170, EventKind::ProveEnd, "prove-0.0", 0),
+            // Partition 1 never reached a prover: not counted.
+            ev(130, EventKind::Dequeued, "synth-0", 1),
+        ];
+        let w = partition_waits(&e);
+        assert_eq!(w, PartitionWaits { queue_us: vec![5], admission_us: vec![20], prover_us: vec![15] });
+        let sp = spans(&e);
+        assert!(sp.iter().any(|s| s.name == "admission j p0" && (s.start_us, s.end_us) == (5, 25)), "{sp:?}");
+        assert!(svg_gantt(&e).contains("#c8c8c8"));
     }
 }

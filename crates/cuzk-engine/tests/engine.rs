@@ -195,7 +195,7 @@ fn shutdown_cancels_work_it_cannot_finish_in_the_grace_period() {
 
 #[test]
 fn the_timeline_records_every_stage_of_every_partition() {
-    use cuzk_engine::timeline::{chrome_trace, gpu_busy, spans, svg_gantt};
+    use cuzk_engine::timeline::{chrome_trace, gpu_busy, partition_waits, spans, svg_gantt};
     use cuzk_engine::EventKind;
     let cfg = EngineConfig { synthesis_threads: 2, workers_per_backend: 2, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
@@ -210,15 +210,28 @@ fn the_timeline_records_every_stage_of_every_partition() {
         assert_eq!(mine.last().unwrap().kind, EventKind::Completed);
         for p in 0..2u32 {
             let order: Vec<EventKind> = mine.iter().filter(|x| x.partition == Some(p)).map(|x| x.kind).collect();
-            assert_eq!(order, [EventKind::SynthesisStart, EventKind::SynthesisEnd, EventKind::ProveStart, EventKind::ProveEnd, EventKind::Verified]);
+            assert_eq!(
+                order,
+                [
+                    EventKind::Dequeued,
+                    EventKind::SynthesisStart,
+                    EventKind::SynthesisEnd,
+                    EventKind::ProveStart,
+                    EventKind::ProveEnd,
+                    EventKind::Verified
+                ]
+            );
         }
     }
+    // Per partition: admission (waiting for parameters and memory), synthesis, proof.
     let sp = spans(&ev);
-    assert_eq!(sp.len(), 12);
+    assert_eq!(sp.len(), 18);
     assert!(sp.iter().all(|s| s.lane.starts_with("synth-") || s.lane.starts_with("prove-0.")));
     let (busy, wall) = gpu_busy(&ev);
     assert!(busy > 0 && busy <= wall, "{busy} / {wall}");
-    assert_eq!(chrome_trace(&ev)["traceEvents"].as_array().unwrap().iter().filter(|x| x["ph"] == "X").count(), 12);
+    assert_eq!(chrome_trace(&ev)["traceEvents"].as_array().unwrap().iter().filter(|x| x["ph"] == "X").count(), 18);
+    let waits = partition_waits(&ev);
+    assert_eq!((waits.queue_us.len(), waits.admission_us.len(), waits.prover_us.len()), (6, 6, 6));
     assert!(svg_gantt(&ev).starts_with("<svg"));
     e.shutdown(Duration::from_secs(5));
 }

@@ -1,8 +1,9 @@
 //! A partition through filecoin-proofs' compound proof, the same way for every kind:
-//! its circuit built from the vanilla proof and synthesized into our buffers, and its
-//! public inputs. Panics inside filecoin-proofs become errors naming the step.
+//! its circuit built from the vanilla proof, then synthesized into our buffers,
+//! counted, or synthesized by bellperson; and its public inputs. Panics inside filecoin-proofs become errors naming the step.
 
 use blstrs::Scalar;
+use cuzk_groth16::shape::{count_shape, CircuitShape};
 use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
 use cuzk_groth16::SynthesizedCircuit;
 use storage_proofs_core::compound_proof::{CircuitComponent, CompoundProof};
@@ -10,18 +11,17 @@ use storage_proofs_core::parameter_cache::{CacheableParameters, ParameterSetMeta
 use storage_proofs_core::proof::ProofScheme;
 
 use crate::error::{guarded, FilecoinError};
+use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 
-/// Synthesizes partition `partition` of a `kind` proof (e.g. "PoRep"): the circuit of
-/// `vanilla` for compound partition index `partition_k`.
-pub(crate) fn synthesize_partition<'a, S, Circ, C>(
+/// The circuit of partition `partition_k` of a `kind` proof (e.g. "PoRep"), built from
+/// its vanilla proof as filecoin-proofs builds it.
+pub(crate) fn partition_circuit<'a, S, Circ, C>(
     kind: &str,
     inputs: &S::PublicInputs,
     vanilla: &S::Proof,
     params: &S::PublicParams,
-    partition: usize,
     partition_k: usize,
-    buffers: EvalBuffers,
-) -> Result<SynthesizedCircuit, FilecoinError>
+) -> Result<Circ, FilecoinError>
 where
     S: ProofScheme<'a>,
     S::Proof: Sync + Send,
@@ -30,10 +30,41 @@ where
     Circ: bellpepper_core::Circuit<Scalar> + CircuitComponent + Send,
     C: CompoundProof<'a, S, Circ> + CacheableParameters<Circ, S::PublicParams>,
 {
+    guarded(&format!("building the {kind} circuit"), || {
+        C::circuit(inputs, Default::default(), vanilla, params, Some(partition_k))
+            .map_err(FilecoinError::rejected(format!("building the {kind} circuit")))
+    })
+}
+
+/// Synthesizes partition `partition`'s circuit into `buffers`.
+pub(crate) fn synthesize<C: bellpepper_core::Circuit<Scalar>>(
+    kind: &str,
+    partition: usize,
+    circuit: C,
+    buffers: EvalBuffers,
+) -> Result<SynthesizedCircuit, FilecoinError> {
     guarded(&format!("synthesizing the {kind} circuit"), || {
-        let circuit = C::circuit(inputs, Default::default(), vanilla, params, Some(partition_k))
-            .map_err(FilecoinError::rejected(format!("building the {kind} circuit")))?;
         synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+    })
+}
+
+/// Counts partition `partition`'s circuit.
+pub(crate) fn count<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition: usize, circuit: C) -> Result<CircuitShape, FilecoinError> {
+    guarded(&format!("counting the {kind} circuit"), || {
+        count_shape(circuit).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+    })
+}
+
+/// Synthesizes partition `partition`'s circuit with bellperson's own constraint
+/// systems (the reference).
+pub(crate) fn reference<C: bellpepper_core::Circuit<Scalar> + Send>(
+    kind: &str,
+    partition: usize,
+    circuit: C,
+    how: ReferenceSynthesis,
+) -> Result<ReferenceWitness, FilecoinError> {
+    guarded(&format!("synthesizing the {kind} circuit with bellperson"), || {
+        crate::reference::synthesize(circuit, how).map_err(|e| FilecoinError::Synthesis { partition, message: format!("bellperson: {e}") })
     })
 }
 

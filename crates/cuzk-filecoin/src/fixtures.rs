@@ -36,7 +36,7 @@ use crate::post::PostRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
 use crate::setup;
 use crate::snap::SnapRequest;
-use crate::{FilecoinError, FilecoinJob};
+use crate::{FilecoinError, FilecoinJob, InputChecks};
 
 type Tree = SectorShape2KiB;
 
@@ -69,6 +69,7 @@ impl PostFixture {
             randomness: &self.randomness,
             miner_id: self.miner_id,
             partition_index: 0,
+            checks: InputChecks::Full,
         }
     }
 }
@@ -79,7 +80,9 @@ impl PostFixture {
     /// `randomness` and `comm_rs` given (the fixture's, or altered ones to check that
     /// the proof is then rejected). An error counts as a rejection.
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], randomness: &[u8; 32], comm_rs: &[[u8; 32]]) -> bool {
-        let Ok(kind) = PostProof::from_registered(self.registered_proof) else { return false };
+        let Ok(kind) = PostProof::from_registered(self.registered_proof) else {
+            return false;
+        };
         let cfg = post_config(kind);
         let prover = prover_id(self.miner_id);
         let replicas: anyhow::Result<Vec<(SectorId, PublicReplicaInfo)>> =
@@ -120,6 +123,7 @@ impl PorepFixture {
             sector_size: SectorSize::S2KiB.bytes(),
             sector_number: self.sector_number,
             miner_id: self.miner_id,
+            checks: InputChecks::Full,
         }
     }
 
@@ -127,7 +131,9 @@ impl PorepFixture {
     /// `comm_r` and `seed` given (the fixture's, or altered ones). An error counts as a
     /// rejection.
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r: [u8; 32], seed: [u8; 32]) -> bool {
-        let Ok(cfg) = SealProof::from_registered(self.registered_proof).and_then(porep_config) else { return false };
+        let Ok(cfg) = SealProof::from_registered(self.registered_proof).and_then(porep_config) else {
+            return false;
+        };
         let sector = SectorId::from(self.sector_number);
         filecoin_proofs::verify_seal::<Tree>(&cfg, comm_r, self.comm_d, prover_id(self.miner_id), sector, self.ticket, seed, proof).unwrap_or(false)
     }
@@ -153,6 +159,7 @@ impl SnapFixture {
             comm_r_old: &self.comm_r_old,
             comm_r_new: &self.comm_r_new,
             comm_d_new: &self.comm_d_new,
+            checks: InputChecks::Full,
         }
     }
 
@@ -160,7 +167,9 @@ impl SnapFixture {
     /// the given new commitments (the fixture's, or altered ones). An error counts as
     /// a rejection.
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r_new: [u8; 32], comm_d_new: [u8; 32]) -> bool {
-        let Ok(cfg) = SealProof::from_registered(5).and_then(porep_config) else { return false };
+        let Ok(cfg) = SealProof::from_registered(5).and_then(porep_config) else {
+            return false;
+        };
         filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&cfg, proof, self.comm_r_old, comm_r_new, comm_d_new).unwrap_or(false)
     }
 }

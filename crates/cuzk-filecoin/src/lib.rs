@@ -20,19 +20,38 @@ pub mod ids;
 mod payload;
 mod porep;
 mod post;
+pub mod reference;
 pub mod registered;
+pub mod request_files;
 pub mod setup;
+pub mod shape_true;
 mod snap;
 
 use blstrs::Scalar;
+use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
+use reference::{ReferenceSynthesis, ReferenceWitness};
 
 pub use error::FilecoinError;
 pub use porep::PorepRequest;
 pub use post::PostRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 pub use snap::SnapRequest;
+
+/// What is checked of a request's vanilla proofs before any proving.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputChecks {
+    /// filecoin-proofs' checks of the vanilla proofs run, and a request that fails them
+    /// is refused. The only mode for real work.
+    #[default]
+    Full,
+    /// Timing only: the vanilla proofs are not checked, so shape-true inputs (random
+    /// values) are proved. Their proofs cannot verify: a job decoded this way says so
+    /// ([`FilecoinJob::timing_only`]), and its proof must never be checked against, or
+    /// returned as, a real one.
+    TimingOnly,
+}
 
 /// How a proof was checked before it is returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,12 +84,27 @@ pub trait FilecoinJob: Send + Sync {
     fn partitions(&self) -> usize;
     /// Synthesizes partition `partition` into `buffers`.
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
+    /// Counts partition `partition`'s circuit: constraints, variables, query sizes
+    /// (no value is computed; little memory).
+    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError>;
+    /// Synthesizes partition `partition` with bellperson's own constraint systems: the
+    /// reference cuzk's synthesis is measured and checked against.
+    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError>;
     /// The public inputs of partition `partition` (without the leading one), computed
     /// by storage-proofs from the public data alone, as its verifier does.
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError>;
     /// Checks the assembled proof (partition proofs concatenated) with
     /// filecoin-proofs' verifier for this kind. Needs [`env::use_parameter_dir`].
+    /// A timing-only job refuses: there is nothing real to check.
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
+    /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
+    /// timing and cannot verify.
+    fn timing_only(&self) -> bool;
+}
+
+/// The refusal of [`FilecoinJob::verify`] for a timing-only job.
+pub(crate) fn timing_only_refusal(what: String) -> FilecoinError {
+    FilecoinError::NotVerified(format!("{what}: a timing-only job (vanilla proofs not checked); its proof is not a real one"))
 }
 
 /// Decodes a PoRep C2 request.

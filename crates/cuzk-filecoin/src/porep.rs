@@ -21,13 +21,15 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg};
 
-use crate::compound::{partition_public_inputs, synthesize_partition};
+use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{porep_config, prover_id};
 use crate::payload::field_element;
 use crate::post::check_partition;
+use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
-use crate::{verdict, CheckedBy, FilecoinJob};
+use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type Inputs<Tree> = stacked::PublicInputs<DomainOf<Tree>, <Sha256Hasher as Hasher>::Domain>;
@@ -42,6 +44,7 @@ pub struct PorepRequest<'a> {
     pub sector_size: u64,
     pub sector_number: u64,
     pub miner_id: u64,
+    pub checks: InputChecks,
 }
 
 #[derive(Deserialize)]
@@ -108,7 +111,7 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
         return Err(FilecoinError::Unsupported(format!("{}: non-interactive PoRep (aggregated proofs) is not supported", proof.api_name())));
     }
     let cfg = porep_config(proof)?;
-    guarded("decoding the C1 output", || with_shape!(proof.size, decode_shaped, proof, cfg, &c1_bytes, sector_number, req.miner_id))
+    guarded("decoding the C1 output", || with_shape!(proof.size, decode_shaped, proof, cfg, &c1_bytes, sector_number, req.miner_id, req.checks))
 }
 
 fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
@@ -117,6 +120,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
     c1_bytes: &[u8],
     sector_number: u64,
     miner_id: u64,
+    checks: InputChecks,
 ) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
     let c1: C1<Tree> = serde_json::from_slice(c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output for {}: {e}", proof.api_name())))?;
     let tag = format!("StackedDrg{}V1", proof.size.api_name());
@@ -162,10 +166,12 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
         stacked::PublicInputs { replica_id: c1.replica_id, tau: Some(stacked::Tau { comm_d, comm_r }), k: None, seed: Some(c1.seed) };
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
     // The vanilla proofs are checked before any proving time is spent on them.
-    let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
-        .map_err(FilecoinError::rejected("C1 output: the vanilla proofs"))?;
-    if !ok {
-        return Err(FilecoinError::invalid("C1 output: the vanilla proofs do not verify against its commitments, replica id and seed"));
+    if checks == InputChecks::Full {
+        let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
+            .map_err(FilecoinError::rejected("C1 output: the vanilla proofs"))?;
+        if !ok {
+            return Err(FilecoinError::invalid("C1 output: the vanilla proofs do not verify against its commitments, replica id and seed"));
+        }
     }
     Ok(Box::new(PorepJob::<Tree> {
         proof,
@@ -179,6 +185,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
         comm_d: c1.comm_d,
         seed: c1.seed,
         ticket: c1.ticket,
+        checks,
     }))
 }
 
@@ -194,9 +201,23 @@ struct PorepJob<Tree: 'static + MerkleTreeTrait> {
     comm_d: [u8; 32],
     seed: [u8; 32],
     ticket: [u8; 32],
+    checks: InputChecks,
 }
 
 type Compound<Tree> = StackedCompound<Tree, Sha256Hasher>;
+
+impl<Tree: 'static + MerkleTreeTrait> PorepJob<Tree> {
+    fn circuit_of(&self, partition: usize) -> Result<StackedCircuit<Tree, Sha256Hasher>, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        compound::partition_circuit::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
+            "PoRep",
+            &self.inputs,
+            &self.vanilla[partition],
+            &self.params,
+            partition,
+        )
+    }
+}
 
 impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     fn circuit(&self) -> Circuit {
@@ -212,16 +233,15 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     }
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
-        check_partition(partition, self.vanilla.len())?;
-        synthesize_partition::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
-            "PoRep",
-            &self.inputs,
-            &self.vanilla[partition],
-            &self.params,
-            partition,
-            partition,
-            buffers,
-        )
+        compound::synthesize("PoRep", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {
+        compound::count("PoRep", partition, self.circuit_of(partition)?)
+    }
+
+    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError> {
+        compound::reference("PoRep", partition, self.circuit_of(partition)?, how)
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
@@ -234,7 +254,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         )
     }
 
+    fn timing_only(&self) -> bool {
+        self.checks == InputChecks::TimingOnly
+    }
+
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
+        if self.timing_only() {
+            return Err(timing_only_refusal(self.describe()));
+        }
         guarded("filecoin-proofs' verify_seal", || {
             let r = filecoin_proofs::verify_seal::<Tree>(
                 &self.cfg,

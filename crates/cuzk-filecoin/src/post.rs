@@ -14,15 +14,18 @@ use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
 use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
 
-use crate::compound::{partition_public_inputs, synthesize_partition};
+use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::payload::{bincode_decode, field_bytes};
+use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
-use crate::{verdict, CheckedBy, FilecoinJob};
+use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
@@ -35,6 +38,7 @@ pub struct PostRequest<'a> {
     pub miner_id: u64,
     /// WindowPoSt only: which partition of the deadline these sectors are.
     pub partition_index: u32,
+    pub checks: InputChecks,
 }
 
 pub(crate) fn decode(window: bool, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
@@ -66,6 +70,7 @@ struct PostJob<Tree: 'static + MerkleTreeTrait> {
     vanilla: fallback::Proof<Tree::Proof>,
     replicas: Vec<(SectorId, [u8; 32])>,
     partition_index: usize,
+    checks: InputChecks,
 }
 
 impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
@@ -133,13 +138,23 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
         if !proof.window && req.partition_index != 0 {
             return Err(FilecoinError::invalid(format!("partition_index is {}; WinningPoSt has one partition", req.partition_index)));
         }
-        let (params, vanilla, verify_inputs, verify_partition);
+        let params = post_public_params::<Tree>(&config)?;
+        let vanilla = partition_proof::<Tree>(proof.window, params.sector_count, &sector_proofs);
+        // The vanilla proofs are checked before any proving time is spent on them, as
+        // filecoin-proofs checks the partition proof it builds from them.
+        if req.checks == InputChecks::Full {
+            let k = if proof.window { partition_index } else { 0 };
+            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(k) };
+            let ok =
+                FallbackPoSt::<Tree>::verify(&params, &inputs, &vanilla).map_err(FilecoinError::rejected(format!("the {name} vanilla proofs")))?;
+            if !ok {
+                return Err(FilecoinError::invalid(format!(
+                    "the {name} vanilla proofs do not verify against the randomness, the miner and the sectors' comm_r"
+                )));
+            }
+        }
+        let (verify_inputs, verify_partition);
         if proof.window {
-            params = post_public_params::<Tree>(&config)?;
-            let inputs =
-                fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(partition_index) };
-            vanilla = filecoin_proofs::single_partition_vanilla_proofs(&config, &params, &inputs, &sector_proofs)
-                .map_err(FilecoinError::rejected(format!("the vanilla proofs of partition {partition_index}")))?;
             // Under API V1_0 a challenge depends on the sector's index in the whole
             // deadline (partition_index · sector_count + i): the verifier's list puts
             // this partition's sectors at that offset.
@@ -154,11 +169,6 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
                 verify_partition = 0;
             }
         } else {
-            params = post_public_params::<Tree>(&config)?;
-            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: None };
-            let mut parts = filecoin_proofs::partition_vanilla_proofs(&config, &params, &inputs, 1, &sector_proofs)
-                .map_err(FilecoinError::rejected("the WinningPoSt vanilla proof"))?;
-            vanilla = parts.pop().ok_or_else(|| FilecoinError::invalid("the WinningPoSt vanilla proof gave no partition"))?;
             // The circuit proves the one sector once per challenge, and the verifier
             // lists it that many times, so challenge i is read at sector index i.
             let listed = vec![sectors[0].clone(); params.sector_count];
@@ -178,7 +188,45 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
             vanilla,
             replicas,
             partition_index,
+            checks: req.checks,
         }))
+    }
+}
+
+/// The partition proof filecoin-proofs builds from the sectors' vanilla proofs (its
+/// `single_partition_vanilla_proofs`, without the check): WindowPoSt lists each
+/// sector's proof in payload order and repeats the last up to the partition's sector
+/// count; WinningPoSt makes one entry per challenge of its one sector.
+fn partition_proof<Tree: 'static + MerkleTreeTrait>(
+    window: bool,
+    sector_count: usize,
+    proofs: &[FallbackPoStSectorProof<Tree>],
+) -> fallback::Proof<Tree::Proof> {
+    let mut sectors: Vec<fallback::SectorProof<Tree::Proof>> = if window {
+        proofs.iter().flat_map(|p| p.vanilla_proof.sectors.iter().cloned()).collect()
+    } else {
+        let s = &proofs[0].vanilla_proof.sectors[0];
+        s.inclusion_proofs()
+            .iter()
+            .map(|ip| fallback::SectorProof { inclusion_proofs: vec![ip.clone()], comm_c: s.comm_c, comm_r_last: s.comm_r_last })
+            .collect()
+    };
+    while let Some(last) = sectors.last().filter(|_| sectors.len() < sector_count) {
+        sectors.push(last.clone());
+    }
+    fallback::Proof { sectors }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
+    fn circuit_of(&self, partition: usize) -> Result<FallbackPoStCircuit<Tree>, FilecoinError> {
+        check_partition(partition, 1)?;
+        compound::partition_circuit::<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>, FallbackPoStCompound<Tree>>(
+            "PoSt",
+            &self.circuit_inputs,
+            &self.vanilla,
+            &self.params,
+            0,
+        )
     }
 }
 
@@ -212,16 +260,15 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
     }
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
-        check_partition(partition, 1)?;
-        synthesize_partition::<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>, FallbackPoStCompound<Tree>>(
-            "PoSt",
-            &self.circuit_inputs,
-            &self.vanilla,
-            &self.params,
-            partition,
-            0,
-            buffers,
-        )
+        compound::synthesize("PoSt", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {
+        compound::count("PoSt", partition, self.circuit_of(partition)?)
+    }
+
+    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError> {
+        compound::reference("PoSt", partition, self.circuit_of(partition)?, how)
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
@@ -234,7 +281,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
         )
     }
 
+    fn timing_only(&self) -> bool {
+        self.checks == InputChecks::TimingOnly
+    }
+
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
+        if self.timing_only() {
+            return Err(timing_only_refusal(self.describe()));
+        }
         guarded("filecoin-proofs' PoSt verifier", || {
             let ok = if self.proof.window {
                 if self.verify_partition > 0 {

@@ -34,6 +34,12 @@ impl SectorSize {
         SectorSize::ALL.into_iter().find(|s| s.bytes() == bytes)
     }
 
+    /// "32GiB", "32g" (a circuit id's suffix) or the size in bytes.
+    pub fn parse(s: &str) -> Option<SectorSize> {
+        let s = s.trim();
+        SectorSize::ALL.into_iter().find(|z| z.api_name().eq_ignore_ascii_case(s) || z.short().eq_ignore_ascii_case(s) || s.parse() == Ok(z.bytes()))
+    }
+
     fn from_registered(n: u64) -> SectorSize {
         SectorSize::ALL[(n % 5) as usize]
     }
@@ -270,6 +276,16 @@ mod tests {
         assert_eq!(Circuit::from_id("porep-32g").map(|c| (c.kind, c.size)), Some((CircuitKind::Porep, SectorSize::S32GiB)));
         assert_eq!(Circuit::from_id("porep-33g"), None);
         assert_eq!(Circuit::from_id("synthetic-2^10"), None);
+    }
+
+    #[test]
+    fn sector_sizes_parse_by_name_suffix_and_bytes() {
+        assert_eq!(SectorSize::parse("32GiB"), Some(SectorSize::S32GiB));
+        assert_eq!(SectorSize::parse("8m"), Some(SectorSize::S8MiB));
+        assert_eq!(SectorSize::parse("2048"), Some(SectorSize::S2KiB));
+        assert_eq!(SectorSize::parse("64gib"), Some(SectorSize::S64GiB));
+        assert_eq!(SectorSize::parse("16GiB"), None);
+        assert_eq!(SectorSize::parse("4096"), None);
     }
 
     #[test]

@@ -14,13 +14,15 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::TreeRHasher;
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicInputs, PublicParams};
 
-use crate::compound::{partition_public_inputs, synthesize_partition};
+use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::porep_config;
 use crate::payload::{bincode_decode, field_element};
 use crate::post::check_partition;
+use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
-use crate::{verdict, CheckedBy, FilecoinJob};
+use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use cuzk_groth16::shape::CircuitShape;
 
 /// The fields of a SnapDeals request.
 pub struct SnapRequest<'a> {
@@ -30,6 +32,7 @@ pub struct SnapRequest<'a> {
     pub comm_r_old: &'a [u8],
     pub comm_r_new: &'a [u8],
     pub comm_d_new: &'a [u8],
+    pub checks: InputChecks,
 }
 
 pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
@@ -39,7 +42,7 @@ pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, File
         [field_element(req.comm_r_old, "comm_r_old")?, field_element(req.comm_r_new, "comm_r_new")?, field_element(req.comm_d_new, "comm_d_new")?];
     // The update's config only needs the sector size (any seal proof type of it).
     let cfg = porep_config(SealProof::from_registered(5 + proof.size as u64)?)?;
-    guarded("decoding the SnapDeals request", || with_shape!(proof.size, decode_shaped, proof, cfg, req.vanilla_proofs, comms))
+    guarded("decoding the SnapDeals request", || with_shape!(proof.size, decode_shaped, proof, cfg, req.vanilla_proofs, comms, req.checks))
 }
 
 fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -47,6 +50,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     cfg: PoRepConfig,
     vanilla_proofs: &[Vec<u8>],
     [comm_r_old, comm_r_new, comm_d_new]: [[u8; 32]; 3],
+    checks: InputChecks,
 ) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
     let update = SectorUpdateConfig::from_porep_config(&cfg);
     let partitions = usize::from(update.update_partitions);
@@ -73,12 +77,14 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     };
     let params = PublicParams::from_sector_size(proof.size.bytes());
     // The vanilla proofs are checked before any proving time is spent on them.
-    let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(&params, &inputs, &vanilla)
-        .map_err(FilecoinError::rejected("the update's vanilla proofs"))?;
-    if !ok {
-        return Err(FilecoinError::invalid("the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new"));
+    if checks == InputChecks::Full {
+        let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(&params, &inputs, &vanilla)
+            .map_err(FilecoinError::rejected("the update's vanilla proofs"))?;
+        if !ok {
+            return Err(FilecoinError::invalid("the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new"));
+        }
     }
-    Ok(Box::new(SnapJob::<Tree> { proof, cfg, params, inputs, vanilla, comms: [comm_r_old, comm_r_new, comm_d_new] }))
+    Ok(Box::new(SnapJob::<Tree> { proof, cfg, params, inputs, vanilla, comms: [comm_r_old, comm_r_new, comm_d_new], checks }))
 }
 
 struct SnapJob<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
@@ -88,9 +94,23 @@ struct SnapJob<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
     inputs: PublicInputs,
     vanilla: Vec<PartitionProof<Tree>>,
     comms: [[u8; 32]; 3],
+    checks: InputChecks,
 }
 
 type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> SnapJob<Tree> {
+    fn circuit_of(&self, partition: usize) -> Result<EmptySectorUpdateCircuit<Tree>, FilecoinError> {
+        check_partition(partition, self.vanilla.len())?;
+        compound::partition_circuit::<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>, Compound<Tree>>(
+            "SnapDeals",
+            &self.inputs,
+            &self.vanilla[partition],
+            &self.params,
+            partition,
+        )
+    }
+}
 
 impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for SnapJob<Tree> {
     fn circuit(&self) -> Circuit {
@@ -106,16 +126,15 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
     }
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
-        check_partition(partition, self.vanilla.len())?;
-        synthesize_partition::<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>, Compound<Tree>>(
-            "SnapDeals",
-            &self.inputs,
-            &self.vanilla[partition],
-            &self.params,
-            partition,
-            partition,
-            buffers,
-        )
+        compound::synthesize("SnapDeals", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {
+        compound::count("SnapDeals", partition, self.circuit_of(partition)?)
+    }
+
+    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError> {
+        compound::reference("SnapDeals", partition, self.circuit_of(partition)?, how)
     }
 
     fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError> {
@@ -128,7 +147,14 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
         )
     }
 
+    fn timing_only(&self) -> bool {
+        self.checks == InputChecks::TimingOnly
+    }
+
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
+        if self.timing_only() {
+            return Err(timing_only_refusal(self.describe()));
+        }
         let [old, new, d] = self.comms;
         guarded("filecoin-proofs' verify_empty_sector_update_proof", || {
             verdict(filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&self.cfg, proof, old, new, d), self.describe())

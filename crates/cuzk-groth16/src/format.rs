@@ -353,10 +353,11 @@ pub fn read_params_with(path: &Path, check: PointCheck, progress: &dyn Progress)
     decode_params_with(&map_file(path)?, check, progress)
 }
 
-/// The evaluation domain size of a `.params` file, from its header alone (the query
-/// points are skipped): sizes buffers before the points load.
-pub fn read_params_domain_size(path: &Path) -> Result<usize, FormatError> {
-    Ok(ParamsLayout::parse(&map_file(path)?, PointCheck::OnCurve)?.1.domain_size())
+/// A `.params` file's verifying key and layout (its evaluation domain size among it),
+/// from its header alone (the query points are skipped): sizes buffers before the
+/// points load, and tells timing parameters apart.
+pub fn read_params_header(path: &Path) -> Result<(VerifyingKey, ParamsLayout), FormatError> {
+    ParamsLayout::parse(&map_file(path)?, PointCheck::OnCurve)
 }
 
 /// Reads a `.params` file's verifying key, layout and the public inputs' rows of the A
@@ -437,11 +438,8 @@ pub fn write_params<W: Write>(w: &mut W, p: &ParameterSet) -> io::Result<()> {
     w.write_all(&encode_points(&p.b_g2))
 }
 
-/// Writes `<stem>.params` and `<stem>.vk` side by side.
-pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError> {
-    fn io(path: &Path) -> impl FnOnce(io::Error) -> FormatError + '_ {
-        move |source| FormatError::Io { path: path.to_owned(), source }
-    }
+/// `<stem>.vk` beside `<stem>.params`.
+pub fn vk_path_for(params_path: &Path) -> Result<PathBuf, FormatError> {
     let vk_path = params_path.with_extension("vk");
     if vk_path == params_path {
         return Err(FormatError::Io {
@@ -449,6 +447,15 @@ pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError
             source: io::Error::new(io::ErrorKind::InvalidInput, "the parameter file must not end in .vk"),
         });
     }
+    Ok(vk_path)
+}
+
+/// Writes `<stem>.params` and `<stem>.vk` side by side.
+pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError> {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> FormatError + '_ {
+        move |source| FormatError::Io { path: path.to_owned(), source }
+    }
+    let vk_path = vk_path_for(params_path)?;
     let mut f = io::BufWriter::new(File::create(params_path).map_err(io(params_path))?);
     write_params(&mut f, params).and_then(|_| f.flush()).map_err(io(params_path))?;
     let mut f = io::BufWriter::new(File::create(&vk_path).map_err(io(&vk_path))?);
@@ -504,8 +511,9 @@ mod tests {
         save(&p, &path).unwrap();
         assert_eq!(read_params(&path, PointCheck::OnCurve).unwrap(), p);
         assert_eq!(read_vk(&path.with_extension("vk"), PointCheck::Subgroup).unwrap(), p.vk);
-        assert_eq!(read_params_domain_size(&path).unwrap(), p.domain_size());
-        assert!(matches!(read_params_domain_size(&path.with_extension("vk")), Err(FormatError::Truncated { section: "h", .. })));
+        let (vk, layout) = read_params_header(&path).unwrap();
+        assert_eq!((vk, layout.domain_size()), (p.vk.clone(), p.domain_size()));
+        assert!(matches!(read_params_header(&path.with_extension("vk")), Err(FormatError::Truncated { section: "h", .. })));
         assert_eq!(G1Affine::identity().to_uncompressed()[0], FLAG_INFINITY);
     }
 

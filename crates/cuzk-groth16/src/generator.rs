@@ -14,8 +14,14 @@ use group::{Curve, Group};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
 use crate::domain::{powers, Domain, DomainError};
+use crate::format::{FilePoint, FormatError};
 use crate::params::{ParameterSet, VerifyingKey};
+use crate::shape::CircuitShape;
 use crate::synthesis::{Density, SynthesizedCircuit};
 use crate::Progress;
 
@@ -440,31 +446,97 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
 }
 
-/// A parameter set of the shape `c` needs whose points are random curve points,
-/// unrelated to any setup: proofs made with it do NOT verify. It times full-size proofs
-/// without a full setup (hours of fixed-base multiplications on a CPU), and, written to
-/// a file, lets other provers be timed on the very same points.
-pub fn timing_parameters(c: &SynthesizedCircuit, rng: &mut impl RngCore, progress: &dyn Progress) -> ParameterSet {
-    let b = c.b_input_density.count() + c.b_aux_density.count();
-    let (n_in, h_len, n_aux, a_len) = (c.num_inputs(), c.domain_size() - 1, c.num_aux(), c.num_inputs() + c.a_aux_density.count());
-    progress.stage("timing parameters: random G1 points", (n_in + h_len + n_aux + a_len + b) as u64);
-    let ic = random_points::<G1Affine>(n_in, rng, progress);
-    let h = random_points::<G1Affine>(h_len, rng, progress);
-    let l = random_points::<G1Affine>(n_aux, rng, progress);
-    let a = random_points::<G1Affine>(a_len, rng, progress);
-    let b_g1 = random_points::<G1Affine>(b, rng, progress);
-    progress.stage("timing parameters: random G2 points", b as u64);
-    let b_g2 = random_points::<G2Affine>(b, rng, progress);
-    let vk = VerifyingKey {
-        alpha_g1: G1Projective::random(&mut *rng).to_affine(),
+/// The α of every timing parameter set: a point hashed from a fixed message, which no
+/// setup's α can be (its discrete logarithm is unknown, and a setup picks α at random).
+/// It marks a file of random points wherever the file goes, and the file stays one
+/// that other provers read.
+pub fn timing_marker() -> G1Affine {
+    static MARKER: std::sync::OnceLock<G1Affine> = std::sync::OnceLock::new();
+    *MARKER.get_or_init(|| {
+        G1Projective::hash_to_curve(b"cuzk timing parameters: random points; proofs made with them never verify", b"CUZK-TIMING-V1", &[]).to_affine()
+    })
+}
+
+/// A verifying key of random points whose α is the [`timing_marker`].
+fn timing_vk(inputs: usize, rng: &mut impl RngCore) -> VerifyingKey {
+    VerifyingKey {
+        alpha_g1: timing_marker(),
         beta_g1: G1Projective::random(&mut *rng).to_affine(),
         beta_g2: G2Projective::random(&mut *rng).to_affine(),
         gamma_g2: G2Projective::random(&mut *rng).to_affine(),
         delta_g1: G1Projective::random(&mut *rng).to_affine(),
         delta_g2: G2Projective::random(&mut *rng).to_affine(),
-        ic,
+        ic: random_points::<G1Affine>(inputs, rng, &crate::NoProgress),
+    }
+}
+
+/// A parameter set of the shape `c` needs whose points are random curve points,
+/// unrelated to any setup: proofs made with it do NOT verify, and its α is the
+/// [`timing_marker`]. It times full-size proofs without a full setup (hours of
+/// fixed-base multiplications on a CPU), and, written to a file, lets other provers be
+/// timed on the very same points.
+pub fn timing_parameters(c: &SynthesizedCircuit, rng: &mut impl RngCore, progress: &dyn Progress) -> ParameterSet {
+    let q = CircuitShape::of(c).query_lens();
+    progress.stage("timing parameters: random G1 points", (q.h + q.l + q.a + q.b_g1) as u64);
+    let h = random_points::<G1Affine>(q.h, rng, progress);
+    let l = random_points::<G1Affine>(q.l, rng, progress);
+    let a = random_points::<G1Affine>(q.a, rng, progress);
+    let b_g1 = random_points::<G1Affine>(q.b_g1, rng, progress);
+    progress.stage("timing parameters: random G2 points", q.b_g2 as u64);
+    let b_g2 = random_points::<G2Affine>(q.b_g2, rng, progress);
+    ParameterSet::new(timing_vk(c.num_inputs(), rng), h, l, a, b_g1, b_g2)
+}
+
+/// Points made and written per step by [`write_timing_params`]: 2^20 G2 points are
+/// 192 MiB of file, so memory stays far below a file of tens of gigabytes.
+const TIMING_CHUNK: usize = 1 << 20;
+
+/// Writes a timing parameter set (as [`timing_parameters`]) of `shape` straight to
+/// `params_path` and its `.vk` beside it, a chunk of points at a time, so that a
+/// 47 GB file needs no more than a few hundred megabytes of memory.
+pub fn write_timing_params(shape: &CircuitShape, params_path: &Path, rng: &mut impl RngCore, progress: &dyn Progress) -> Result<(), FormatError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| FormatError::Io { path, source }
     };
-    ParameterSet::new(vk, h, l, a, b_g1, b_g2)
+    let vk_path = crate::format::vk_path_for(params_path)?;
+    let q = shape.query_lens();
+    if [q.h, q.l, q.a, q.b_g1].iter().any(|&n| n > u32::MAX as usize) {
+        return Err(FormatError::Inconsistent(format!("a query of {q:?} has more than 2^32 - 1 points")));
+    }
+    let vk = timing_vk(shape.inputs, rng);
+    let mut out = BufWriter::with_capacity(8 << 20, File::create(params_path).map_err(io(params_path))?);
+    crate::format::write_vk(&mut out, &vk).map_err(io(params_path))?;
+    progress.stage("timing parameters: random G1 points", (q.h + q.l + q.a + q.b_g1) as u64);
+    for n in [q.h, q.l, q.a, q.b_g1] {
+        write_random_section::<G1Affine>(&mut out, n, rng, progress).map_err(io(params_path))?;
+    }
+    progress.stage("timing parameters: random G2 points", q.b_g2 as u64);
+    write_random_section::<G2Affine>(&mut out, q.b_g2, rng, progress).map_err(io(params_path))?;
+    out.flush().map_err(io(params_path))?;
+    drop(out);
+    let mut f = BufWriter::new(File::create(&vk_path).map_err(io(&vk_path))?);
+    crate::format::write_vk(&mut f, &vk).and_then(|_| f.flush()).map_err(io(&vk_path))
+}
+
+/// One section: the big-endian count, then `n` random points, made a chunk at a time.
+fn write_random_section<A>(out: &mut impl Write, n: usize, rng: &mut impl RngCore, progress: &dyn Progress) -> std::io::Result<()>
+where
+    A: PrimeCurveAffine + FilePoint + Send + Sync,
+    A::Curve: Curve<AffineRepr = A> + BatchAffine + Send + Sync,
+{
+    out.write_all(&(n as u32).to_be_bytes())?;
+    let mut bytes = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(TIMING_CHUNK);
+        let points = random_points::<A>(k, rng, progress);
+        bytes.resize(k * A::BYTES, 0);
+        bytes.par_chunks_exact_mut(A::BYTES).zip(points.par_iter()).for_each(|(o, p)| p.encode(o));
+        out.write_all(&bytes)?;
+        left -= k;
+    }
+    Ok(())
 }
 
 /// n distinct points P + i·Q, P and Q random: one addition per point, chunks in
@@ -520,6 +592,9 @@ mod tests {
         let c = crate::synthesize(shape.circuit(1)).unwrap();
         let p = timing_parameters(&c, &mut rand_chacha::ChaCha20Rng::seed_from_u64(5), &NoProgress);
         p.check_shape(&c).unwrap();
+        assert!(p.vk.is_timing_only());
+        let real = generate_parameters(shape.circuit(1), &mut rand_chacha::ChaCha20Rng::seed_from_u64(5), &NoProgress).unwrap();
+        assert!(!real.vk.is_timing_only(), "a setup's key is not marked");
         let p = p.host().unwrap();
         let mut all: Vec<[u8; 48]> = p.h.iter().chain(&p.l).chain(&p.a).map(|q| q.to_compressed()).collect();
         assert!(p.h.iter().all(|q| bool::from(q.is_on_curve()) && !bool::from(q.is_identity())));
@@ -531,6 +606,24 @@ mod tests {
         let pts = random_points::<G1Affine>(3 << 11, &mut rand_chacha::ChaCha20Rng::seed_from_u64(6), &NoProgress);
         let q = G1Projective::from(pts[1]) - G1Projective::from(pts[0]);
         assert_eq!(G1Projective::from(pts[4096]) - G1Projective::from(pts[4095]), q);
+    }
+
+    /// The streamed writer makes a file of the counted shape, chunk after chunk, that
+    /// reads back as a marked timing set fitting the circuit.
+    #[test]
+    fn timing_params_are_written_a_chunk_at_a_time() {
+        let shape = crate::synthetic::SyntheticShape::for_domain(9);
+        let c = crate::synthesize(shape.circuit(2)).unwrap();
+        let counted = crate::shape::count_shape(shape.circuit(2)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.params");
+        write_timing_params(&counted, &path, &mut rand_chacha::ChaCha20Rng::seed_from_u64(8), &NoProgress).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), counted.params_file_bytes());
+        let p = crate::format::read_params(&path, crate::format::PointCheck::Subgroup).unwrap();
+        p.check_shape(&c).unwrap();
+        assert!(p.vk.is_timing_only());
+        let vk = crate::format::read_vk(&path.with_extension("vk"), crate::format::PointCheck::OnCurve).unwrap();
+        assert_eq!(vk, p.vk);
     }
 
     #[test]

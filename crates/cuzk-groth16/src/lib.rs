@@ -7,7 +7,8 @@
 //! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
 //! - [`params`]: parameter sets and verifying keys in memory;
 //! - [`format`]: the Filecoin/bellperson `.params` / `.vk` file layout and proof bytes;
-//! - [`generator`]: parameter generation (setup) for any circuit;
+//! - [`shape`]: a circuit's counts and query sizes, counted without values;
+//! - [`generator`]: parameter generation (setup) for any circuit, and timing parameters;
 //! - [`backend`]: the proving-backend interface every prover implements;
 //! - [`prover`]: the CPU backend;
 //! - [`verifier`]: single and batch verification;
@@ -21,6 +22,7 @@ pub mod msm;
 pub mod params;
 pub mod proof;
 pub mod prover;
+pub mod shape;
 pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;

@@ -23,6 +23,14 @@ pub struct VerifyingKey {
     pub ic: Vec<G1Affine>,
 }
 
+impl VerifyingKey {
+    /// Whether this is the key of a timing parameter set (random points, marked by
+    /// their α): proofs made with such a set never verify.
+    pub fn is_timing_only(&self) -> bool {
+        self.alpha_g1 == crate::generator::timing_marker()
+    }
+}
+
 /// Identity of a parameter set within this process, so a backend can cache per-set
 /// state (a GPU backend keeps the points resident on the device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -133,6 +133,14 @@ impl ScalarClasses {
         let o = self.one.count();
         (z, o, self.zero.len() - z - o)
     }
+
+    /// (zeros, ones, significant) counts among the variables in `query` (a density
+    /// over the same aux variables): the scalars that query's MSM sees.
+    pub fn counts_within(&self, query: &Density) -> (usize, usize, usize) {
+        let within = |d: &Density| d.words().par_iter().zip(query.words()).map(|(a, b)| (a & b).count_ones() as usize).sum::<usize>();
+        let (z, o) = (within(&self.zero), within(&self.one));
+        (z, o, query.count() - z - o)
+    }
 }
 
 /// Memory that one evaluation vector (a, b or c) is written into.
@@ -517,9 +525,13 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<SynthesizedCircuit, 
 /// Returns the circuit's own synthesis errors, and `SynthesisError::Unsatisfiable` if
 /// fixed-size storage is too small (the log names the size that was needed).
 pub fn synthesize_into<C: Circuit<Scalar>>(circuit: C, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
+    // Aux variables are about as many as constraints: reserving the evaluation
+    // buffers' length up front spares the doublings (each a copy of gigabytes at full
+    // size, the old and new vectors both resident), and costs nothing until used.
+    let aux_hint = buffers.a.as_slice().len();
     let mut cs = ProvingAssembly {
         input: Vec::new(),
-        aux: Vec::new(),
+        aux: Vec::with_capacity(aux_hint),
         a: EvalVec::new(buffers.a),
         b: EvalVec::new(buffers.b),
         c: EvalVec::new(buffers.c),
@@ -565,6 +577,16 @@ pub fn synthesize_many<C: Circuit<Scalar> + Send>(circuits: Vec<C>) -> Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn classes_within_a_query() {
+        let values: Vec<Scalar> = (0..100u64).map(|i| Scalar::from(i % 4)).collect();
+        let c = ScalarClasses::classify(&values);
+        assert_eq!(c.counts(), (25, 25, 50));
+        let even = Density::from_fn(100, |i| i % 2 == 0);
+        assert_eq!(c.counts_within(&even), (25, 0, 25));
+        assert_eq!(c.counts_within(&Density::full(100)), c.counts());
+    }
 
     #[test]
     fn density_push_set_count() {

@@ -36,6 +36,10 @@ pub struct DaemonConfig {
     pub synthetic_max_log_size: u32,
     /// synthetic.allow_premade: accept `"premade": true` synthetic jobs (benchmarks).
     pub synthetic_allow_premade: bool,
+    /// daemon.timing_only (cuzk's own key, off by default): prove shape-true inputs
+    /// and timing parameters for timing runs. Vanilla proofs are then not checked and
+    /// no proof is verified or returned; never for real work.
+    pub timing_only: bool,
     /// logging.level.
     pub log_level: String,
 }
@@ -56,6 +60,7 @@ impl Default for DaemonConfig {
             synthesis_lookahead: 1,
             synthetic_max_log_size: 20,
             synthetic_allow_premade: false,
+            timing_only: false,
             log_level: "info".into(),
         }
     }
@@ -147,6 +152,7 @@ impl DaemonConfig {
                         c.status_listen =
                             if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
                     }
+                    "daemon.timing_only" => c.timing_only = as_bool(k, v)?,
                     "srs.param_cache" => c.param_cache = as_str(k, v)?.into(),
                     "memory.total_budget" => {
                         let s = as_str(k, v)?;

@@ -18,6 +18,33 @@ pub mod pb {
 
 use pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
 
+/// The SubmitProofRequest of a request folder (`cuzk fixture`), as Curio would send it.
+pub fn submit_request_of(files: &cuzk_filecoin::request_files::RequestFiles) -> Result<pb::SubmitProofRequest, cuzk_filecoin::FilecoinError> {
+    use cuzk_filecoin::CircuitKind;
+    let kind = match files.kind()? {
+        CircuitKind::Porep => pb::ProofKind::PorepSealCommit,
+        CircuitKind::Snap => pb::ProofKind::SnapDealsUpdate,
+        CircuitKind::WindowPost => pb::ProofKind::WindowPostPartition,
+        CircuitKind::WinningPost => pb::ProofKind::WinningPost,
+    };
+    let f = &files.fields;
+    Ok(pb::SubmitProofRequest {
+        proof_kind: kind as i32,
+        sector_size: f.sector_size,
+        registered_proof: f.registered_proof,
+        vanilla_proof: files.vanilla_proof.clone(),
+        vanilla_proofs: files.vanilla_proofs.clone(),
+        sector_number: f.sector_number,
+        miner_id: f.miner_id,
+        randomness: f.randomness.clone(),
+        partition_index: f.partition_index,
+        comm_r_old: f.comm_r_old.clone(),
+        comm_r_new: f.comm_r_new.clone(),
+        comm_d_new: f.comm_d_new.clone(),
+        ..Default::default()
+    })
+}
+
 /// Largest request or response, as the client uses (256 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
 
@@ -70,6 +97,7 @@ fn status_of(e: EngineError) -> Status {
         EngineError::InvalidArgument(m) => Status::invalid_argument(m),
         EngineError::NotFound(m) => Status::not_found(m),
         EngineError::ResourceExhausted(m) => Status::resource_exhausted(m),
+        EngineError::FailedPrecondition(m) => Status::failed_precondition(m),
         EngineError::ShuttingDown => Status::unavailable("the daemon is shutting down"),
         EngineError::Internal(m) => Status::internal(m),
     }

@@ -25,7 +25,7 @@ fn fixtures() -> &'static Fixtures {
 async fn daemon(param_dir: &std::path::Path) -> Daemon {
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned()).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
         .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
 }

@@ -74,7 +74,7 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::WindowPostPartition]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone()).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
         .collect();
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::vec_buffers()).await;
     let mut c = d.client().await;

@@ -1,4 +1,5 @@
-//! `cuzk bench`: synthesis and per-stage proving times on synthetic circuits.
+//! `cuzk bench`: synthesis and per-stage proving times on synthetic circuits (with
+//! `--input`, on a Filecoin request's circuits: see `bench_filecoin`).
 //!
 //! Per size: one setup, one warm-up proof, then `--reps` timed proofs, each on a fresh
 //! witness and each verified; medians are reported. The last line per size is a
@@ -61,6 +62,28 @@ pub struct BenchArgs {
     /// too small for the set (default: on the device when they fit).
     #[arg(long, value_name = "MIB")]
     stream_points: Option<usize>,
+    /// A Filecoin request folder (`cuzk fixture`, or one written the same way): time
+    /// its partitions (count, cuzk's synthesis, bellperson's, and the proof where
+    /// --params or --param-dir is given) instead of synthetic circuits.
+    #[arg(long)]
+    input: Option<std::path::PathBuf>,
+    /// With --input: the circuit id the request must be for (e.g. porep-32g).
+    #[arg(long, requires = "input")]
+    circuit: Option<String>,
+    /// With --input: the partitions to time, comma-separated (default 0).
+    #[arg(long, value_delimiter = ',', requires = "input")]
+    partitions: Vec<usize>,
+    /// With --input: do not check the vanilla proofs (shape-true inputs). Proofs are
+    /// then not verified: for timing only.
+    #[arg(long, requires = "input")]
+    timing_only: bool,
+    /// With --input: skip bellperson's synthesis of the same partitions.
+    #[arg(long, requires = "input")]
+    no_reference: bool,
+    /// With --input: prove with the parameters of the request's circuit in this
+    /// Filecoin parameter directory (standard file names).
+    #[arg(long, requires = "input", conflicts_with = "params")]
+    param_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     shape: ShapeArgs,
 }
@@ -70,14 +93,18 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// a, b, c storage for one circuit: pinned on a GPU (slow to allocate: reused).
-fn new_buffers(gpu: Option<&Arc<cuzk_cuda::Gpu>>, n: usize) -> Result<EvalBuffers> {
+/// a, b, c storage for one circuit of domain size `n`, allocated before synthesis as
+/// the engine's pool does: pinned on a GPU (slow to allocate: reused), else vectors.
+pub(crate) fn new_buffers(gpu: Option<&Arc<cuzk_cuda::Gpu>>, n: usize) -> Result<EvalBuffers> {
     Ok(match gpu {
         Some(g) => {
             let one = || cuzk_cuda::PinnedScalars::storage(g, n).context("allocating pinned host memory");
             EvalBuffers { a: one()?, b: one()?, c: one()? }
         }
-        None => EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
+        None => {
+            let one = || Box::new(vec![cuzk_groth16::Scalar::from(0u64); n]);
+            EvalBuffers { a: one(), b: one(), c: one() }
+        }
     })
 }
 
@@ -86,7 +113,7 @@ fn take_buffers(mut c: SynthesizedCircuit) -> EvalBuffers {
     EvalBuffers { a: std::mem::take(&mut c.a).into_storage(), b: std::mem::take(&mut c.b).into_storage(), c: std::mem::take(&mut c.c).into_storage() }
 }
 
-fn print_device(d: &DeviceReport, partitions: usize) {
+pub(crate) fn print_device(d: &DeviceReport, partitions: usize) {
     let per = |x: Duration| x.as_secs_f64() / partitions.max(1) as f64;
     println!(
         "  device per partition: held {:.3} s, kernels {:.3} s, idle {:.3} s ({:.1} % of held); {:.2} GB up, {} B down; {} host wait(s)",
@@ -111,6 +138,23 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         None => cuzk_cuda::PointsPlacement::Auto,
     };
     let (backend, gpu) = backend_placing(args.backend, placement)?;
+    if let Some(input) = &args.input {
+        if args.timing_params || args.back_to_back > 0 {
+            bail!("--input times the request's own circuit: --timing-params and --back-to-back are for synthetic circuits");
+        }
+        return crate::bench_filecoin::FilecoinBench {
+            input,
+            circuit: args.circuit.as_deref(),
+            partitions: &args.partitions,
+            timing_only: args.timing_only,
+            reference: !args.no_reference,
+            params: args.params.as_deref(),
+            param_dir: args.param_dir.as_deref(),
+            backend: backend.as_ref(),
+            gpu: gpu.as_ref(),
+        }
+        .run();
+    }
     if args.back_to_back > 0 && !backend.keeps_evaluations() {
         bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
     }
@@ -133,7 +177,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let t = Instant::now();
             let p = crate::read_params_for(backend.as_ref(), path, cuzk_groth16::format::PointCheck::OnCurve, &bars)?;
             let on = match p.points() {
-                cuzk_groth16::params::QueryPoints::File(_) => format!("onto {}, decoded there", backend.name()),
+                cuzk_groth16::params::QueryPoints::File(_) => {
+                    format!("onto {}, decoded there", backend.name())
+                }
                 cuzk_groth16::params::QueryPoints::Host(_) => "into host memory".to_string(),
             };
             println!("read {} ({:.2} GB of points) {on} in {:.2} s", path.display(), p.points_bytes() as f64 / 1e9, t.elapsed().as_secs_f64());

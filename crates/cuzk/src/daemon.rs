@@ -9,6 +9,7 @@ use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, MemoryBudget, ProofKind};
+use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::{serve, ListenAddr, Listener};
@@ -21,6 +22,11 @@ pub struct DaemonArgs {
     /// Listen address, overriding daemon.listen: host:port or unix:///path.
     #[arg(long)]
     pub listen: Option<String>,
+    /// Timing only (daemon.timing_only): prove shape-true inputs (`cuzk fixture`) and
+    /// timing parameters; vanilla proofs are not checked and no proof is verified or
+    /// returned. Never for real work.
+    #[arg(long)]
+    pub timing_only: bool,
 }
 
 /// Reads the configuration (before logging starts, so logging.level can apply);
@@ -36,6 +42,7 @@ pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
     if let Some(l) = &args.listen {
         config.listen = l.parse::<ListenAddr>().map_err(anyhow::Error::msg).context("--listen")?;
     }
+    config.timing_only |= args.timing_only;
     Ok((config, warnings))
 }
 
@@ -43,6 +50,14 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     for w in &warnings {
         tracing::warn!("configuration: {w}");
     }
+    let checks = if config.timing_only {
+        tracing::warn!(
+            "TIMING-ONLY DAEMON (daemon.timing_only): vanilla proofs are NOT checked, proofs are NOT verified and NO proof is returned; for timing runs on shape-true inputs only, never for real work"
+        );
+        InputChecks::TimingOnly
+    } else {
+        InputChecks::Full
+    };
     // filecoin-proofs reads its parameter directory from the environment once; set it
     // before any thread starts (its verifiers read the .vk files from there).
     cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
@@ -84,7 +99,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     );
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
     for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        kinds.push(Arc::new(FilecoinKind::new(k, config.param_cache.clone())?));
+        kinds.push(Arc::new(FilecoinKind::new(k, config.param_cache.clone(), checks)?));
     }
     let engine = Arc::new(
         Engine::start_with_buffers(

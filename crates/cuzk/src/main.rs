@@ -1,8 +1,12 @@
 //! `cuzk`: the command-line front of the cuzk Groth16 engine.
 
 mod bench;
+mod bench_filecoin;
+mod circuits;
 mod daemon;
+mod fixture;
 mod gpu_bench;
+mod host;
 mod progress;
 mod shape;
 mod submit;
@@ -43,11 +47,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
     },
-    /// Generate parameters (.params and .vk) for a synthetic circuit.
+    /// Generate parameters (.params and .vk) for a synthetic circuit, or with --circuit
+    /// for a Filecoin circuit.
     Setup {
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Output .params path; the .vk is written beside it.
+        /// A Filecoin circuit id (porep-32g, wpost-2k, …) instead of a synthetic circuit:
+        /// --out is then a parameter directory and the files get filecoin-proofs' names.
+        #[arg(long, value_parser = parse_circuit_id)]
+        circuit: Option<cuzk_filecoin::Circuit>,
+        /// Output .params path (with --circuit: the parameter directory); the .vk is
+        /// written beside it.
         #[arg(long)]
         out: PathBuf,
         /// Seed for the toxic waste (only for reproducible test fixtures; default: OS randomness).
@@ -99,8 +109,16 @@ enum Command {
     Daemon(daemon::DaemonArgs),
     /// Turn a daemon run's events into a Chrome trace and an SVG Gantt chart; print the GPU efficiency.
     Timeline(timeline::TimelineArgs),
-    /// Submit synthetic jobs to a running daemon over gRPC and report their times.
+    /// Submit jobs (synthetic, or a request folder) to a running daemon over gRPC and report their times.
     Submit(submit::SubmitArgs),
+    /// Write a shape-true input (the real structure of a kind at a sector size, random values), as Curio would send it.
+    Fixture(fixture::FixtureArgs),
+    /// Count every Filecoin circuit: constraints, variables, query lengths, parameter file size.
+    Circuits(circuits::CircuitsArgs),
+}
+
+fn parse_circuit_id(id: &str) -> Result<cuzk_filecoin::Circuit, String> {
+    circuits::parse_circuit(id).map_err(|e| e.to_string())
 }
 
 /// Which proving backend to use.
@@ -149,7 +167,9 @@ pub fn backend_placing(kind: BackendKind, placement: cuzk_cuda::PointsPlacement)
     let gpu = gpu_for(kind)?;
     let backend: Box<dyn ProvingBackend> = match &gpu {
         Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_placement(placement)?),
-        None if placement != cuzk_cuda::PointsPlacement::Auto => bail!("streaming the parameters' points needs a GPU backend"),
+        None if placement != cuzk_cuda::PointsPlacement::Auto => {
+            bail!("streaming the parameters' points needs a GPU backend")
+        }
         None => Box::new(CpuBackend::new()),
     };
     Ok((backend, gpu))
@@ -205,7 +225,10 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { shape, out, seed, timing_params, backend }) => setup(&shape, &out, seed, timing_params, backend),
+        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, .. }) => {
+            setup_filecoin(circuit, &out, seed, timing_params, backend)
+        }
+        Some(Command::Setup { shape, circuit: None, out, seed, timing_params, backend }) => setup(&shape, &out, seed, timing_params, backend),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
             prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
         }
@@ -215,6 +238,8 @@ fn main() -> Result<()> {
         Some(Command::Info) => info(),
         Some(Command::Timeline(args)) => timeline::run(&args),
         Some(Command::Submit(args)) => submit::run(&args),
+        Some(Command::Fixture(args)) => fixture::run(&args),
+        Some(Command::Circuits(args)) => circuits::run(&args),
         Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }
@@ -318,6 +343,51 @@ fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: b
     Ok(())
 }
 
+/// A Filecoin circuit's parameters in the directory `dir`, under filecoin-proofs' names:
+/// cuzk's own setup (test sizes: these parameters verify against their own .vk only),
+/// or random points of the real query lengths for timing.
+fn setup_filecoin(circuit: cuzk_filecoin::Circuit, dir: &Path, seed: Option<u64>, timing_params: bool, kind: BackendKind) -> Result<()> {
+    let mut rng: Box<dyn rand::RngCore> = match seed {
+        Some(s) => Box::new(ChaCha20Rng::seed_from_u64(s)),
+        None => Box::new(rand::rngs::OsRng),
+    };
+    let path = circuit.params_path(dir)?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let t = Instant::now();
+    let bars = Bars::new();
+    let (q, inputs) = if timing_params {
+        let sp = spinner(&format!("counting the blank circuit of {circuit}"));
+        let shape = cuzk_filecoin::setup::blank_shape(circuit)?;
+        sp.finish_and_clear();
+        println!(
+            "{circuit}: blank circuit counted in {}: {} constraints, {} aux; writing random timing points: proofs made with this file will NOT verify",
+            secs(t.elapsed()),
+            shape.constraints,
+            shape.aux
+        );
+        cuzk_groth16::generator::write_timing_params(&shape, &path, &mut rng, &bars).with_context(|| format!("writing {}", path.display()))?;
+        (shape.query_lens(), shape.inputs)
+    } else {
+        let mul = fixed_base_on(gpu_for(kind)?.as_ref())?;
+        let params = cuzk_filecoin::setup::generate(circuit, &ToxicWaste::random(&mut rng), mul.as_ref(), &bars)?;
+        cuzk_filecoin::setup::write_files(&params, circuit, dir)?;
+        (params.lens(), params.vk.ic.len())
+    };
+    bars.finish();
+    println!(
+        "wrote {} and its .vk in {}: {inputs} inputs; queries h {}, l {}, a {}, b_g1 {}, b_g2 {}; {} bytes",
+        path.display(),
+        secs(t.elapsed()),
+        q.h,
+        q.l,
+        q.a,
+        q.b_g1,
+        q.b_g2,
+        fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+    );
+    Ok(())
+}
+
 fn prove(shape_args: &ShapeArgs, params_path: &Path, witness_seed: u64, out: &Path, kind: BackendKind, check_subgroup: bool) -> Result<()> {
     let shape = shape_args.shape()?;
     let check = if check_subgroup { PointCheck::Subgroup } else { PointCheck::OnCurve };
@@ -411,6 +481,11 @@ fn info() -> Result<()> {
         }
         Err(e) => println!("gpus: none usable ({e})"),
     }
-    println!("proving backend: cpu (the GPU prover arrives with the MSM kernels)");
+    let gpu_prover = match cuzk_cuda::device_count() {
+        Ok(n) if cuzk_cuda::kernels_built() => format!("cuda on {n} GPU(s), cpu as the fallback"),
+        Ok(_) => "cpu (this build has no CUDA kernels)".to_string(),
+        Err(why) => format!("cpu (no usable GPU: {why})"),
+    };
+    println!("proving backend: {gpu_prover}");
     Ok(())
 }

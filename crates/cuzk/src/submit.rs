@@ -1,7 +1,8 @@
-//! `cuzk submit`: a gRPC client of a running daemon for synthetic jobs. It submits
-//! several jobs at once, waits for them, and reports each job's times and the
-//! steady-state seconds per job (the spacing of completions), so the engine can be
-//! measured end to end, over the wire, where no other client is installed.
+//! `cuzk submit`: a gRPC client of a running daemon, for synthetic jobs or a Filecoin
+//! request folder (`cuzk fixture`). It submits several jobs at once, waits for them,
+//! and reports each job's times and the steady-state seconds per job (the spacing of
+//! completions), so the engine can be measured end to end, over the wire, where no
+//! other client is installed.
 
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,12 @@ pub struct SubmitArgs {
     #[arg(long, default_value = "http://127.0.0.1:9820")]
     pub to: String,
     /// The synthetic payload (JSON), e.g. '{"log_size": 27, "c2": true, "partitions": 10, "premade": true}'.
+    #[arg(long, required_unless_present = "request", conflicts_with = "request")]
+    pub synthetic: Option<String>,
+    /// A Filecoin request folder (request.json and its payload files, as `cuzk fixture`
+    /// writes them), submitted as Curio would send it.
     #[arg(long)]
-    pub synthetic: String,
+    pub request: Option<std::path::PathBuf>,
     /// Jobs to submit at once (the same payload; seeds as given).
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
@@ -57,12 +62,28 @@ pub fn run(args: &SubmitArgs) -> Result<()> {
     if !args.to.starts_with("http://") {
         bail!("--to {}: this client speaks TCP only (http://host:port)", args.to);
     }
-    serde_json::from_str::<serde_json::Value>(&args.synthetic).context("--synthetic is not JSON")?;
+    let request = match (&args.synthetic, &args.request) {
+        (Some(payload), _) => {
+            serde_json::from_str::<serde_json::Value>(payload).context("--synthetic is not JSON")?;
+            pb::SubmitProofRequest { proof_kind: pb::ProofKind::Synthetic as i32, vanilla_proof: payload.clone().into_bytes(), ..Default::default() }
+        }
+        (None, Some(dir)) => filecoin_request(dir)?,
+        (None, None) => bail!("give --synthetic or --request"),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    rt.block_on(submit(args))
+    rt.block_on(submit(args, request))
 }
 
-async fn submit(args: &SubmitArgs) -> Result<()> {
+/// The SubmitProofRequest of a request folder.
+fn filecoin_request(dir: &std::path::Path) -> Result<pb::SubmitProofRequest> {
+    let files = cuzk_filecoin::request_files::RequestFiles::read(dir)?;
+    if files.shape_true_seed.is_some() {
+        println!("{}: a shape-true input; only a timing-only daemon (daemon.timing_only) proves it", dir.display());
+    }
+    Ok(cuzk_server::submit_request_of(&files)?)
+}
+
+async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
     let client = ProvingEngineClient::connect(args.to.clone())
         .await
         .with_context(|| format!("connecting to {}", args.to))?
@@ -82,12 +103,7 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
     let mut tasks = Vec::with_capacity(args.jobs);
     for i in 0..args.jobs {
         let mut c = client.clone();
-        let req = pb::SubmitProofRequest {
-            proof_kind: pb::ProofKind::Synthetic as i32,
-            priority: args.priority.wire() as i32,
-            vanilla_proof: args.synthetic.clone().into_bytes(),
-            ..Default::default()
-        };
+        let req = pb::SubmitProofRequest { priority: args.priority.wire() as i32, ..base.clone() };
         tasks.push(tokio::spawn(async move {
             let r = c.prove(pb::ProveRequest { submit: Some(req) }).await;
             (i, r, start.elapsed())
@@ -115,13 +131,15 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
         };
         if r.status == Status::Completed as i32 {
             println!(
-                "job {i} ({}): completed at {:.2} s, {} proof bytes; total {} ms, synthesis {} ms, GPU {} ms",
+                "job {i} ({}): completed at {:.2} s, {} proof bytes; total {} ms, queued {} ms, synthesis {} ms, GPU {} ms{}",
                 r.job_id,
                 at.as_secs_f64(),
                 r.proof.len(),
                 r.total_ms,
+                r.queue_wait_ms,
                 r.synthesis_ms,
-                r.gpu_compute_ms
+                r.gpu_compute_ms,
+                if r.error_message.is_empty() { String::new() } else { format!(" ({})", r.error_message) }
             );
             done.push(at);
         } else {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cuzk_engine::timeline::{chrome_trace, device_busy, gpu_busy, prover_window, svg_gantt};
+use cuzk_engine::timeline::{chrome_trace, device_busy, gpu_busy, partition_waits, prover_window, svg_gantt};
 use cuzk_engine::TimelineEvent;
 
 #[derive(Args, Debug)]
@@ -54,6 +54,18 @@ pub fn run(args: &TimelineArgs) -> Result<()> {
         window as f64 / 1e6,
         if window > 0 { 100.0 * busy as f64 / window as f64 } else { 0.0 }
     );
+    let waits = partition_waits(&events);
+    if !waits.prover_us.is_empty() {
+        let show = |name: &str, mut v: Vec<u64>| {
+            v.sort_unstable();
+            let (med, max) = (v[v.len() / 2], v[v.len() - 1]);
+            println!("  waited {name:<34} median {:>9.3} s, max {:>9.3} s", med as f64 / 1e6, max as f64 / 1e6);
+        };
+        println!("{} partitions reached a prover; where they waited:", waits.prover_us.len());
+        show("in the queue (for a synthesis worker)", waits.queue_us);
+        show("for parameters and memory", waits.admission_us);
+        show("for a prover (synthesized)", waits.prover_us);
+    }
     let devices = device_busy(&events);
     if devices.len() > 1 {
         for d in &devices {

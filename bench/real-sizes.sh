@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Real-size Filecoin work on a GPU machine, from shape-true inputs (`cuzk fixture`) and
+# timing parameters (`cuzk setup --timing-params`): nothing here is a real proof, and the
+# daemon runs timing-only. Run from the repository root, with the staged binary
+# (.gpu/bin/cuzk, see ../shared/gpu/stage) or CUZK=path/to/cuzk.
+#
+#   bench/real-sizes.sh inputs CIRCUIT...        shape-true inputs, e.g. porep-32g snap-32g
+#   bench/real-sizes.sh params CIRCUIT           timing parameters under filecoin-proofs' names
+#   bench/real-sizes.sh partition CIRCUIT [ARGS] one partition: count, synthesis, GPU proof
+#                                                 (ARGS go to cuzk bench, e.g. --no-reference)
+#   bench/real-sizes.sh daemon CIRCUIT JOBS CONCURRENCY [BUDGET]
+#                                                 JOBS requests at once through a timing-only
+#                                                 daemon synthesizing CONCURRENCY partitions
+#                                                 at a time; the timeline (SVG, waits), the
+#                                                 daemon's RSS and CPU time every 2 s
+#
+# WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
+# disk, so the page cache can give the memory back); logs go to OUT (default
+# ./real-sizes-out).
+set -euo pipefail
+B=${CUZK:-.gpu/bin/cuzk}
+W=${WORK:-/var/tmp/cuzk-real}
+O=${OUT:-./real-sizes-out}
+mkdir -p "$W/inputs" "$W/params" "$O"
+
+kind_of() {
+  case $1 in
+    porep-*) echo porep ;;
+    snap-*) echo snap ;;
+    wpost-*) echo window-post ;;
+    winning-*) echo winning-post ;;
+    *) echo "unknown circuit $1" >&2; exit 2 ;;
+  esac
+}
+size_of() { echo "${1##*-}"; }
+
+step=${1:?step: inputs, params, partition or daemon}; shift
+case $step in
+  inputs)
+    for c in "$@"; do
+      "$B" fixture "$(kind_of "$c")" --sector-size "$(size_of "$c")" --out "$W/inputs/$c"
+    done
+    ;;
+  params)
+    c=${1:?circuit}
+    "$B" setup --timing-params --circuit "$c" --out "$W/params"
+    ;;
+  partition)
+    c=${1:?circuit}; shift
+    "$B" bench --input "$W/inputs/$c" --circuit "$c" --timing-only --param-dir "$W/params" --backend cuda "$@"
+    ;;
+  daemon)
+    c=${1:?circuit}; jobs=${2:?jobs}; conc=${3:?concurrency}; budget=${4:-100GiB}
+    cat > "$W/daemon.toml" <<EOF
+[daemon]
+listen = "127.0.0.1:9820"
+status_listen = "127.0.0.1:9821"
+timing_only = true
+[srs]
+param_cache = "$W/params"
+[memory]
+total_budget = "$budget"
+[pipeline]
+synthesis_concurrency = $conc
+synthesis_lookahead = 2
+EOF
+    "$B" daemon --config "$W/daemon.toml" > "$O/daemon-$c.log" 2>&1 &
+    pid=$!
+    trap 'kill $pid 2>/dev/null || true' EXIT
+    fetch() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9821$1').read().decode())"; }
+    for _ in $(seq 120); do fetch /status >/dev/null 2>&1 && break; sleep 1; done
+    # Resident memory (kB) and CPU seconds of the daemon every 2 s.
+    (
+      tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+      while kill -0 "$pid" 2>/dev/null; do
+        rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+        cpu=$(awk -v t="$tick" '{sub(/^.*\) /, ""); print ($12 + $13) / t}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+        echo "$(date +%s.%N) rss_kb=$rss cpu_s=$cpu"
+        sleep 2
+      done
+    ) > "$O/host-$c.txt" &
+    "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" 2>&1 | tee "$O/submit-$c.txt"
+    fetch /timeline > "$O/timeline-$c.jsonl"
+    "$B" timeline "$O/timeline-$c.jsonl" --svg "$O/timeline-$c.svg" 2>&1 | tee "$O/timeline-$c.txt"
+    awk '{split($2, r, "="); if (r[2] > m) m = r[2]} END {printf "daemon peak RSS %.2f GB\n", m * 1024 / 1e9}' "$O/host-$c.txt" | tee -a "$O/timeline-$c.txt"
+    ;;
+  *)
+    echo "unknown step $step" >&2; exit 2 ;;
+esac

@@ -1,0 +1,294 @@
+//! `cuzk bench --input DIR`: a Filecoin request's partitions measured one at a time —
+//! the circuit counted (against the published constraint count), synthesized by cuzk
+//! (wall time, core-seconds, peak resident memory, the witness's zeros / ones / other
+//! values per query), its public inputs checked against the verifier's, proved on the
+//! backend where parameters are given (per stage, device time, PCIe bytes), and the same
+//! partition synthesized by bellperson 0.27's prover and its witness-only constraint
+//! system in the same run, the witness compared with cuzk's.
+//!
+//! Shape-true inputs (`cuzk fixture`) need `--timing-only`: their vanilla proofs are
+//! not checked and their proofs cannot verify. Partitions run one after another, so
+//! the peaks are one partition's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use cuzk_filecoin::reference::{fingerprint, ReferenceSynthesis};
+use cuzk_filecoin::request_files::RequestFiles;
+use cuzk_filecoin::{Circuit, CircuitKind, FilecoinJob, InputChecks, SectorSize};
+use cuzk_groth16::format::PointCheck;
+use cuzk_groth16::shape::CircuitShape;
+use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
+use rand::SeedableRng;
+
+use crate::bench::{new_buffers, print_device};
+use crate::host::{measure, StepCost};
+use crate::progress::{spinner, Bars};
+
+/// Published constraint counts per partition (rust-fil-proofs), where there is one.
+fn published_constraints(c: Circuit) -> Option<usize> {
+    match (c.kind, c.size) {
+        (CircuitKind::Porep, SectorSize::S32GiB) => Some(130_278_869),
+        (CircuitKind::Porep, SectorSize::S64GiB) => Some(131_186_177),
+        (CircuitKind::Snap, SectorSize::S32GiB) => Some(81_049_499),
+        (CircuitKind::WindowPost, SectorSize::S32GiB) => Some(125_279_217),
+        (CircuitKind::WindowPost, SectorSize::S64GiB) => Some(129_887_900),
+        _ => None,
+    }
+}
+
+/// What `cuzk bench --input` was asked.
+pub struct FilecoinBench<'a> {
+    pub input: &'a Path,
+    pub circuit: Option<&'a str>,
+    pub partitions: &'a [usize],
+    pub timing_only: bool,
+    pub reference: bool,
+    /// Parameters to prove with: a file, or the Filecoin parameter directory.
+    pub params: Option<&'a Path>,
+    pub param_dir: Option<&'a Path>,
+    pub backend: &'a dyn ProvingBackend,
+    pub gpu: Option<&'a Arc<cuzk_cuda::Gpu>>,
+}
+
+fn pct(part: usize, whole: usize) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// "zeros 51.30 %, ones 47.40 %, other 1.31 % of 130169893".
+fn shares((z, o, s): (usize, usize, usize)) -> String {
+    let n = z + o + s;
+    format!("zeros {:.2} %, ones {:.2} %, other {:.3} % of {n}", pct(z, n), pct(o, n), pct(s, n))
+}
+
+fn gb(b: Option<u64>) -> String {
+    b.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9))
+}
+
+fn secs(d: Option<std::time::Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.2}", d.as_secs_f64()))
+}
+
+impl FilecoinBench<'_> {
+    pub fn run(&self) -> Result<()> {
+        let request = RequestFiles::read(self.input)?;
+        let circuit = request.circuit()?;
+        if let Some(id) = self.circuit {
+            if id != circuit.id() {
+                bail!("--circuit {id}: the request in {} is for {circuit}", self.input.display());
+            }
+        }
+        let checks = if self.timing_only { InputChecks::TimingOnly } else { InputChecks::Full };
+        let sp = spinner(&format!("decoding the {circuit} request"));
+        let (job, decoded) = measure(|| request.decode(checks));
+        sp.finish_and_clear();
+        let job = job.map_err(|e| {
+            let hint = if request.shape_true_seed.is_some() && !self.timing_only { " (a shape-true input: add --timing-only)" } else { "" };
+            anyhow::anyhow!("{}: {e}{hint}", self.input.display())
+        })?;
+        println!(
+            "cuzk bench --input {}: {} ({circuit}), {} partition(s); decoded {}; backend {}, {} threads",
+            self.input.display(),
+            job.describe(),
+            job.partitions(),
+            if self.timing_only { "WITHOUT checking the vanilla proofs (timing only)" } else { "and its vanilla proofs checked" },
+            self.backend.name(),
+            rayon::current_num_threads()
+        );
+        println!("  decode: {}", decoded.describe());
+        let params = self.load_params(circuit)?;
+        let partitions = if self.partitions.is_empty() { vec![0] } else { self.partitions.to_vec() };
+        for &k in &partitions {
+            if k >= job.partitions() {
+                bail!("--partitions {k}: the request has {} partitions", job.partitions());
+            }
+            self.partition(circuit, job.as_ref(), k, params.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn load_params(&self, circuit: Circuit) -> Result<Option<(ParameterSet, PreparedVerifyingKey)>> {
+        let path: PathBuf = match (self.params, self.param_dir) {
+            (Some(p), _) => p.to_owned(),
+            (None, Some(dir)) => circuit.params_path(dir)?,
+            (None, None) => return Ok(None),
+        };
+        let bars = Bars::new();
+        let (p, cost) = measure(|| crate::read_params_for(self.backend, &path, PointCheck::OnCurve, &bars));
+        bars.finish();
+        let p = p?;
+        println!(
+            "  parameters {} ({:.2} GB of points{}) read in {}",
+            path.display(),
+            p.points_bytes() as f64 / 1e9,
+            if p.vk.is_timing_only() { "; TIMING parameters: random points, proofs cannot verify" } else { "" },
+            cost.describe()
+        );
+        let pvk = PreparedVerifyingKey::new(&p.vk);
+        Ok(Some((p, pvk)))
+    }
+
+    fn partition(&self, circuit: Circuit, job: &dyn FilecoinJob, k: usize, params: Option<&(ParameterSet, PreparedVerifyingKey)>) -> Result<()> {
+        println!("\n== {circuit} partition {k}");
+        let sp = spinner("counting the circuit");
+        let (shape, counted) = measure(|| job.shape(k));
+        sp.finish_and_clear();
+        let shape = shape?;
+        let published = match published_constraints(circuit) {
+            Some(p) if p == shape.constraints => format!("published {p}: equal"),
+            Some(p) => format!("published {p}: DIFFERENT"),
+            None => "no published count".into(),
+        };
+        println!(
+            "  count: {} constraints ({published}), {} inputs, {} aux; A {} aux, B {} inputs + {} aux; {}",
+            shape.constraints,
+            shape.inputs,
+            shape.aux,
+            shape.a_aux,
+            shape.b_inputs,
+            shape.b_aux,
+            counted.describe()
+        );
+
+        // cuzk's synthesis into buffers of the domain's size (pinned on a GPU), as the
+        // engine gives it.
+        let buffers = new_buffers(self.gpu, shape.domain_size())?;
+        let sp = spinner("synthesizing (cuzk)");
+        let (synthesized, cuzk) = measure(|| job.synthesize(k, buffers));
+        sp.finish_and_clear();
+        let mut synthesized = synthesized?;
+        if CircuitShape::of(&synthesized) != shape {
+            bail!("partition {k}: the synthesized circuit's shape differs from its count");
+        }
+        println!("  cuzk synthesis: {}", cuzk.describe());
+        let classes = &synthesized.aux_classes;
+        let (l, a, b) = (classes.counts(), classes.counts_within(&synthesized.a_aux_density), classes.counts_within(&synthesized.b_aux_density));
+        println!("  witness, L (all aux): {}", shares(l));
+        println!("  witness, A (aux in A): {}", shares(a));
+        println!("  witness, B (aux in B): {}", shares(b));
+        let inputs = job.public_inputs(k)?;
+        if synthesized.input[1..] != inputs[..] {
+            bail!("partition {k}: the circuit's public inputs differ from the verifier's");
+        }
+        println!("  public inputs: the circuit's {} equal the verifier's", inputs.len());
+        let ours = fingerprint(&synthesized.aux);
+
+        let proved = match params {
+            Some((p, pvk)) => Some(self.prove(job, k, p, pvk, &mut synthesized, &inputs)?),
+            None => None,
+        };
+        drop(synthesized);
+
+        let (mut prover, mut witness) = (None, None);
+        if self.reference {
+            let sp = spinner("synthesizing (bellperson 0.27, its prover)");
+            let (r, cost) = measure(|| job.reference_synthesis(k, ReferenceSynthesis::Prover));
+            sp.finish_and_clear();
+            r?;
+            println!("  bellperson 0.27 prover synthesis: {}", cost.describe());
+            prover = Some(cost);
+            let sp = spinner("synthesizing (bellperson 0.27, WitnessCS)");
+            let (r, cost) = measure(|| job.reference_synthesis(k, ReferenceSynthesis::WitnessOnly));
+            sp.finish_and_clear();
+            let r = r?;
+            // The aux assignment is the witness; the inputs are checked against the
+            // verifier's above. (bellperson's WitnessCS can list extra inputs: sub-systems
+            // merged into it keep their constant one. Seen on WinningPoSt: two.)
+            let same = r.aux == Some(shape.aux) && r.aux_fingerprint == Some(ours);
+            println!(
+                "  bellperson 0.27 WitnessCS (witness only): {}; its aux assignment {} cuzk's ({} values){}",
+                cost.describe(),
+                if same { "equals" } else { "DIFFERS FROM" },
+                shape.aux,
+                match r.inputs {
+                    Some(n) if n != shape.inputs => format!("; it lists {n} inputs, the circuit allocates {}", shape.inputs),
+                    _ => String::new(),
+                }
+            );
+            if !same {
+                bail!(
+                    "partition {k}: bellperson's aux assignment differs from cuzk's: {:?} values (fingerprint {:?}) against {} ({ours})",
+                    r.aux,
+                    r.aux_fingerprint,
+                    shape.aux
+                );
+            }
+            println!("  bellperson's prover synthesis takes {:.2}x cuzk's wall time", cost_wall(prover) / cuzk.wall.as_secs_f64().max(1e-9));
+            witness = Some(cost);
+        }
+        let total = shape.aux.max(1) as f64;
+        println!(
+            "RESULT_PARTITION circuit={circuit} partition={k} constraints={} count_s={:.2} cuzk_wall_s={:.2} cuzk_core_s={} cuzk_peak_gb={} bp_wall_s={} bp_core_s={} bp_peak_gb={} bpw_wall_s={} bpw_core_s={} bpw_peak_gb={} zeros={:.4} ones={:.4} other={:.5} other_a={:.5} other_b={:.5}{}",
+            shape.constraints,
+            counted.wall.as_secs_f64(),
+            cuzk.wall.as_secs_f64(),
+            secs(cuzk.cpu),
+            gb(cuzk.peak_rss),
+            prover.map_or("-".into(), |c| format!("{:.2}", c.wall.as_secs_f64())),
+            prover.map_or("-".into(), |c| secs(c.cpu)),
+            prover.map_or("-".into(), |c| gb(c.peak_rss)),
+            witness.map_or("-".into(), |c| format!("{:.2}", c.wall.as_secs_f64())),
+            witness.map_or("-".into(), |c| secs(c.cpu)),
+            witness.map_or("-".into(), |c| gb(c.peak_rss)),
+            l.0 as f64 / total,
+            l.1 as f64 / total,
+            l.2 as f64 / total,
+            a.2 as f64 / (a.0 + a.1 + a.2).max(1) as f64,
+            b.2 as f64 / (b.0 + b.1 + b.2).max(1) as f64,
+            proved.unwrap_or_default()
+        );
+        Ok(())
+    }
+
+    /// Proves the synthesized partition; returns the RESULT fields of the proof.
+    fn prove(
+        &self,
+        job: &dyn FilecoinJob,
+        k: usize,
+        params: &ParameterSet,
+        pvk: &PreparedVerifyingKey,
+        circuit: &mut SynthesizedCircuit,
+        inputs: &[cuzk_groth16::Scalar],
+    ) -> Result<String> {
+        params.check_shape(circuit).context("the parameters do not fit this circuit")?;
+        let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
+        let sp = spinner(&format!("proving on {}", self.backend.name()));
+        let (out, cost) = measure(|| self.backend.prove(params, std::slice::from_mut(circuit), &[ProofRandomness::random(&mut rng)]));
+        sp.finish_and_clear();
+        let out = out?;
+        println!("  prove on {}: {}", self.backend.name(), cost.describe());
+        for s in Stage::ALL {
+            let d = out.timings.get(s);
+            if !d.is_zero() {
+                println!("    {:<18} {:>9.3} s", s.name(), d.as_secs_f64());
+            }
+        }
+        if let Some(d) = &out.device {
+            print_device(d, 1);
+        }
+        let verdict = if job.timing_only() || params.vk.is_timing_only() {
+            "not verifiable (timing only)".to_string()
+        } else if verify_proof(pvk, &out.proofs[0], inputs)? {
+            "verified".to_string()
+        } else {
+            bail!("partition {k}: the proof does not verify");
+        };
+        println!("  proof: {verdict}");
+        Ok(match &out.device {
+            Some(d) => format!(
+                " prove_s={:.3} held_s={:.3} kernels_s={:.3} gb_up={:.2}",
+                cost.wall.as_secs_f64(),
+                d.held.as_secs_f64(),
+                d.busy.as_secs_f64(),
+                d.bytes_up as f64 / 1e9
+            ),
+            None => format!(" prove_s={:.3}", cost.wall.as_secs_f64()),
+        })
+    }
+}
+
+fn cost_wall(c: Option<StepCost>) -> f64 {
+    c.map_or(0.0, |c| c.wall.as_secs_f64())
+}

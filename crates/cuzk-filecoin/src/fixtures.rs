@@ -1,6 +1,6 @@
-//! 2 KiB test fixtures: sectors sealed by filecoin-proofs, the vanilla proofs Curio
-//! would send for them, and parameter files made by cuzk's setup under the names
-//! filecoin-proofs reads.
+//! Test fixtures at 2 KiB and 8 MiB (the sizes a test machine can seal): sectors
+//! sealed by filecoin-proofs, the vanilla proofs Curio would send for them, and
+//! parameter files made by cuzk's setup under the names filecoin-proofs reads.
 //!
 //! Making them takes a few seconds to minutes on two cores, so they are kept outside
 //! the source tree (`CUZK_FIXTURES_DIR`, else the user's cache directory) in a folder
@@ -13,7 +13,6 @@ use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use base64::Engine as _;
 use cuzk_groth16::format::{read_params, PointCheck};
 use cuzk_groth16::generator::{CpuFixedBase, ToxicWaste};
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -22,7 +21,7 @@ use cuzk_groth16::{CpuBackend, NoProgress, ProofRandomness, ProvingBackend};
 use filecoin_proofs::{
     add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment, generate_single_vanilla_proof,
     generate_winning_post_sector_challenge, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2, PieceInfo, PrivateReplicaInfo,
-    PublicReplicaInfo, SealPreCommitOutput, SectorShape2KiB, SectorUpdateConfig, UnpaddedBytesAmount,
+    PublicReplicaInfo, SealPreCommitOutput, SectorShapeBase, SectorUpdateConfig, UnpaddedBytesAmount,
 };
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -33,24 +32,44 @@ use storage_proofs_core::sector::SectorId;
 use crate::ids::{porep_config, post_config, prover_id};
 use crate::porep::PorepRequest;
 use crate::post::PostRequest;
-use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize};
+use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+use crate::request_files::RequestFiles;
 use crate::setup;
 use crate::snap::SnapRequest;
 use crate::{FilecoinError, FilecoinJob, InputChecks};
 
-type Tree = SectorShape2KiB;
+/// 2 KiB and 8 MiB sectors share one tree shape.
+type Tree = SectorShapeBase;
 
-/// Bump when what the fixtures hold or how they are made changes.
-const RECIPE: &str = "cuzk-filecoin 2 KiB fixtures, format 3: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 \
-                      (V1_1 seal, seed 7), C1 of sector 1 in Curio's envelope, WindowPoSt V1_2 (registered 10) \
-                      over both, WinningPoSt (registered 0), sector 2 updated with new data (SnapDeals vanilla \
-                      proofs), parameters for wpost-2k, winning-2k, porep-2k and snap-2k from setup seed 11";
+/// Bump when what the fixtures hold or how they are made changes. (The 2 KiB recipe
+/// keeps its words so that caches made before 8 MiB existed stay valid.)
+fn recipe(size: SectorSize) -> String {
+    let s = size.short();
+    let head = match size {
+        SectorSize::S2KiB => "cuzk-filecoin 2 KiB fixtures, format 3".to_string(),
+        _ => format!("cuzk-filecoin {size} fixtures, format 1"),
+    };
+    format!(
+        "{head}: filecoin-proofs 19.1.0, sectors 1 and 2 of miner 1000 (V1_1 seal, seed 7), C1 of sector 1 in Curio's \
+         envelope, WindowPoSt V1_2 (registered {}) over both, WinningPoSt (registered {}), sector 2 updated with new \
+         data (SnapDeals vanilla proofs), parameters for wpost-{s}, winning-{s}, porep-{s} and snap-{s} from setup seed 11",
+        10 + size as u64,
+        size as u64
+    )
+}
+
+/// Fixtures before 8 MiB existed had no size field: they are 2 KiB.
+fn two_kib() -> u64 {
+    SectorSize::S2KiB.bytes()
+}
 
 pub const MINER_ID: u64 = 1000;
 
 /// A PoSt request's payload, as Curio would send it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PostFixture {
+    #[serde(default = "two_kib")]
+    pub sector_size: u64,
     pub registered_proof: u64,
     pub miner_id: u64,
     pub randomness: [u8; 32],
@@ -64,7 +83,7 @@ impl PostFixture {
     pub fn request(&self) -> PostRequest<'_> {
         PostRequest {
             registered_proof: self.registered_proof,
-            sector_size: SectorSize::S2KiB.bytes(),
+            sector_size: self.sector_size,
             vanilla_proofs: &self.vanilla_proofs,
             randomness: &self.randomness,
             miner_id: self.miner_id,
@@ -102,6 +121,8 @@ impl PostFixture {
 /// `verify_seal` takes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PorepFixture {
+    #[serde(default = "two_kib")]
+    pub sector_size: u64,
     pub registered_proof: u64,
     pub miner_id: u64,
     pub sector_number: u64,
@@ -120,7 +141,7 @@ impl PorepFixture {
         PorepRequest {
             vanilla_proof: &self.envelope,
             registered_proof: self.registered_proof,
-            sector_size: SectorSize::S2KiB.bytes(),
+            sector_size: self.sector_size,
             sector_number: self.sector_number,
             miner_id: self.miner_id,
             checks: InputChecks::Full,
@@ -142,6 +163,8 @@ impl PorepFixture {
 /// A SnapDeals request's payload, as Curio would send it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SnapFixture {
+    #[serde(default = "two_kib")]
+    pub sector_size: u64,
     pub registered_proof: u64,
     /// bincode `PartitionProof`s, in partition order.
     pub vanilla_proofs: Vec<Vec<u8>>,
@@ -154,7 +177,7 @@ impl SnapFixture {
     pub fn request(&self) -> SnapRequest<'_> {
         SnapRequest {
             registered_proof: self.registered_proof,
-            sector_size: SectorSize::S2KiB.bytes(),
+            sector_size: self.sector_size,
             vanilla_proofs: &self.vanilla_proofs,
             comm_r_old: &self.comm_r_old,
             comm_r_new: &self.comm_r_new,
@@ -167,7 +190,9 @@ impl SnapFixture {
     /// the given new commitments (the fixture's, or altered ones). An error counts as
     /// a rejection.
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r_new: [u8; 32], comm_d_new: [u8; 32]) -> bool {
-        let Ok(cfg) = SealProof::from_registered(5).and_then(porep_config) else {
+        let Ok(cfg) =
+            UpdateProof::from_registered(self.registered_proof).and_then(|u| SealProof::from_registered(5 + u.size as u64)).and_then(porep_config)
+        else {
             return false;
         };
         filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&cfg, proof, self.comm_r_old, comm_r_new, comm_d_new).unwrap_or(false)
@@ -223,10 +248,19 @@ pub fn refusal(decoded: Result<Box<dyn FilecoinJob>, FilecoinError>) -> Result<S
     }
 }
 
-/// The fixtures, made on first use in this process (or read from the cache).
+/// The 2 KiB fixtures, made on first use in this process (or read from the cache).
+/// filecoin-proofs' parameter directory is set once per process: a process uses the
+/// fixtures of one size only.
 pub fn fixtures_2k() -> Result<&'static Fixtures, String> {
     static FIXTURES: OnceLock<Result<Fixtures, String>> = OnceLock::new();
-    FIXTURES.get_or_init(load_or_make).as_ref().map_err(|e| e.clone())
+    FIXTURES.get_or_init(|| load_or_make(SectorSize::S2KiB)).as_ref().map_err(|e| e.clone())
+}
+
+/// The 8 MiB fixtures (a few minutes to make on two cores, most of it the 2^22 PoRep
+/// setup), as [`fixtures_2k`].
+pub fn fixtures_8m() -> Result<&'static Fixtures, String> {
+    static FIXTURES: OnceLock<Result<Fixtures, String>> = OnceLock::new();
+    FIXTURES.get_or_init(|| load_or_make(SectorSize::S8MiB)).as_ref().map_err(|e| e.clone())
 }
 
 fn cache_root() -> PathBuf {
@@ -246,9 +280,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn load_or_make() -> Result<Fixtures, String> {
+fn load_or_make(size: SectorSize) -> Result<Fixtures, String> {
     let root = cache_root();
-    let dir = root.join(format!("2k-{}", &hex(&Sha256::digest(RECIPE.as_bytes()))[..16]));
+    let dir = root.join(format!("{}-{}", size.short(), &hex(&Sha256::digest(recipe(size).as_bytes()))[..16]));
     let param_dir = dir.join("params");
     // filecoin-proofs reads its settings once: the parameter directory (read by its
     // verifiers) and the SDR parent cache (written while sealing) are set first.
@@ -258,7 +292,7 @@ fn load_or_make() -> Result<Fixtures, String> {
         Ok(()) => eprintln!("fixtures: using {}", dir.display()),
         Err(why) => {
             eprintln!("fixtures: making {} ({why}); this takes a while", dir.display());
-            make(&root, &dir)?;
+            make(size, &root, &dir)?;
             check_manifest(&dir).map_err(|e| format!("fixtures just made in {} do not check: {e}", dir.display()))?;
         }
     }
@@ -340,8 +374,13 @@ struct Sealed {
     cache: PathBuf,
 }
 
-fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
-    let cfg = porep_config(SealProof::from_registered(5)?)?;
+/// The V1_1 seal proof of `size`, which every fixture of that size is sealed with.
+fn seal_proof(size: SectorSize) -> Result<SealProof, FilecoinError> {
+    SealProof::from_registered(5 + size as u64)
+}
+
+fn seal(size: SectorSize, work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
+    let cfg = porep_config(seal_proof(size)?)?;
     let n: UnpaddedBytesAmount = cfg.unpadded_bytes_amount();
     let mut data = vec![0u8; u64::from(n) as usize];
     rng.fill_bytes(&mut data);
@@ -367,8 +406,8 @@ fn seal(work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> 
 
 /// New data written into a sealed sector (an update of its replica) and the update's
 /// vanilla proofs.
-fn snap_fixture(work: &Path, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<SnapFixture> {
-    let cfg = porep_config(SealProof::from_registered(5)?)?;
+fn snap_fixture(size: SectorSize, work: &Path, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<SnapFixture> {
+    let cfg = porep_config(seal_proof(size)?)?;
     let update = SectorUpdateConfig::from_porep_config(&cfg);
     let n: UnpaddedBytesAmount = cfg.unpadded_bytes_amount();
     let mut data = vec![0u8; u64::from(n) as usize];
@@ -385,7 +424,8 @@ fn snap_fixture(work: &Path, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Resu
     let enc = encode_into::<Tree>(&update, &new_replica, &new_cache, &s.sealed, &s.cache, &staged, &[piece])?;
     let parts = generate_partition_proofs::<Tree>(update, s.comm_r, enc.comm_r_new, enc.comm_d_new, &s.sealed, &s.cache, &new_replica, &new_cache)?;
     Ok(SnapFixture {
-        registered_proof: 0,
+        sector_size: size.bytes(),
+        registered_proof: size as u64,
         vanilla_proofs: parts.iter().map(bincode::serialize).collect::<Result<_, _>>()?,
         comm_r_old: s.comm_r,
         comm_r_new: enc.comm_r_new,
@@ -394,8 +434,8 @@ fn snap_fixture(work: &Path, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Resu
 }
 
 /// C1 of a sealed sector and Curio's envelope around it.
-fn porep_fixture(s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<PorepFixture> {
-    let proof = SealProof::from_registered(5)?;
+fn porep_fixture(size: SectorSize, s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<PorepFixture> {
+    let proof = seal_proof(size)?;
     let cfg = porep_config(proof)?;
     let mut seed = [0u8; 32];
     rng.fill_bytes(&mut seed);
@@ -414,25 +454,21 @@ fn porep_fixture(s: &Sealed, rng: &mut impl RngCore) -> anyhow::Result<PorepFixt
     // under a tag naming the size only.
     let api = serde_json::json!({
         "registered_proof": proof.api_name(),
-        "vanilla_proofs": { "StackedDrg2KiBV1": c1.vanilla_proofs },
+        "vanilla_proofs": { format!("StackedDrg{}V1", size.api_name()): c1.vanilla_proofs },
         "comm_r": c1.comm_r,
         "comm_d": c1.comm_d,
         "replica_id": c1.replica_id,
         "seed": c1.seed,
         "ticket": c1.ticket,
     });
-    let c1_json = serde_json::to_vec(&api)?;
-    let envelope = serde_json::to_vec(&serde_json::json!({
-        "SectorNum": s.id,
-        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
-        "SectorSize": SectorSize::S2KiB.bytes(),
-    }))?;
+    let request = RequestFiles::porep(proof, s.id, MINER_ID, serde_json::to_vec(&api)?)?;
     Ok(PorepFixture {
+        sector_size: size.bytes(),
         registered_proof: proof.id,
         miner_id: MINER_ID,
         sector_number: s.id,
-        envelope,
-        c1: c1_json,
+        envelope: request.vanilla_proof,
+        c1: request.c1,
         comm_r: c1.comm_r,
         comm_d: c1.comm_d,
         ticket: c1.ticket,
@@ -453,6 +489,7 @@ fn post_fixture(registered_proof: u64, randomness: [u8; 32], sectors: &[&Sealed]
         vanilla_proofs.push(bincode::serialize(&p)?);
     }
     Ok(PostFixture {
+        sector_size: proof.size.bytes(),
         registered_proof,
         miner_id: MINER_ID,
         randomness,
@@ -462,7 +499,7 @@ fn post_fixture(registered_proof: u64, randomness: [u8; 32], sectors: &[&Sealed]
     })
 }
 
-fn make(root: &Path, dir: &Path) -> Result<(), String> {
+fn make(size: SectorSize, root: &Path, dir: &Path) -> Result<(), String> {
     fn step(what: &'static str) -> impl Fn(anyhow::Error) -> String {
         move |e| format!("making fixtures: {what}: {e:#}")
     }
@@ -471,25 +508,25 @@ fn make(root: &Path, dir: &Path) -> Result<(), String> {
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
 
-    let s1 = seal(work.path(), 1, &mut rng).map_err(step("sealing sector 1"))?;
-    let s2 = seal(work.path(), 2, &mut rng).map_err(step("sealing sector 2"))?;
+    let s1 = seal(size, work.path(), 1, &mut rng).map_err(step("sealing sector 1"))?;
+    let s2 = seal(size, work.path(), 2, &mut rng).map_err(step("sealing sector 2"))?;
     let mut randomness = [0u8; 32];
     rng.fill_bytes(&mut randomness);
     randomness[31] &= 0x3f;
-    let window = post_fixture(10, randomness, &[&s1, &s2]).map_err(step("WindowPoSt vanilla proofs"))?;
+    let window = post_fixture(10 + size as u64, randomness, &[&s1, &s2]).map_err(step("WindowPoSt vanilla proofs"))?;
     // WinningPoSt: the sector the randomness elects among the two.
-    let winning_cfg = post_config(PostProof { window: false, size: SectorSize::S2KiB, api_version: ApiVersion::V1_0_0 });
+    let winning_cfg = post_config(PostProof { window: false, size, api_version: ApiVersion::V1_0_0 });
     let elected = generate_winning_post_sector_challenge::<Tree>(&winning_cfg, &randomness, 2, prover_id(MINER_ID))
         .map_err(step("WinningPoSt sector challenge"))?;
     let chosen = if elected.first().copied().unwrap_or(0) == 0 { &s1 } else { &s2 };
-    let winning = post_fixture(0, randomness, &[chosen]).map_err(step("WinningPoSt vanilla proof"))?;
-    let porep = porep_fixture(&s1, &mut rng).map_err(step("C1 of sector 1"))?;
-    let snap = snap_fixture(work.path(), &s2, &mut rng).map_err(step("the update of sector 2"))?;
+    let winning = post_fixture(size as u64, randomness, &[chosen]).map_err(step("WinningPoSt vanilla proof"))?;
+    let porep = porep_fixture(size, &s1, &mut rng).map_err(step("C1 of sector 1"))?;
+    let snap = snap_fixture(size, work.path(), &s2, &mut rng).map_err(step("the update of sector 2"))?;
 
     let params = tmp.path().join("params");
     let mut prng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
     for kind in [CircuitKind::WindowPost, CircuitKind::WinningPost, CircuitKind::Porep, CircuitKind::Snap] {
-        let circuit = Circuit { kind, size: SectorSize::S2KiB };
+        let circuit = Circuit { kind, size };
         let t = std::time::Instant::now();
         let ps = setup::generate(circuit, &ToxicWaste::random(&mut prng), &CpuFixedBase::new(), &NoProgress)
             .map_err(|e| format!("making fixtures: setup of {circuit}: {e}"))?;

@@ -28,7 +28,6 @@ use storage_proofs_porep::stacked::{
 use storage_proofs_post::fallback::{self, SectorProof};
 use storage_proofs_update::constants::{TreeDArity, TreeDDomain, TreeDHasher, TreeRHasher};
 use storage_proofs_update::{phi, rho, ChallengeProof, Challenges, PublicParams as UpdatePublicParams};
-use typenum::Unsigned;
 
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, prover_id};
@@ -83,12 +82,14 @@ fn random_domains<D: Domain>(n: usize, rng: &mut impl RngCore) -> Vec<D> {
 /// B and C 0 where the tree has no sub or top level, as storage-proofs lays one out:
 /// A − 1 siblings per base level (digits of `index` from the lowest), then one sub
 /// level with B − 1 and one top level with C − 1; `root` and `leaf` as given, the
-/// siblings random.
+/// siblings random except the highest levels', which are `top` (proofs of leaves
+/// under one subtree share them).
 fn random_inclusion_proof<H: Hasher, A, B, C>(
     leaves: usize,
     index: usize,
     root: H::Domain,
     leaf: H::Domain,
+    top: &[Vec<H::Domain>],
     rng: &mut impl RngCore,
 ) -> Result<MerkleProof<H, A, B, C>, FilecoinError>
 where
@@ -102,10 +103,17 @@ where
     if index >= leaves || a.checked_pow(levels as u32) != Some(base_leaves) || base_leaves * b.max(1) * c.max(1) != leaves {
         return Err(FilecoinError::invalid(format!("no tree of arities ({a}, {b}, {c}) has {leaves} leaves with leaf {index}")));
     }
-    let mut path = Vec::with_capacity(levels + 2);
+    let arities: Vec<usize> = std::iter::repeat(a).take(levels).chain([b, c].into_iter().filter(|&n| n > 0)).collect();
+    let shared_from = arities.len().checked_sub(top.len()).ok_or_else(|| FilecoinError::invalid("more shared levels than the tree has"))?;
+    let mut path = Vec::with_capacity(arities.len());
     let mut rest = index;
-    for arity in std::iter::repeat(a).take(levels).chain([b, c].into_iter().filter(|&n| n > 0)) {
-        path.push((random_domains(arity - 1, rng), rest % arity));
+    for (level, &arity) in arities.iter().enumerate() {
+        let siblings = match level.checked_sub(shared_from) {
+            Some(i) if top[i].len() == arity - 1 => top[i].clone(),
+            Some(_) => return Err(FilecoinError::invalid(format!("shared siblings at level {level} do not fit arity {arity}"))),
+            None => random_domains(arity - 1, rng),
+        };
+        path.push((siblings, rest % arity));
         rest /= arity;
     }
     Ok(MerkleProof::from_parts(leaf, root, path))
@@ -120,7 +128,7 @@ fn tree_proof<Tree: MerkleTreeTrait>(
     rng: &mut impl RngCore,
 ) -> Result<TreeProof<Tree>, FilecoinError> {
     let leaf = leaf.unwrap_or_else(|| DomainOf::<Tree>::random(rng));
-    random_inclusion_proof::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(leaves, index, root, leaf, rng)
+    random_inclusion_proof::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(leaves, index, root, leaf, &[], rng)
 }
 
 /// PoRep C1 output: the seal proof type V1_1 of the size (what Curio seals), sector 1.
@@ -164,7 +172,7 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
             let encoding_proof = EncodingProof::new(params.num_layers as u32, challenge as u64, key_parents);
             let comm_d_leaf = TreeDDomain::random(rng);
             proofs.push(stacked::Proof {
-                comm_d_proofs: random_inclusion_proof::<TreeDHasher, TreeDArity, _, _>(nodes, challenge, comm_d_domain, comm_d_leaf, rng)?,
+                comm_d_proofs: random_inclusion_proof::<TreeDHasher, TreeDArity, _, _>(nodes, challenge, comm_d_domain, comm_d_leaf, &[], rng)?,
                 comm_r_last_proof: tree_proof::<Tree>(nodes, challenge, comm_r_last, None, rng)?,
                 replica_column_proofs: ReplicaColumnProof { c_x, drg_parents, exp_parents },
                 labeling_proofs,
@@ -217,8 +225,9 @@ type DomainOfProof<P> = <<P as MerkleProofTrait>::Hasher as Hasher>::Domain;
 
 /// SnapDeals: one partition proof per partition of the size's update, with comm_r_old
 /// and comm_r_new made from the same comm_c as a real update's are, and each new
-/// replica leaf the encoding of its old leaf and data leaf (the circuit asserts it
-/// while it synthesizes).
+/// replica leaf the encoding of its old leaf and data leaf, and the tree D paths of a
+/// partition's challenges sharing the levels above the partition's subtree (the
+/// circuit asserts both while it synthesizes).
 fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let proof = UpdateProof::from_registered(size as u64)?;
     let cfg = porep_config(SealProof::from_registered(5 + size as u64)?)?;
@@ -232,6 +241,7 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize,
     let high_bits_shift = pp.challenge_bit_len - update.h;
     let mut vanilla = Vec::with_capacity(usize::from(update.update_partitions));
     for k in 0..usize::from(update.update_partitions) {
+        let partition_path: Vec<Vec<TreeDDomain>> = (0..pp.partition_bit_len).map(|_| vec![TreeDDomain::random(rng)]).collect();
         let mut challenge_proofs = Vec::with_capacity(pp.challenge_count);
         for c in Challenges::new(pp.sector_nodes, comm_r_new, k).take(pp.challenge_count) {
             let (leaf_r_old, leaf_d_new) = (DomainOf::<Tree>::random(rng), TreeDDomain::random(rng));
@@ -240,7 +250,14 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize,
             let c = c as usize;
             challenge_proofs.push(ChallengeProof::<Tree> {
                 proof_r_old: tree_proof::<Tree>(pp.sector_nodes, c, root_r_old, Some(leaf_r_old), rng)?,
-                proof_d_new: random_inclusion_proof::<TreeDHasher, TreeDArity, _, _>(pp.sector_nodes, c, comm_d_new, leaf_d_new, rng)?,
+                proof_d_new: random_inclusion_proof::<TreeDHasher, TreeDArity, _, _>(
+                    pp.sector_nodes,
+                    c,
+                    comm_d_new,
+                    leaf_d_new,
+                    &partition_path,
+                    rng,
+                )?,
                 proof_r_new: tree_proof::<Tree>(pp.sector_nodes, c, root_r_new, Some(leaf_r_new), rng)?,
             });
         }

@@ -1,0 +1,130 @@
+//! Filecoin proofs at 8 MiB, the largest size a development machine seals in minutes:
+//! PoRep C2, SnapDeals, WindowPoSt and WinningPoSt requests as Curio sends them
+//! (sectors sealed and updated by filecoin-proofs, parameters from cuzk's setup),
+//! proved by the daemon on the CPU over gRPC and accepted by filecoin-proofs' own
+//! verifiers; altered public data is rejected by them.
+//!
+//! Ignored in CI (making the fixtures takes minutes on two cores, most of it the 2^22
+//! PoRep setup, and proving them minutes more):
+//! `cargo test --release -p cuzk-server --test filecoin_8m -- --ignored`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{config, Daemon};
+use cuzk_engine::filecoin::FilecoinKind;
+use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_filecoin::fixtures::{fixtures_8m, Fixtures, PostFixture};
+use cuzk_filecoin::InputChecks;
+use cuzk_groth16::CpuBackend;
+use cuzk_server::pb::{self, await_proof_response::Status as JobStatus, ProofKind};
+
+const SIZE: u64 = 8 << 20;
+
+fn fixtures() -> &'static Fixtures {
+    fixtures_8m().unwrap_or_else(|e| panic!("8 MiB fixtures: {e}"))
+}
+
+async fn daemon(f: &Fixtures) -> Daemon {
+    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+        .into_iter()
+        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
+        .collect();
+    // 8 MiB PoRep is a 2^22 domain: a, b, c and the witness take about 0.5 GiB.
+    let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: 4 << 30, ..config() };
+    Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
+}
+
+async fn prove(
+    c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>,
+    r: pb::SubmitProofRequest,
+) -> pb::AwaitProofResponse {
+    let t = std::time::Instant::now();
+    let r = c.prove(pb::ProveRequest { submit: Some(r) }).await.expect("prove").into_inner().result.expect("a result");
+    eprintln!(
+        "proved in {:.1} s ({} bytes; synthesis {} ms, proving {} ms)",
+        t.elapsed().as_secs_f64(),
+        r.proof.len(),
+        r.synthesis_ms,
+        r.gpu_compute_ms
+    );
+    r
+}
+
+fn post_request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
+    pb::SubmitProofRequest {
+        proof_kind: kind as i32,
+        sector_size: SIZE,
+        registered_proof: f.registered_proof,
+        vanilla_proofs: f.vanilla_proofs.clone(),
+        randomness: f.randomness.to_vec(),
+        miner_id: f.miner_id,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+async fn every_kind_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let d = daemon(f).await;
+    let mut c = d.client().await;
+
+    let r = prove(&mut c, post_request(ProofKind::WinningPost, &f.winning)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "WinningPoSt: {}", r.error_message);
+    assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "filecoin-proofs accepts WinningPoSt");
+    let mut other = f.winning.randomness;
+    other[1] ^= 1;
+    assert!(!f.winning.filecoin_proofs_accepts(&r.proof, &other, &f.winning.comm_rs), "and rejects it for other randomness");
+
+    let r = prove(&mut c, post_request(ProofKind::WindowPostPartition, &f.window)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "WindowPoSt: {}", r.error_message);
+    assert!(f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &f.window.comm_rs), "filecoin-proofs accepts WindowPoSt");
+    let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
+    assert!(!f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &swapped), "and rejects it for other commitments");
+
+    let p = &f.porep;
+    let r = prove(
+        &mut c,
+        pb::SubmitProofRequest {
+            proof_kind: ProofKind::PorepSealCommit as i32,
+            sector_size: SIZE,
+            registered_proof: p.registered_proof,
+            vanilla_proof: p.envelope.clone(),
+            sector_number: p.sector_number,
+            miner_id: p.miner_id,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "PoRep: {}", r.error_message);
+    assert!(p.filecoin_proofs_accepts(&r.proof, p.comm_r, p.seed), "verify_seal accepts the PoRep proof");
+    let mut seed = p.seed;
+    seed[2] ^= 1;
+    assert!(!p.filecoin_proofs_accepts(&r.proof, p.comm_r, seed), "and rejects it for another seed");
+
+    let s = &f.snap;
+    let r = prove(
+        &mut c,
+        pb::SubmitProofRequest {
+            proof_kind: ProofKind::SnapDealsUpdate as i32,
+            sector_size: SIZE,
+            registered_proof: s.registered_proof,
+            vanilla_proofs: s.vanilla_proofs.clone(),
+            comm_r_old: s.comm_r_old.to_vec(),
+            comm_r_new: s.comm_r_new.to_vec(),
+            comm_d_new: s.comm_d_new.to_vec(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "SnapDeals: {}", r.error_message);
+    assert_eq!(r.proof.len(), 192 * s.vanilla_proofs.len());
+    assert!(s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, s.comm_d_new), "filecoin-proofs accepts the update proof");
+    let mut other = s.comm_d_new;
+    other[0] ^= 1;
+    assert!(!s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, other), "and rejects it for other data");
+    d.stop(Duration::from_secs(5)).await;
+}

@@ -6,6 +6,8 @@
 #
 #   bench/real-sizes.sh inputs CIRCUIT...        shape-true inputs, e.g. porep-32g snap-32g
 #   bench/real-sizes.sh params CIRCUIT           timing parameters under filecoin-proofs' names
+#                                                 (SHAPES=file: counts from `cuzk circuits
+#                                                 --json` instead of a count, minutes at 32 GiB)
 #   bench/real-sizes.sh partition CIRCUIT [ARGS] one partition: count, synthesis, GPU proof
 #                                                 (ARGS go to cuzk bench, e.g. --no-reference)
 #   bench/real-sizes.sh daemon CIRCUIT JOBS CONCURRENCY [BUDGET]
@@ -43,7 +45,7 @@ case $step in
     ;;
   params)
     c=${1:?circuit}
-    "$B" setup --timing-params --circuit "$c" --out "$W/params"
+    "$B" setup --timing-params --circuit "$c" --out "$W/params" ${SHAPES:+--shapes "$SHAPES"}
     ;;
   partition)
     c=${1:?circuit}; shift

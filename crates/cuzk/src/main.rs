@@ -70,6 +70,10 @@ enum Command {
         /// Where the fixed-base multiplications run: a GPU when there is one (auto).
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
+        /// With --circuit --timing-params: take the circuit's counts from this `cuzk
+        /// circuits --json` file instead of counting its blank circuit again (minutes).
+        #[arg(long, requires = "circuit", requires = "timing_params")]
+        shapes: Option<PathBuf>,
     },
     /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
     Prove {
@@ -225,10 +229,10 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, .. }) => {
-            setup_filecoin(circuit, &out, seed, timing_params, backend)
+        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, shapes, .. }) => {
+            setup_filecoin(circuit, &out, seed, timing_params, backend, shapes.as_deref())
         }
-        Some(Command::Setup { shape, circuit: None, out, seed, timing_params, backend }) => setup(&shape, &out, seed, timing_params, backend),
+        Some(Command::Setup { shape, circuit: None, out, seed, timing_params, backend, .. }) => setup(&shape, &out, seed, timing_params, backend),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
             prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
         }
@@ -346,7 +350,14 @@ fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: b
 /// A Filecoin circuit's parameters in the directory `dir`, under filecoin-proofs' names:
 /// cuzk's own setup (test sizes: these parameters verify against their own .vk only),
 /// or random points of the real query lengths for timing.
-fn setup_filecoin(circuit: cuzk_filecoin::Circuit, dir: &Path, seed: Option<u64>, timing_params: bool, kind: BackendKind) -> Result<()> {
+fn setup_filecoin(
+    circuit: cuzk_filecoin::Circuit,
+    dir: &Path,
+    seed: Option<u64>,
+    timing_params: bool,
+    kind: BackendKind,
+    shapes: Option<&Path>,
+) -> Result<()> {
     let mut rng: Box<dyn rand::RngCore> = match seed {
         Some(s) => Box::new(ChaCha20Rng::seed_from_u64(s)),
         None => Box::new(rand::rngs::OsRng),
@@ -356,14 +367,18 @@ fn setup_filecoin(circuit: cuzk_filecoin::Circuit, dir: &Path, seed: Option<u64>
     let t = Instant::now();
     let bars = Bars::new();
     let (q, inputs) = if timing_params {
-        let sp = spinner(&format!("counting the blank circuit of {circuit}"));
-        let shape = cuzk_filecoin::setup::blank_shape(circuit)?;
-        sp.finish_and_clear();
+        let (shape, from) = match shapes {
+            Some(file) => (circuits::shape_from_file(file, circuit)?, format!("counts read from {}", file.display())),
+            None => {
+                let sp = spinner(&format!("counting the blank circuit of {circuit}"));
+                let shape = cuzk_filecoin::setup::blank_shape(circuit)?;
+                sp.finish_and_clear();
+                (shape, format!("blank circuit counted in {}", secs(t.elapsed())))
+            }
+        };
         println!(
-            "{circuit}: blank circuit counted in {}: {} constraints, {} aux; writing random timing points: proofs made with this file will NOT verify",
-            secs(t.elapsed()),
-            shape.constraints,
-            shape.aux
+            "{circuit}: {from}: {} constraints, {} aux; writing random timing points: proofs made with this file will NOT verify",
+            shape.constraints, shape.aux
         );
         cuzk_groth16::generator::write_timing_params(&shape, &path, &mut rng, &bars).with_context(|| format!("writing {}", path.display()))?;
         (shape.query_lens(), shape.inputs)

@@ -40,7 +40,8 @@ step=${1:?step: inputs, params, partition or daemon}; shift
 case $step in
   inputs)
     for c in "$@"; do
-      "$B" fixture "$(kind_of "$c")" --sector-size "$(size_of "$c")" --out "$W/inputs/$c"
+      k=$(kind_of "$c") || exit 2
+      "$B" fixture "$k" --sector-size "$(size_of "$c")" --out "$W/inputs/$c"
     done
     ;;
   params)
@@ -70,7 +71,11 @@ EOF
     pid=$!
     trap 'kill $pid 2>/dev/null || true' EXIT
     fetch() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9821$1').read().decode())"; }
-    for _ in $(seq 120); do fetch /status >/dev/null 2>&1 && break; sleep 1; done
+    for _ in $(seq 120); do
+      fetch /status >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null || { echo "the daemon stopped:" >&2; cat "$O/daemon-$c.log" >&2; exit 1; }
+      sleep 1
+    done
     # Resident memory (kB) and CPU seconds of the daemon every 2 s.
     (
       tick=$(getconf CLK_TCK 2>/dev/null || echo 100)

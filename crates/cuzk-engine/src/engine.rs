@@ -68,7 +68,7 @@ pub(crate) struct Job {
     pub partition_bytes: u64,
     final_check: Option<Arc<FinalCheck>>,
     /// Why the job is timing-only (its proofs are neither checked nor returned).
-    timing_only: Option<String>,
+    timing_note: Option<String>,
     submitted: Instant,
     state: Mutex<JobState>,
     changed: Condvar,
@@ -218,7 +218,7 @@ impl Job {
         if s.status.is_finished() {
             return false;
         }
-        let note = match &self.timing_only {
+        let note = match &self.timing_note {
             Some(why) => why.clone(),
             None => {
                 s.proof = proof;
@@ -540,7 +540,7 @@ impl Engine {
             eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
             final_check: plan.final_check,
-            timing_only: plan.timing_only,
+            timing_note: plan.timing_note,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
                 status: JobStatus::Queued,
@@ -1001,8 +1001,8 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
                 continue;
             }
         };
-        if job.timing_only.is_some() {
-            // Timing only: the proof cannot verify, and it is never returned.
+        if job.timing_note.is_some() {
+            // Timing only: the proof is not checked, and it is never returned.
             if job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some() && job.complete(Vec::new()) {
                 tracing::info!(job = %job.id, kind = %job.kind, "timing-only job completed; no proof is returned");
             }

@@ -36,13 +36,20 @@ pub struct FilecoinKind {
     headers: Mutex<HashMap<Circuit, ParamsHeader>>,
 }
 
-/// What a plan needs of a parameter file, read from its header.
+/// What a plan needs of a parameter file, read from its header, and the file's length
+/// and modification time when it was read (a file replaced since is read again).
 #[derive(Clone, Copy)]
 struct ParamsHeader {
     /// The length of a, b, c.
     domain_size: usize,
     /// Random points (`cuzk setup --timing-params`): proofs made with them never verify.
-    timing_only: bool,
+    timing_points: bool,
+    file: (u64, Option<std::time::SystemTime>),
+}
+
+fn file_stamp(path: &std::path::Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
 }
 
 impl FilecoinKind {
@@ -72,17 +79,28 @@ impl FilecoinKind {
     /// The circuit's parameter file header: the domain size (the length of a, b, c)
     /// and whether its points are timing ones.
     fn header(&self, circuit: Circuit) -> Result<ParamsHeader, EngineError> {
-        if let Some(&h) = self.headers.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
-            return Ok(h);
-        }
         let path = self.params_path(circuit)?;
-        if !path.exists() {
+        let Some(stamp) = file_stamp(&path) else {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
+        };
+        if let Some(&h) = self.headers.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
+            if h.file == stamp {
+                return Ok(h);
+            }
         }
         let (vk, layout) = read_params_header(&path).map_err(|e| EngineError::Internal(format!("parameters of {circuit}: {e}")))?;
-        let h = ParamsHeader { domain_size: layout.domain_size(), timing_only: vk.is_timing_only() };
+        let h = ParamsHeader { domain_size: layout.domain_size(), timing_points: vk.is_timing_only(), file: stamp };
         self.headers.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, h);
         Ok(h)
+    }
+}
+
+impl FilecoinKind {
+    fn timing_points_refusal(&self, circuit: Circuit) -> EngineError {
+        EngineError::FailedPrecondition(format!(
+            "the parameters of {circuit} in {} are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)",
+            self.param_dir.display()
+        ))
     }
 }
 
@@ -152,16 +170,13 @@ impl KindHandler for FilecoinKind {
         let circuit = job.circuit();
         let header = self.header(circuit)?;
         let eval_len = header.domain_size;
-        if header.timing_only && self.checks == InputChecks::Full {
-            return Err(EngineError::FailedPrecondition(format!(
-                "the parameters of {circuit} in {} are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)",
-                self.param_dir.display()
-            )));
+        if header.timing_points && self.checks == InputChecks::Full {
+            return Err(self.timing_points_refusal(circuit));
         }
-        let timing_only = job.timing_only().then(|| {
+        let timing_note = job.timing_only().then(|| {
             format!(
-                "timing only: the vanilla proofs were not checked{}; the proof is not a real one and is not returned",
-                if header.timing_only { " and the parameters are timing parameters" } else { "" }
+                "timing only: the vanilla proofs were not checked{}; the proof is not checked and not returned",
+                if header.timing_points { " and the parameters are timing parameters" } else { "" }
             )
         });
         tracing::debug!(job = job.describe().as_str(), circuit = %circuit, eval_len, "decoded");
@@ -180,7 +195,7 @@ impl KindHandler for FilecoinKind {
             // The aux assignment and densities: about one variable per constraint.
             partition_bytes: 32 * eval_len as u64,
             final_check: Some(final_check),
-            timing_only,
+            timing_note,
         })
     }
 
@@ -199,6 +214,11 @@ impl KindHandler for FilecoinKind {
         let t = std::time::Instant::now();
         let p = read_params_placed(&path, PointCheck::OnCurve, points_in_file, &NoProgress)
             .map_err(|e| EngineError::Internal(format!("reading parameters of {circuit} from {}: {e}", path.display())))?;
+        // Checked again here: the file may have changed since a plan read its header,
+        // and PreloadSRS loads without a plan.
+        if p.vk.is_timing_only() && self.checks == InputChecks::Full {
+            return Err(self.timing_points_refusal(circuit));
+        }
         tracing::info!(
             circuit_id,
             path = %path.display(),
@@ -207,5 +227,21 @@ impl KindHandler for FilecoinKind {
             "parameters loaded"
         );
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Request folders name the kind the way the engine does (cuzk-filecoin cannot
+    /// import the engine's names).
+    #[test]
+    fn proof_kind_names_agree_with_cuzk_filecoin() {
+        for kind in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
+            let k = FilecoinKind::new(kind, PathBuf::new(), InputChecks::Full).unwrap();
+            assert_eq!(k.circuit_kind().proof_kind_name(), kind.name());
+            assert_eq!(CircuitKind::from_proof_kind_name(kind.name()), Some(k.circuit_kind()));
+        }
     }
 }

@@ -76,10 +76,10 @@ pub struct JobPlan {
     /// Run on the assembled proof once every partition proof has verified; a refusal
     /// fails the job (the proof is not returned).
     pub final_check: Option<Arc<FinalCheck>>,
-    /// Set (with the reason) for a timing-only job (shape-true inputs, timing
-    /// parameters): its partition proofs cannot verify, so none is checked, and the
-    /// job completes with this note and no proof.
-    pub timing_only: Option<String>,
+    /// Set for a timing-only job (its inputs not checked, perhaps timing parameters):
+    /// none of its partition proofs is checked, and the job completes with this note
+    /// and no proof.
+    pub timing_note: Option<String>,
 }
 
 /// A proof kind's decoding and parameters.

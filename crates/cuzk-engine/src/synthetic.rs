@@ -200,7 +200,7 @@ impl KindHandler for SyntheticKind {
         // The aux assignment: 32 bytes per variable, about one per constraint.
         let eval_len = 1usize << p.log_size;
         let partition_bytes = 32 * eval_len as u64;
-        Ok(JobPlan { circuit_id, partitions, eval_len, partition_bytes, final_check: None, timing_only: None })
+        Ok(JobPlan { circuit_id, partitions, eval_len, partition_bytes, final_check: None, timing_note: None })
     }
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {

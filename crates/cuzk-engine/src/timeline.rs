@@ -129,9 +129,10 @@ pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
 }
 
 /// Where partitions waited, in µs, one entry per partition that reached a prover:
-/// in the queue (job queued → a synthesis worker took it), for admission (parameters
-/// and memory budget → its synthesis started) and for a prover (synthesis ended → its
-/// prover began, preparation included).
+/// in the queue (job queued → a synthesis worker took it; missing where the job's
+/// Queued event has left the timeline's ring), for admission (parameters and memory
+/// budget → its synthesis started) and for a prover (synthesis ended → its prover
+/// began, preparation included).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PartitionWaits {
     pub queue_us: Vec<u64>,

@@ -28,6 +28,17 @@ pub enum FilecoinError {
     /// filecoin-proofs' verifier did not accept the assembled proof.
     #[error("filecoin-proofs' verifier rejected the proof: {0}")]
     NotVerified(String),
+    /// A timing-only job (vanilla proofs not checked) was asked for a real proof's
+    /// check: there is none to make.
+    #[error("timing only: {0}")]
+    TimingOnly(String),
+    /// Reading or writing a request folder or a file of it failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// filecoin-proofs or storage-proofs panicked on this input (caught; the input is
     /// almost certainly malformed in a way their checks do not cover).
     #[error("{context} panicked: {message}")]

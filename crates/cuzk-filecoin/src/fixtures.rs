@@ -33,7 +33,7 @@ use crate::ids::{porep_config, post_config, prover_id};
 use crate::porep::PorepRequest;
 use crate::post::PostRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
-use crate::request_files::RequestFiles;
+use crate::request_files::{hex, RequestFiles};
 use crate::setup;
 use crate::snap::SnapRequest;
 use crate::{FilecoinError, FilecoinJob, InputChecks};
@@ -190,9 +190,7 @@ impl SnapFixture {
     /// the given new commitments (the fixture's, or altered ones). An error counts as
     /// a rejection.
     pub fn filecoin_proofs_accepts(&self, proof: &[u8], comm_r_new: [u8; 32], comm_d_new: [u8; 32]) -> bool {
-        let Ok(cfg) =
-            UpdateProof::from_registered(self.registered_proof).and_then(|u| SealProof::from_registered(5 + u.size as u64)).and_then(porep_config)
-        else {
+        let Ok(cfg) = UpdateProof::from_registered(self.registered_proof).and_then(|u| porep_config(SealProof::v1_1(u.size))) else {
             return false;
         };
         filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&cfg, proof, self.comm_r_old, comm_r_new, comm_d_new).unwrap_or(false)
@@ -274,10 +272,6 @@ fn cache_root() -> PathBuf {
         return PathBuf::from(d).join(".cache/cuzk/fixtures");
     }
     std::env::temp_dir().join("cuzk-fixtures")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn load_or_make(size: SectorSize) -> Result<Fixtures, String> {
@@ -376,7 +370,7 @@ struct Sealed {
 
 /// The V1_1 seal proof of `size`, which every fixture of that size is sealed with.
 fn seal_proof(size: SectorSize) -> Result<SealProof, FilecoinError> {
-    SealProof::from_registered(5 + size as u64)
+    Ok(SealProof::v1_1(size))
 }
 
 fn seal(size: SectorSize, work: &Path, id: u64, rng: &mut impl RngCore) -> anyhow::Result<Sealed> {
@@ -397,8 +391,16 @@ fn seal(size: SectorSize, work: &Path, id: u64, rng: &mut impl RngCore) -> anyho
     let mut ticket = [0u8; 32];
     rng.fill_bytes(&mut ticket);
     ticket[31] &= 0x3f;
-    let pc1 =
-        seal_pre_commit_phase1::<_, _, _, Tree>(&cfg, &cache, &staged, &sealed, prover_id(MINER_ID), SectorId::from(id), ticket, &[piece.clone()])?;
+    let pc1 = seal_pre_commit_phase1::<_, _, _, Tree>(
+        &cfg,
+        &cache,
+        &staged,
+        &sealed,
+        prover_id(MINER_ID),
+        SectorId::from(id),
+        ticket,
+        std::slice::from_ref(&piece),
+    )?;
     let pc = seal_pre_commit_phase2(&cfg, pc1, &cache, &sealed)?;
     let replica = PrivateReplicaInfo::<Tree>::new(sealed.clone(), pc.comm_r, cache.clone())?;
     Ok(Sealed { id, comm_r: pc.comm_r, replica, pre_commit: pc, piece, ticket, sealed, cache })
@@ -448,7 +450,7 @@ fn porep_fixture(size: SectorSize, s: &Sealed, rng: &mut impl RngCore) -> anyhow
         s.ticket,
         seed,
         s.pre_commit.clone(),
-        &[s.piece.clone()],
+        std::slice::from_ref(&s.piece),
     )?;
     // filecoin-proofs-api's shape: the registered proof by name, the vanilla proofs
     // under a tag naming the size only.

@@ -98,7 +98,7 @@ impl Circuit {
             }
             CircuitKind::Porep => {
                 // V1_1 (registered 5-9): the cache id does not depend on it.
-                let proof = SealProof::from_registered(5 + self.size as u64)?;
+                let proof = SealProof::v1_1(self.size);
                 with_shape!(self.size, porep_cache_id, &porep_config(proof)?)
             }
             CircuitKind::Snap => with_shape!(self.size, update_cache_id, self.size),

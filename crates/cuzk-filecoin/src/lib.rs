@@ -47,9 +47,10 @@ pub enum InputChecks {
     #[default]
     Full,
     /// Timing only: the vanilla proofs are not checked, so shape-true inputs (random
-    /// values) are proved. Their proofs cannot verify: a job decoded this way says so
-    /// ([`FilecoinJob::timing_only`]), and its proof must never be checked against, or
-    /// returned as, a real one.
+    /// values) are proved. A job decoded this way says so
+    /// ([`FilecoinJob::timing_only`]); its proofs are not checked and must never be
+    /// returned as real ones (of shape-true inputs or timing parameters they cannot
+    /// verify at all).
     TimingOnly,
 }
 
@@ -98,13 +99,13 @@ pub trait FilecoinJob: Send + Sync {
     /// A timing-only job refuses: there is nothing real to check.
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
     /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
-    /// timing and cannot verify.
+    /// timing only, never checked and never returned.
     fn timing_only(&self) -> bool;
 }
 
 /// The refusal of [`FilecoinJob::verify`] for a timing-only job.
 pub(crate) fn timing_only_refusal(what: String) -> FilecoinError {
-    FilecoinError::NotVerified(format!("{what}: a timing-only job (vanilla proofs not checked); its proof is not a real one"))
+    FilecoinError::TimingOnly(format!("{what}: a timing-only job (vanilla proofs not checked) has no proof to check"))
 }
 
 /// Decodes a PoRep C2 request.

@@ -16,6 +16,13 @@ pub(crate) fn bincode_decode<T: DeserializeOwned>(bytes: &[u8], field: &str) -> 
     })
 }
 
+/// A hasher domain's 32 bytes.
+pub(crate) fn domain_bytes<D: filecoin_hashers::Domain>(d: &D) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(AsRef::<[u8]>::as_ref(d));
+    out
+}
+
 /// A 32-byte field of the request.
 pub(crate) fn field_bytes(bytes: &[u8], field: &str) -> Result<[u8; 32], FilecoinError> {
     bytes.try_into().map_err(|_| FilecoinError::invalid(format!("{field} must be 32 bytes, got {}", bytes.len())))

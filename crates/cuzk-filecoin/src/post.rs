@@ -2,15 +2,17 @@
 //!
 //! The payload is one bincode `FallbackPoStSectorProof` per sector, the randomness and
 //! the miner id. The circuit is storage-proofs' `FallbackPoStCircuit` built from the
-//! partition's vanilla proofs exactly as filecoin-proofs builds it
-//! (`single_partition_vanilla_proofs`, which also checks the vanilla proofs).
+//! partition proof that filecoin-proofs' `single_partition_vanilla_proofs` would build
+//! ([`partition_proof`]: it looks each public sector's proof up by sector id, and the
+//! public sectors here are listed in payload order, so payload order is its order),
+//! checked as it checks it (`FallbackPoSt::verify`) unless checks are off for timing.
 
 use std::collections::BTreeMap;
 
 use blstrs::Scalar;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::SynthesizedCircuit;
-use filecoin_hashers::{Domain, Hasher};
+use filecoin_hashers::Hasher;
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
 use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
@@ -21,13 +23,18 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Fal
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
-use crate::payload::{bincode_decode, field_bytes};
+use crate::payload::{bincode_decode, domain_bytes, field_bytes};
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
 use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+/// The largest WindowPoSt partition index accepted. A deadline of the largest miners
+/// holds a few hundred 32 GiB partitions (each 2,349 sectors, ~73 TiB); 1,024 leaves
+/// room and bounds the V1_0 verifier's list at 1,024 × 2,349 sectors (~150 MB).
+const MAX_PARTITION_INDEX: usize = 1024;
 
 /// The fields of a PoSt request.
 pub struct PostRequest<'a> {
@@ -132,11 +139,18 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
             }
         }
         let sectors: Vec<PublicSector<DomainOf<Tree>>> = sector_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
-        let replicas = sector_proofs.iter().map(|p| (p.sector_id, bytes32(&p.comm_r))).collect();
+        let replicas = sector_proofs.iter().map(|p| (p.sector_id, domain_bytes(&p.comm_r))).collect();
 
         let partition_index = if proof.window { req.partition_index as usize } else { 0 };
         if !proof.window && req.partition_index != 0 {
             return Err(FilecoinError::invalid(format!("partition_index is {}; WinningPoSt has one partition", req.partition_index)));
+        }
+        // Under API V1_0 the verifier's list below holds every sector of the deadline
+        // before this partition's: a bound keeps a request from asking for terabytes.
+        if partition_index > MAX_PARTITION_INDEX {
+            return Err(FilecoinError::invalid(format!(
+                "partition_index is {partition_index}; a deadline has far fewer partitions (at most {MAX_PARTITION_INDEX} are accepted)"
+            )));
         }
         let params = post_public_params::<Tree>(&config)?;
         let vanilla = partition_proof::<Tree>(proof.window, params.sector_count, &sector_proofs);
@@ -228,12 +242,6 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
             0,
         )
     }
-}
-
-fn bytes32<D: Domain>(d: &D) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(AsRef::<[u8]>::as_ref(d));
-    out
 }
 
 impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {

@@ -109,6 +109,17 @@ impl PostProof {
     pub fn circuit(self) -> Circuit {
         Circuit { kind: if self.window { CircuitKind::WindowPost } else { CircuitKind::WinningPost }, size: self.size }
     }
+
+    /// The Go ABI number, the inverse of [`PostProof::from_registered`].
+    pub fn registered(self) -> Result<u64, FilecoinError> {
+        let base = match (self.window, self.api_version) {
+            (false, ApiVersion::V1_0_0) => 0,
+            (true, ApiVersion::V1_0_0) => 5,
+            (true, ApiVersion::V1_2_0) => 10,
+            _ => return Err(FilecoinError::invalid(format!("no registered PoSt proof is {self:?}"))),
+        };
+        Ok(base + self.size as u64)
+    }
 }
 
 /// A registered seal proof: 0–4 V1, 5–9 V1_1, 10–14 V1_1 with synthetic PoRep,
@@ -159,6 +170,13 @@ impl SealProof {
     pub fn circuit(self) -> Circuit {
         Circuit { kind: CircuitKind::Porep, size: self.size }
     }
+
+    /// The V1_1 seal proof of `size` (registered 5–9), what Curio seals with. Every seal
+    /// proof type of a size shares its circuit, parameters and update config, so this
+    /// one stands for them where only the size matters.
+    pub fn v1_1(size: SectorSize) -> SealProof {
+        SealProof { id: 5 + size as u64, size, api_version: ApiVersion::V1_1_0, feature: None }
+    }
 }
 
 /// A registered SnapDeals (empty sector update) proof: 0–4 by size.
@@ -192,6 +210,21 @@ pub enum CircuitKind {
 impl CircuitKind {
     pub const ALL: [CircuitKind; 4] = [CircuitKind::Porep, CircuitKind::Snap, CircuitKind::WindowPost, CircuitKind::WinningPost];
 
+    /// The engine's name of the proof kind that proves this circuit (cuzk-engine's
+    /// `ProofKind::name`; a test there checks they agree).
+    pub fn proof_kind_name(self) -> &'static str {
+        match self {
+            CircuitKind::Porep => "porep_seal_commit",
+            CircuitKind::Snap => "snap_deals_update",
+            CircuitKind::WindowPost => "window_post_partition",
+            CircuitKind::WinningPost => "winning_post",
+        }
+    }
+
+    pub fn from_proof_kind_name(name: &str) -> Option<CircuitKind> {
+        CircuitKind::ALL.into_iter().find(|k| k.proof_kind_name() == name)
+    }
+
     fn prefix(self) -> &'static str {
         match self {
             CircuitKind::Porep => "porep",
@@ -220,6 +253,31 @@ impl Circuit {
         let kind = CircuitKind::ALL.into_iter().find(|k| k.prefix() == prefix)?;
         let size = SectorSize::ALL.into_iter().find(|s| s.short() == size)?;
         Some(Circuit { kind, size })
+    }
+}
+
+/// A published constraint count of one partition: the figure, and whether it counts
+/// the prover's input constraints (one per public input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishedCount {
+    pub constraints: usize,
+    pub with_input_constraints: bool,
+}
+
+impl Circuit {
+    /// The published constraint count per partition, where there is one
+    /// (rust-fil-proofs' figures). The PoRep figures count the input constraints; the
+    /// SnapDeals and WindowPoSt ones are the circuit's own constraints.
+    pub fn published_constraints(self) -> Option<PublishedCount> {
+        let (constraints, with_input_constraints) = match (self.kind, self.size) {
+            (CircuitKind::Porep, SectorSize::S32GiB) => (130_278_869, true),
+            (CircuitKind::Porep, SectorSize::S64GiB) => (131_186_177, true),
+            (CircuitKind::Snap, SectorSize::S32GiB) => (81_049_499, false),
+            (CircuitKind::WindowPost, SectorSize::S32GiB) => (125_279_217, false),
+            (CircuitKind::WindowPost, SectorSize::S64GiB) => (129_887_900, false),
+            _ => return None,
+        };
+        Some(PublishedCount { constraints, with_input_constraints })
     }
 }
 
@@ -263,6 +321,12 @@ mod tests {
         assert_eq!(SealProof::from_api_name("StackedDrg64GiBV1_2_Feat_NonInteractivePoRep").map(|p| p.id), Some(19));
         assert_eq!(&s.porep_id()[..9], &[8, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert!(UpdateProof::from_registered(5).is_err());
+        for n in 0..15 {
+            assert_eq!(PostProof::from_registered(n).unwrap().registered().unwrap(), n, "registered PoSt proof {n}");
+        }
+        for size in SectorSize::ALL {
+            assert_eq!(SealProof::from_registered(5 + size as u64).unwrap(), SealProof::v1_1(size));
+        }
     }
 
     #[test]

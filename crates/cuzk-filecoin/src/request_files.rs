@@ -67,6 +67,9 @@ struct RequestJson {
     fields: RequestFields,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     vanilla_proof_file: Option<String>,
+    /// PoRep: the C1 output alone, the same as inside the envelope (for other tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c1_file: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     vanilla_proof_files: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,22 +80,6 @@ struct RequestJson {
 struct ShapeTrueNote {
     seed: u64,
     note: String,
-}
-
-impl CircuitKind {
-    /// The engine's name of the proof kind that proves this circuit.
-    pub fn proof_kind_name(self) -> &'static str {
-        match self {
-            CircuitKind::Porep => "porep_seal_commit",
-            CircuitKind::Snap => "snap_deals_update",
-            CircuitKind::WindowPost => "window_post_partition",
-            CircuitKind::WinningPost => "winning_post",
-        }
-    }
-
-    pub fn from_proof_kind_name(name: &str) -> Option<CircuitKind> {
-        CircuitKind::ALL.into_iter().find(|k| k.proof_kind_name() == name)
-    }
 }
 
 impl RequestFiles {
@@ -131,21 +118,16 @@ impl RequestFiles {
     }
 
     /// A PoSt request (WindowPoSt partition 0): one vanilla proof per sector.
-    pub fn post(proof: PostProof, vanilla_proofs: Vec<Vec<u8>>, randomness: [u8; 32], miner_id: u64) -> Self {
-        let (kind, registered) = match (proof.window, proof.api_version) {
-            (false, _) => (CircuitKind::WinningPost, proof.size as u64),
-            (true, storage_proofs_core::api_version::ApiVersion::V1_0_0) => (CircuitKind::WindowPost, 5 + proof.size as u64),
-            (true, _) => (CircuitKind::WindowPost, 10 + proof.size as u64),
-        };
+    pub fn post(proof: PostProof, vanilla_proofs: Vec<Vec<u8>>, randomness: [u8; 32], miner_id: u64) -> Result<Self, FilecoinError> {
         let fields = RequestFields {
-            proof_kind: kind.proof_kind_name().into(),
-            registered_proof: registered,
+            proof_kind: proof.circuit().kind.proof_kind_name().into(),
+            registered_proof: proof.registered()?,
             sector_size: proof.size.bytes(),
             miner_id,
             randomness: randomness.to_vec(),
             ..Default::default()
         };
-        RequestFiles { fields, vanilla_proofs, ..Default::default() }
+        Ok(RequestFiles { fields, vanilla_proofs, ..Default::default() })
     }
 
     pub fn kind(&self) -> Result<CircuitKind, FilecoinError> {
@@ -206,11 +188,12 @@ impl RequestFiles {
 
     /// Writes `request.json` and the payload files into `dir` (made if missing).
     pub fn write(&self, dir: &Path) -> Result<(), FilecoinError> {
-        let io = |path: &Path, e: std::io::Error| FilecoinError::invalid(format!("writing {}: {e}", path.display()));
+        let io = |path: &Path, source: std::io::Error| FilecoinError::Io { path: path.to_owned(), source };
         fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let mut json = RequestJson {
             fields: self.fields.clone(),
             vanilla_proof_file: None,
+            c1_file: None,
             vanilla_proof_files: Vec::new(),
             shape_true: self.shape_true_seed.map(|seed| ShapeTrueNote {
                 seed,
@@ -225,6 +208,7 @@ impl RequestFiles {
         if !self.c1.is_empty() {
             let path = dir.join(C1);
             fs::write(&path, &self.c1).map_err(|e| io(&path, e))?;
+            json.c1_file = Some(C1.into());
         }
         if !self.vanilla_proofs.is_empty() {
             let sub = dir.join(VANILLA_DIR);
@@ -246,18 +230,18 @@ impl RequestFiles {
     pub fn read(dir: &Path) -> Result<Self, FilecoinError> {
         let read = |name: &str| {
             let path = dir.join(name);
-            fs::read(&path).map_err(|e| FilecoinError::invalid(format!("reading {}: {e}", path.display())))
+            fs::read(&path).map_err(|source| FilecoinError::Io { path, source })
         };
         let json: RequestJson =
             serde_json::from_slice(&read(REQUEST)?).map_err(|e| FilecoinError::invalid(format!("{}: {e}", dir.join(REQUEST).display())))?;
-        for name in json.vanilla_proof_file.iter().chain(&json.vanilla_proof_files) {
+        for name in json.vanilla_proof_file.iter().chain(&json.c1_file).chain(&json.vanilla_proof_files) {
             if Path::new(name).components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
                 return Err(FilecoinError::invalid(format!("{REQUEST} names {name:?}: payload files must lie inside the request's folder")));
             }
         }
         let vanilla_proof = json.vanilla_proof_file.as_deref().map(read).transpose()?.unwrap_or_default();
         let vanilla_proofs = json.vanilla_proof_files.iter().map(|n| read(n)).collect::<Result<_, _>>()?;
-        let c1 = if dir.join(C1).exists() { read(C1)? } else { Vec::new() };
+        let c1 = json.c1_file.as_deref().map(read).transpose()?.unwrap_or_default();
         Ok(RequestFiles { fields: json.fields, vanilla_proof, vanilla_proofs, c1, shape_true_seed: json.shape_true.map(|n| n.seed) })
     }
 }

@@ -86,7 +86,7 @@ fn with_blank<W: WithBlank>(circuit: crate::Circuit, w: W) -> Result<W::Out, Fil
         }
         CircuitKind::Porep => {
             // Every seal proof type of a size shares its circuit; V1_1 stands for them.
-            let proof = SealProof::from_registered(5 + circuit.size as u64)?;
+            let proof = SealProof::v1_1(circuit.size);
             with_shape!(circuit.size, porep_blank::<W>, proof, w)
         }
         CircuitKind::Snap => with_shape!(circuit.size, snap_blank::<W>, circuit.size, w),

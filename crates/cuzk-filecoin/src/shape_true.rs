@@ -31,6 +31,7 @@ use storage_proofs_update::{phi, rho, ChallengeProof, Challenges, PublicParams a
 
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, prover_id};
+use crate::payload::domain_bytes;
 use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 use crate::request_files::RequestFiles;
 
@@ -51,9 +52,9 @@ pub fn make(kind: CircuitKind, size: SectorSize, seed: u64) -> Result<RequestFil
     let mut request = match kind {
         CircuitKind::Porep => with_shape!(size, porep, size, &mut rng),
         CircuitKind::Snap => with_shape!(size, snap, size, &mut rng),
-        CircuitKind::WindowPost | CircuitKind::WinningPost => {
-            with_shape!(size, post, PostProof { window: kind == CircuitKind::WindowPost, size, api_version: ApiVersion::V1_2_0 }, &mut rng)
-        }
+        CircuitKind::WindowPost => with_shape!(size, post, PostProof { window: true, size, api_version: ApiVersion::V1_2_0 }, &mut rng),
+        // WinningPoSt has registered numbers of API V1_0 only.
+        CircuitKind::WinningPost => with_shape!(size, post, PostProof { window: false, size, api_version: ApiVersion::V1_0_0 }, &mut rng),
     }?;
     request.shape_true_seed = Some(seed);
     Ok(request)
@@ -66,12 +67,6 @@ fn fr32_bytes(rng: &mut impl RngCore) -> [u8; 32] {
     rng.fill_bytes(&mut b);
     b[31] &= 0x3f;
     b
-}
-
-fn bytes_of<D: Domain>(d: &D) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(AsRef::<[u8]>::as_ref(d));
-    out
 }
 
 fn random_domains<D: Domain>(n: usize, rng: &mut impl RngCore) -> Vec<D> {
@@ -133,7 +128,7 @@ fn tree_proof<Tree: MerkleTreeTrait>(
 
 /// PoRep C1 output: the seal proof type V1_1 of the size (what Curio seals), sector 1.
 fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
-    let proof = SealProof::from_registered(5 + size as u64)?;
+    let proof = SealProof::v1_1(size);
     let cfg = porep_config(proof)?;
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
     let graph = &params.graph;
@@ -141,7 +136,7 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
     let sector_number = 1;
     let prover = prover_id(MINER_ID);
     let (ticket, seed) = (fr32_bytes(rng), fr32_bytes(rng));
-    let comm_d = bytes_of(&TreeDDomain::random(rng));
+    let comm_d = domain_bytes(&TreeDDomain::random(rng));
     let (comm_c, comm_r_last) = (DomainOf::<Tree>::random(rng), DomainOf::<Tree>::random(rng));
     let comm_r = <<Tree::Hasher as Hasher>::Function as HashFunction<_>>::hash2(&comm_c, &comm_r_last);
     let replica_id: DomainOf<Tree> = generate_replica_id::<Tree::Hasher, _>(&prover, sector_number, &ticket, comm_d, &cfg.porep_id);
@@ -184,7 +179,7 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
     let c1 = serde_json::json!({
         "registered_proof": proof.api_name(),
         "vanilla_proofs": { format!("StackedDrg{}V1", size.api_name()): partitions },
-        "comm_r": bytes_of(&comm_r),
+        "comm_r": domain_bytes(&comm_r),
         "comm_d": comm_d,
         "replica_id": replica_id,
         "seed": seed,
@@ -230,7 +225,7 @@ type DomainOfProof<P> = <<P as MerkleProofTrait>::Hasher as Hasher>::Domain;
 /// circuit asserts both while it synthesizes).
 fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let proof = UpdateProof::from_registered(size as u64)?;
-    let cfg = porep_config(SealProof::from_registered(5 + size as u64)?)?;
+    let cfg = porep_config(SealProof::v1_1(size))?;
     let update = SectorUpdateConfig::from_porep_config(&cfg);
     let pp = UpdatePublicParams::from_sector_size(size.bytes());
     let hash2 = <<TreeRHasher as Hasher>::Function as HashFunction<_>>::hash2;
@@ -264,7 +259,7 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize,
         let p = PartitionProof::<Tree> { comm_c, apex_leafs: random_domains(pp.apex_leaf_count, rng), challenge_proofs };
         vanilla.push(bincode::serialize(&p).map_err(|e| FilecoinError::invalid(format!("encoding partition proof {k}: {e}")))?);
     }
-    Ok(RequestFiles::snap(proof, vanilla, [bytes_of(&comm_r_old), bytes_of(&comm_r_new), bytes_of(&comm_d_new)]))
+    Ok(RequestFiles::snap(proof, vanilla, [domain_bytes(&comm_r_old), domain_bytes(&comm_r_new), domain_bytes(&comm_d_new)]))
 }
 
 /// WindowPoSt (one full partition: every sector the size's partition holds) or
@@ -295,5 +290,5 @@ fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng
         };
         vanilla.push(bincode::serialize(&sector).map_err(|e| FilecoinError::invalid(format!("encoding sector {}: {e}", u64::from(id))))?);
     }
-    Ok(RequestFiles::post(proof, vanilla, randomness, MINER_ID))
+    RequestFiles::post(proof, vanilla, randomness, MINER_ID)
 }

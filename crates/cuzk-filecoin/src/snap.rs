@@ -41,7 +41,7 @@ pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, File
     let comms =
         [field_element(req.comm_r_old, "comm_r_old")?, field_element(req.comm_r_new, "comm_r_new")?, field_element(req.comm_d_new, "comm_d_new")?];
     // The update's config only needs the sector size (any seal proof type of it).
-    let cfg = porep_config(SealProof::from_registered(5 + proof.size as u64)?)?;
+    let cfg = porep_config(SealProof::v1_1(proof.size))?;
     guarded("decoding the SnapDeals request", || with_shape!(proof.size, decode_shaped, proof, cfg, req.vanilla_proofs, comms, req.checks))
 }
 

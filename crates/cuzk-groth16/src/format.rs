@@ -450,16 +450,32 @@ pub fn vk_path_for(params_path: &Path) -> Result<PathBuf, FormatError> {
     Ok(vk_path)
 }
 
-/// Writes `<stem>.params` and `<stem>.vk` side by side.
-pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError> {
-    fn io(path: &Path) -> impl FnOnce(io::Error) -> FormatError + '_ {
-        move |source| FormatError::Io { path: path.to_owned(), source }
+/// Writes `path` through `write`: into `<path>.partial`, renamed into place once
+/// complete, so an interrupted write never leaves a truncated file under the name a
+/// prover reads.
+pub fn write_file_atomically(path: &Path, write: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>) -> Result<(), FormatError> {
+    let io_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| FormatError::Io { path, source }
+    };
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let mut f = io::BufWriter::with_capacity(8 << 20, File::create(&partial).map_err(io_err(&partial))?);
+    let written = write(&mut f).and_then(|_| f.flush()).map_err(io_err(&partial));
+    drop(f);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
     }
+    std::fs::rename(&partial, path).map_err(io_err(path))
+}
+
+/// Writes `<stem>.params` and `<stem>.vk` side by side (each whole or not at all).
+pub fn save(params: &ParameterSet, params_path: &Path) -> Result<(), FormatError> {
     let vk_path = vk_path_for(params_path)?;
-    let mut f = io::BufWriter::new(File::create(params_path).map_err(io(params_path))?);
-    write_params(&mut f, params).and_then(|_| f.flush()).map_err(io(params_path))?;
-    let mut f = io::BufWriter::new(File::create(&vk_path).map_err(io(&vk_path))?);
-    write_vk(&mut f, &params.vk).and_then(|_| f.flush()).map_err(io(&vk_path))
+    write_file_atomically(params_path, |f| write_params(f, params))?;
+    write_file_atomically(&vk_path, |f| write_vk(f, &params.vk))
 }
 
 #[cfg(test)]

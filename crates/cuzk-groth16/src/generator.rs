@@ -14,12 +14,11 @@ use group::{Curve, Group};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use crate::domain::{powers, Domain, DomainError};
-use crate::format::{FilePoint, FormatError};
+use crate::format::{write_file_atomically, FilePoint, FormatError};
 use crate::params::{ParameterSet, VerifyingKey};
 use crate::shape::CircuitShape;
 use crate::synthesis::{Density, SynthesizedCircuit};
@@ -494,29 +493,24 @@ const TIMING_CHUNK: usize = 1 << 20;
 /// Writes a timing parameter set (as [`timing_parameters`]) of `shape` straight to
 /// `params_path` and its `.vk` beside it, a chunk of points at a time, so that a
 /// 47 GB file needs no more than a few hundred megabytes of memory.
+/// Each file is written whole or not at all (`write_file_atomically`).
 pub fn write_timing_params(shape: &CircuitShape, params_path: &Path, rng: &mut impl RngCore, progress: &dyn Progress) -> Result<(), FormatError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| FormatError::Io { path, source }
-    };
     let vk_path = crate::format::vk_path_for(params_path)?;
     let q = shape.query_lens();
     if [q.h, q.l, q.a, q.b_g1].iter().any(|&n| n > u32::MAX as usize) {
         return Err(FormatError::Inconsistent(format!("a query of {q:?} has more than 2^32 - 1 points")));
     }
     let vk = timing_vk(shape.inputs, rng);
-    let mut out = BufWriter::with_capacity(8 << 20, File::create(params_path).map_err(io(params_path))?);
-    crate::format::write_vk(&mut out, &vk).map_err(io(params_path))?;
-    progress.stage("timing parameters: random G1 points", (q.h + q.l + q.a + q.b_g1) as u64);
-    for n in [q.h, q.l, q.a, q.b_g1] {
-        write_random_section::<G1Affine>(&mut out, n, rng, progress).map_err(io(params_path))?;
-    }
-    progress.stage("timing parameters: random G2 points", q.b_g2 as u64);
-    write_random_section::<G2Affine>(&mut out, q.b_g2, rng, progress).map_err(io(params_path))?;
-    out.flush().map_err(io(params_path))?;
-    drop(out);
-    let mut f = BufWriter::new(File::create(&vk_path).map_err(io(&vk_path))?);
-    crate::format::write_vk(&mut f, &vk).and_then(|_| f.flush()).map_err(io(&vk_path))
+    write_file_atomically(params_path, |out| {
+        crate::format::write_vk(out, &vk)?;
+        progress.stage("timing parameters: random G1 points", (q.h + q.l + q.a + q.b_g1) as u64);
+        for n in [q.h, q.l, q.a, q.b_g1] {
+            write_random_section::<G1Affine>(out, n, rng, progress)?;
+        }
+        progress.stage("timing parameters: random G2 points", q.b_g2 as u64);
+        write_random_section::<G2Affine>(out, q.b_g2, rng, progress)
+    })?;
+    write_file_atomically(&vk_path, |f| crate::format::write_vk(f, &vk))
 }
 
 /// One section: the big-endian count, then `n` random points, made a chunk at a time.

@@ -527,7 +527,8 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<SynthesizedCircuit, 
 pub fn synthesize_into<C: Circuit<Scalar>>(circuit: C, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
     // Aux variables are about as many as constraints: reserving the evaluation
     // buffers' length up front spares the doublings (each a copy of gigabytes at full
-    // size, the old and new vectors both resident), and costs nothing until used.
+    // size, the old and new vectors both resident); with Linux's default overcommit
+    // the pages cost nothing until used.
     let aux_hint = buffers.a.as_slice().len();
     let mut cs = ProvingAssembly {
         input: Vec::new(),

@@ -96,7 +96,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     let v: f64 = num.parse().ok()?;
-    (v >= 0.0 && v.is_finite()).then(|| (v * mult as f64) as u64)
+    (v >= 0.0 && v.is_finite()).then_some((v * mult as f64) as u64)
 }
 
 /// "5m", "30s", "1h", "500ms", "2d".

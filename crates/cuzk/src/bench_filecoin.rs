@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use cuzk_filecoin::reference::{fingerprint, ReferenceSynthesis};
 use cuzk_filecoin::request_files::RequestFiles;
-use cuzk_filecoin::{Circuit, CircuitKind, FilecoinJob, InputChecks, SectorSize};
+use cuzk_filecoin::{Circuit, FilecoinJob, InputChecks};
 use cuzk_groth16::format::PointCheck;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
@@ -26,20 +26,6 @@ use rand::SeedableRng;
 use crate::bench::{new_buffers, print_device};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
-
-/// Published constraint counts per partition, where there is one: (the figure, whether
-/// it counts the prover's input constraints, one per public input). The PoRep figures
-/// do; the SnapDeals and WindowPoSt ones are the circuit's own constraints.
-fn published_constraints(c: Circuit) -> Option<(usize, bool)> {
-    match (c.kind, c.size) {
-        (CircuitKind::Porep, SectorSize::S32GiB) => Some((130_278_869, true)),
-        (CircuitKind::Porep, SectorSize::S64GiB) => Some((131_186_177, true)),
-        (CircuitKind::Snap, SectorSize::S32GiB) => Some((81_049_499, false)),
-        (CircuitKind::WindowPost, SectorSize::S32GiB) => Some((125_279_217, false)),
-        (CircuitKind::WindowPost, SectorSize::S64GiB) => Some((129_887_900, false)),
-        _ => None,
-    }
-}
 
 /// What `cuzk bench --input` was asked.
 pub struct FilecoinBench<'a> {
@@ -100,12 +86,12 @@ impl FilecoinBench<'_> {
             rayon::current_num_threads()
         );
         println!("  decode: {}", decoded.describe());
-        let params = self.load_params(circuit)?;
         let partitions = if self.partitions.is_empty() { vec![0] } else { self.partitions.to_vec() };
+        if let Some(k) = partitions.iter().find(|&&k| k >= job.partitions()) {
+            bail!("--partitions {k}: the request has {} partitions", job.partitions());
+        }
+        let params = self.load_params(circuit)?;
         for &k in &partitions {
-            if k >= job.partitions() {
-                bail!("--partitions {k}: the request has {} partitions", job.partitions());
-            }
             self.partition(circuit, job.as_ref(), k, params.as_ref())?;
         }
         Ok(())
@@ -138,11 +124,11 @@ impl FilecoinBench<'_> {
         let (shape, counted) = measure(|| job.shape(k));
         sp.finish_and_clear();
         let shape = shape?;
-        let published = match published_constraints(circuit) {
-            Some((p, with_inputs)) => {
-                let ours = if with_inputs { shape.constraints } else { shape.constraints - shape.inputs };
-                let what = if with_inputs { "with the input constraints" } else { "without the input constraints" };
-                format!("{ours} {what}; published {p}: {}", if ours == p { "equal" } else { "DIFFERENT" })
+        let published = match circuit.published_constraints() {
+            Some(p) => {
+                let ours = if p.with_input_constraints { shape.constraints } else { shape.constraints - shape.inputs };
+                let what = if p.with_input_constraints { "with the input constraints" } else { "without the input constraints" };
+                format!("{ours} {what}; published {}: {}", p.constraints, if ours == p.constraints { "equal" } else { "DIFFERENT" })
             }
             None => "no published count".into(),
         };
@@ -273,9 +259,10 @@ impl FilecoinBench<'_> {
         if let Some(d) = &out.device {
             print_device(d, 1);
         }
+        let proof = out.proofs.first().context("the backend returned no proof")?;
         let verdict = if job.timing_only() || params.vk.is_timing_only() {
-            "not verifiable (timing only)".to_string()
-        } else if verify_proof(pvk, &out.proofs[0], inputs)? {
+            "not checked (timing only)".to_string()
+        } else if verify_proof(pvk, proof, inputs)? {
             "verified".to_string()
         } else {
             bail!("partition {k}: the proof does not verify");

@@ -422,10 +422,11 @@ fn run_split(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
         "{:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>9} {:>8}",
         "query", "bases", "ones", "signif.", "total(ms)", "upload", "sort", "accumulate", "reduce", "batch-add", "check"
     );
-    let mut results = Vec::new();
-    results.push(split_one::<G1>(gpu, args, "L/A G1", C2_AUX >> k, SIGNIFICANT_SHARE)?);
-    results.push(split_one::<G1>(gpu, args, "B G1", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?);
-    results.push(split_one::<G2>(gpu, args, "B G2", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?);
+    let results = vec![
+        split_one::<G1>(gpu, args, "L/A G1", C2_AUX >> k, SIGNIFICANT_SHARE)?,
+        split_one::<G1>(gpu, args, "B G1", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?,
+        split_one::<G2>(gpu, args, "B G2", C2_B_DENSITY >> k, SIGNIFICANT_SHARE_B)?,
+    ];
     for (name, n, total) in results {
         println!("RESULT split_msm query={name} bases={n} total_ms={total:.1}");
     }

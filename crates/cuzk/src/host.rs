@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-/// Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux ABI).
+/// Clock ticks per second of /proc's CPU times (USER_HZ, which is 100 on the x86-64
+/// and arm64 Linux ABIs).
 const TICKS_PER_SECOND: f64 = 100.0;
 
 /// User + system CPU time of the whole process (all threads) so far; None where /proc

@@ -74,6 +74,10 @@ enum Command {
         /// circuits --json` file instead of counting its blank circuit again (minutes).
         #[arg(long, requires = "circuit", requires = "timing_params")]
         shapes: Option<PathBuf>,
+        /// With --circuit: replace existing parameter files (never the default: the
+        /// names are those of the real files).
+        #[arg(long, requires = "circuit")]
+        force: bool,
     },
     /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
     Prove {
@@ -229,8 +233,8 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, shapes, .. }) => {
-            setup_filecoin(circuit, &out, seed, timing_params, backend, shapes.as_deref())
+        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, shapes, force, .. }) => {
+            setup_filecoin(circuit, &out, seed, timing_params, backend, shapes.as_deref(), force)
         }
         Some(Command::Setup { shape, circuit: None, out, seed, timing_params, backend, .. }) => setup(&shape, &out, seed, timing_params, backend),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
@@ -357,12 +361,20 @@ fn setup_filecoin(
     timing_params: bool,
     kind: BackendKind,
     shapes: Option<&Path>,
+    force: bool,
 ) -> Result<()> {
     let mut rng: Box<dyn rand::RngCore> = match seed {
         Some(s) => Box::new(ChaCha20Rng::seed_from_u64(s)),
         None => Box::new(rand::rngs::OsRng),
     };
     let path = circuit.params_path(dir)?;
+    // The files get the real parameters' names: pointed at a parameter directory by
+    // mistake, this must not replace them.
+    for p in [path.clone(), circuit.vk_path(dir)?] {
+        if p.exists() && !force {
+            bail!("{} exists: not replacing it (these are the names of {circuit}'s real parameter files; --force replaces them)", p.display());
+        }
+    }
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let t = Instant::now();
     let bars = Bars::new();

@@ -58,8 +58,12 @@ pub fn run(args: &TimelineArgs) -> Result<()> {
     if !waits.prover_us.is_empty() {
         let show = |name: &str, mut v: Vec<u64>| {
             v.sort_unstable();
-            let (med, max) = (v[v.len() / 2], v[v.len() - 1]);
-            println!("  waited {name:<34} median {:>9.3} s, max {:>9.3} s", med as f64 / 1e6, max as f64 / 1e6);
+            match (v.get(v.len() / 2), v.last()) {
+                (Some(&med), Some(&max)) => {
+                    println!("  waited {name:<34} median {:>9.3} s, max {:>9.3} s", med as f64 / 1e6, max as f64 / 1e6)
+                }
+                _ => println!("  waited {name:<34} (no events: the timeline's first events are gone)"),
+            }
         };
         println!("{} partitions reached a prover; where they waited:", waits.prover_us.len());
         show("in the queue (for a synthesis worker)", waits.queue_us);

@@ -307,25 +307,14 @@ impl CudaBackend {
         Ok(r)
     }
 
-    fn prove_with(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-        mut released: Option<&mut dyn FnMut(usize)>,
-    ) -> Result<ProveOutput, ProveError> {
+    fn prove_with(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
         check_inputs(params, circuits, randomness)?;
         let resident = self.resident(params, &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
-        let mut index = 0;
         let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
-            let i = index;
-            index += 1;
-            let mut release_this = released.as_mut().map(|f| move || f(i));
-            let release = release_this.as_mut().map(|f| f as &mut dyn FnMut());
-            let (proof, report) = self.prove_one(params, &resident, c, rs, t, release)?;
+            let (proof, report) = self.prove_one(params, &resident, c, rs, t)?;
             device.add(&report);
             Ok(proof)
         })?;
@@ -339,19 +328,10 @@ impl ProvingBackend for CudaBackend {
         format!("cuda:{}", self.gpu.ordinal)
     }
 
+    /// Frees a circuit's witness once a, b, c and the aux values are on the device when
+    /// it carries a witness charge.
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.prove_with(params, circuits, randomness, None)
-    }
-
-    /// Frees each circuit's witness once a, b, c and the aux values are on the device.
-    fn prove_releasing(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-        released: &mut dyn FnMut(usize),
-    ) -> Result<ProveOutput, ProveError> {
-        self.prove_with(params, circuits, randomness, Some(released))
+        self.prove_with(params, circuits, randomness)
     }
 
     fn keeps_evaluations(&self) -> bool {
@@ -626,9 +606,8 @@ impl CudaBackend {
         Ok((proof, c.report))
     }
 
-    /// One proof. With `release`, the circuit's witness is freed as soon as the device
-    /// has it (before waiting for the device when another proof holds it) and
-    /// `release()` is called.
+    /// One proof. A circuit with a witness charge has its witness freed as soon as the
+    /// device has it (before waiting for the device when another proof holds it).
     fn prove_one(
         &self,
         p: &ParameterSet,
@@ -636,16 +615,15 @@ impl CudaBackend {
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
         t: &mut StageTimings,
-        release: Option<&mut dyn FnMut()>,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         c.mark_consumed();
         let t0 = Instant::now();
         let x = self.prepare(p, r, c)?;
-        let Some(release) = release else {
+        if !c.frees_witness_early() {
             let prepared = (t0, Instant::now());
             t.add(Stage::Prepare, prepared.1 - t0);
             return self.finish(p, r, x, None, rs, prepared, t);
-        };
+        }
         match self.device.try_lock() {
             Ok(held) => {
                 // The device is free: no reason to wait for the uploads first.
@@ -653,13 +631,11 @@ impl CudaBackend {
                 t.add(Stage::Prepare, prepared.1 - t0);
                 let out = self.finish(p, r, x, Some(held), rs, prepared, t);
                 c.release_witness();
-                release();
                 out
             }
             Err(TryLockError::WouldBlock) => {
                 let x = x.detach().map_err(|e| backend_error("uploading a, b, c", e))?;
                 c.release_witness();
-                release();
                 let prepared = (t0, Instant::now());
                 t.add(Stage::Prepare, prepared.1 - t0);
                 self.finish(p, r, x, None, rs, prepared, t)

@@ -176,13 +176,20 @@ fn gpu_setup_equals_cpu_setup() {
     }
 }
 
-/// `prove_releasing` from two threads at once (so one call finds the device held and
-/// frees its witness before waiting for it): every circuit is released exactly once,
+/// Circuits with a witness charge proven from two threads at once (so one call finds the
+/// device held and frees its witness before waiting for it): every charge is dropped exactly once,
 /// its aux and a, b, c are gone afterwards, it cannot be proven again, and the proofs
 /// equal the CPU's with r = s = 0.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn prove_releasing_frees_the_witness_and_gives_the_cpu_proofs() {
+fn charged_witnesses_are_freed_and_give_the_cpu_proofs() {
+    /// Records its circuit's index when dropped.
+    struct Charge(usize, std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
+    impl Drop for Charge {
+        fn drop(&mut self) {
+            self.1.lock().unwrap().push(self.0);
+        }
+    }
     let Some(g) = common::gpu() else { return };
     let backend = CudaBackend::new(g);
     let shape = SyntheticShape::for_domain(14);
@@ -204,9 +211,12 @@ fn prove_releasing_frees_the_witness_and_gives_the_cpu_proofs() {
                     let mut proofs = Vec::new();
                     for pair in chunk.chunks(2) {
                         let mut circuits = synthesize_many(vec![shape.circuit(pair[0]), shape.circuit(pair[1])]).unwrap();
-                        let mut released = Vec::new();
-                        let out = backend.prove_releasing(params, &mut circuits, &zero, &mut |i| released.push(i)).unwrap();
-                        assert_eq!(released, vec![0, 1], "each circuit released once, in order");
+                        let released = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+                        for (i, c) in circuits.iter_mut().enumerate() {
+                            c.charge_witness(Charge(i, released.clone()));
+                        }
+                        let out = backend.prove(params, &mut circuits, &zero).unwrap();
+                        assert_eq!(*released.lock().unwrap(), vec![0, 1], "each circuit released once, in order");
                         for c in &circuits {
                             assert!(c.aux.is_empty() && c.a.as_slice().is_empty(), "the witness is still held");
                         }
@@ -219,8 +229,8 @@ fn prove_releasing_frees_the_witness_and_gives_the_cpu_proofs() {
             .collect();
         workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
     });
-    assert_eq!(got, want, "proofs from prove_releasing differ from the CPU's");
-    eprintln!("2^14: 8 proofs through prove_releasing from two threads equal the CPU's; every witness released");
+    assert_eq!(got, want, "proofs of charged circuits differ from the CPU's");
+    eprintln!("2^14: 8 proofs of charged circuits from two threads equal the CPU's; every witness released");
 }
 
 /// A parameter set read from its file onto the GPU and decoded there (through small

@@ -287,7 +287,7 @@ struct ReadyPartition {
     /// The public inputs the proof is checked against (without the leading one).
     inputs: Vec<Scalar>,
     params: Arc<LoadedParams>,
-    _budget: BudgetGuard,
+    budget: BudgetGuard,
 }
 
 struct BackendSlot {
@@ -932,9 +932,10 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
-        let ReadyPartition { task, mut circuit, inputs, params, _budget } = ready;
-        // Dropped when the backend has freed the witness (or after the proof).
-        let mut budget = Some(_budget);
+        let ReadyPartition { task, mut circuit, inputs, params, budget } = ready;
+        // The witness's memory goes back as soon as the backend has read it, so the
+        // next partition's synthesis can start during this proof.
+        circuit.charge_witness(budget);
         let job = task.job.clone();
         if job.is_finished() {
             job.end_partition();
@@ -946,10 +947,7 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
             job.set_part(task.index, PartitionState::Proving);
             let t = Instant::now();
             let r = catch_panic("the backend", || {
-                // The witness's memory goes back as soon as the backend has read it,
-                // so the next partition's synthesis can start during this proof.
-                let mut released = |_| drop(budget.take());
-                slot.backend.prove_releasing(&params.set, std::slice::from_mut(&mut circuit), &randomness, &mut released).map_err(|e| e.to_string())
+                slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &randomness).map_err(|e| e.to_string())
             });
             // The prover lane shows the device's compute region where the backend
             // reports it (its preparation overlaps the other worker's kernels).
@@ -985,7 +983,6 @@ fn prover_loop(inner: &Inner, slot: &BackendSlot, backend_index: usize, lane: &s
         // The witness and a/b/c are no longer needed: release their memory before
         // verifying.
         drop(circuit);
-        drop(budget);
         job.add_gpu(took);
         lock(&inner.stats).prove.entry(job.kind).or_default().observe(took);
         let proof = match result {

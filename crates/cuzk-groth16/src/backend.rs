@@ -180,7 +180,9 @@ pub enum ProveError {
 ///   Assignments, densities and classes are left untouched; the backend marks each
 ///   circuit consumed ([`SynthesizedCircuit::mark_consumed`]) and refuses consumed ones. The caller owns the
 ///   storage (e.g. pinned buffers from a pool) and gets it back when it drops the
-///   circuits.
+///   circuits. A circuit that carries a witness charge
+///   ([`SynthesizedCircuit::charge_witness`]) may have its witness freed (and the charge
+///   dropped) by the backend as soon as it has read it, before the proof is done.
 /// - A backend may keep per-parameter-set state keyed by [`ParameterSet::id`] (a GPU
 ///   backend keeps the points resident on the device), so callers should keep one
 ///   `ParameterSet` alive per circuit kind rather than reloading it.
@@ -197,22 +199,6 @@ pub trait ProvingBackend: Send + Sync {
     fn name(&self) -> String;
 
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError>;
-
-    /// As [`ProvingBackend::prove`], but a backend may free circuit i's witness
-    /// ([`SynthesizedCircuit::release_witness`]) as soon as it has read it, before the
-    /// proof is done, and then calls `released(i)`: the caller can admit the next
-    /// partition's memory while this one is still proving. The circuits are consumed
-    /// either way. By default nothing is released early.
-    fn prove_releasing(
-        &self,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-        released: &mut dyn FnMut(usize),
-    ) -> Result<ProveOutput, ProveError> {
-        let _ = released;
-        self.prove(params, circuits, randomness)
-    }
 
     /// Makes the set's points ready for proving now (a GPU backend reads them onto its
     /// device, reporting to `progress`) rather than on the first proof; by default

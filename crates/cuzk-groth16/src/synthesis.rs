@@ -318,6 +318,19 @@ pub struct SynthesizedCircuit {
     num_constraints: usize,
     /// Set once a backend has used a/b/c as scratch: proving again would be wrong.
     consumed: bool,
+    /// Dropped with the witness; its presence asks a backend to free the witness as
+    /// soon as it has read it ([`SynthesizedCircuit::charge_witness`]).
+    witness_charge: Option<WitnessCharge>,
+}
+
+/// Whatever an owner ties to a circuit's witness (the engine: its memory-budget charge),
+/// dropped when the witness is freed.
+pub struct WitnessCharge(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for WitnessCharge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WitnessCharge")
+    }
 }
 
 impl SynthesizedCircuit {
@@ -345,6 +358,22 @@ impl SynthesizedCircuit {
             *v = EvalVec::with_capacity(0);
         }
         self.aux = Vec::new();
+        self.witness_charge = None;
+    }
+
+    /// Ties `charge` to the witness: it is dropped when the witness is freed, and a
+    /// backend that has its own copy of a, b, c and the aux values (a GPU backend, once
+    /// they are on the device) frees the witness at once instead of after the proof.
+    /// The engine charges a partition's host memory this way, so the next partition
+    /// can be admitted while this one is still proving.
+    pub fn charge_witness(&mut self, charge: impl std::any::Any + Send + Sync) {
+        self.witness_charge = Some(WitnessCharge(Box::new(charge)));
+    }
+
+    /// Whether an owner asked for the witness to be freed as soon as it has been read
+    /// ([`SynthesizedCircuit::charge_witness`]).
+    pub fn frees_witness_early(&self) -> bool {
+        self.witness_charge.is_some()
     }
 
     /// Makes a circuit proven by `backend` provable again, when that backend leaves
@@ -383,6 +412,7 @@ impl SynthesizedCircuit {
             aux_classes: self.aux_classes.clone(),
             num_constraints: self.num_constraints,
             consumed: false,
+            witness_charge: None,
         })
     }
 
@@ -558,6 +588,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(circuit: C, buffers: EvalBuffers) -> 
     Ok(SynthesizedCircuit {
         num_constraints,
         consumed: false,
+        witness_charge: None,
         input: cs.input,
         aux: cs.aux,
         a: cs.a,
@@ -625,6 +656,31 @@ mod tests {
         assert!(s.is_consumed());
         assert!(s.aux.is_empty() && s.a.as_slice().is_empty() && s.b.as_slice().is_empty() && s.c.as_slice().is_empty());
         assert_eq!((&s.input, &s.a_aux_density), (&inputs, &density), "inputs and densities stay");
+    }
+
+    #[test]
+    fn a_witness_charge_is_dropped_with_the_witness() {
+        struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let shape = crate::synthetic::SyntheticShape::for_domain(8);
+        let mut s = synthesize(shape.circuit(3)).unwrap();
+        assert!(!s.frees_witness_early());
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        s.charge_witness(Flag(dropped.clone()));
+        assert!(s.frees_witness_early());
+        assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+        s.release_witness();
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "released with the witness");
+        assert!(!s.frees_witness_early());
+        let mut t = synthesize(shape.circuit(3)).unwrap();
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        t.charge_witness(Flag(dropped.clone()));
+        drop(t);
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "released when the circuit goes");
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub enum GpuError {
     Invalid(String),
 }
 
+/// A device error as a proving backend reports it, saying what failed.
+pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::ProveError {
+    cuzk_groth16::backend::ProveError::Backend(format!("{what}: {e}"))
+}
+
+/// Held around a GPU's compute regions: by the proving backend for a proof's (one
+/// proof's kernels at a time) and by the setup's fixed-base multiplication around each
+/// of its chunks, when both share the device.
+pub type DeviceLock = Arc<std::sync::Mutex<()>>;
+
 /// Whether the CUDA kernels were compiled into this build.
 pub fn kernels_built() -> bool {
     cfg!(cuzk_kernels)

@@ -8,7 +8,7 @@
 //! (independent of the tables): a kernel or a table that went wrong is an error, not a
 //! parameter file that makes no valid proof.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{CudaSlice, PushKernelArg};
@@ -18,10 +18,9 @@ use ff::PrimeField;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
-use crate::device::{Gpu, GpuError};
+use crate::device::{DeviceLock, Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::{blocks, MsmGroup, CURVE_BLOCK, G1, G2};
-use crate::prover::CudaBackend;
 
 /// Window width of the device tables: 2^16 points per window.
 const WINDOW_BITS: u32 = 16;
@@ -44,7 +43,7 @@ pub struct GpuFixedBase {
     g2: Table<G2>,
     /// A proving backend's device lock, held around each chunk: the chunks then never
     /// run inside a proof's compute region (whose kernels are timed with events).
-    device: Option<Arc<Mutex<()>>>,
+    device: Option<DeviceLock>,
 }
 
 impl GpuFixedBase {
@@ -60,10 +59,11 @@ impl GpuFixedBase {
         Ok(GpuFixedBase { gpu, g1, g2, device: None })
     }
 
-    /// On `backend`'s GPU, taking turns with its proofs (per chunk of scalars).
-    pub fn for_backend(backend: &CudaBackend) -> Result<Self, GpuError> {
-        let mut f = Self::new(backend.gpu().clone())?;
-        f.device = Some(backend.device_lock());
+    /// On a GPU a proving backend also uses, taking turns with its proofs (per chunk of
+    /// scalars) under its `device` lock ([`crate::CudaBackend::device_lock`]).
+    pub fn with_device_lock(gpu: Arc<Gpu>, device: DeviceLock) -> Result<Self, GpuError> {
+        let mut f = Self::new(gpu)?;
+        f.device = Some(device);
         Ok(f)
     }
 

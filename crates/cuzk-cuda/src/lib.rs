@@ -5,22 +5,26 @@
 //! here, and are loaded through the CUDA driver API at run time. A binary built with
 //! the kernels still starts on a machine without a driver or GPU: [`device_count`]
 //! says why no device is usable.
-//! [`CudaBackend`] is the GPU proving backend; [`GpuFixedBase`] makes a setup's points.
+//!
+//! The host code mirrors the kernels: [`ntt`] and [`msm`] are the building blocks (the
+//! MSM in layers: the groups, the Pippenger launches, split MSMs' lists, streamed
+//! bases); [`queries`] and [`params_file`] hold and load a parameter set's points;
+//! [`groth16`] is the prover built on them ([`CudaBackend`]); [`fixed_base`] makes a
+//! setup's points ([`GpuFixedBase`]).
 
 mod device;
 pub mod field;
 pub mod fixed_base;
+pub mod groth16;
 pub mod msm;
 pub mod ntt;
 pub mod params_file;
 mod pinned;
-pub mod prover;
-pub mod split;
-pub mod streamed;
+pub mod queries;
 
-pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
+pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
+pub use groth16::{CudaBackend, PointsPlacement};
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;
-pub use prover::{CudaBackend, PointsPlacement};

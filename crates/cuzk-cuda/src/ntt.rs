@@ -2,20 +2,16 @@
 //!
 //! Per domain size the device keeps the stage-major twiddle tables of ω and ω^{-1}
 //! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
-//! and scaling steps. a, b and c live in one of [`STAGING_SLOTS`] device slots of
-//! three vectors each, allocated once and reused by every call of that size or smaller:
-//! with two, the next partition's a, b, c upload on the slot's own copy stream while
-//! this one's are still in use on the compute stream. Kernels go on the compute
-//! stream, a slot's host transfers on its copy stream (so two preparations never queue
-//! behind each other's uploads), ordered by events (cudarc's per-buffer event tracking
-//! orders a slot's reuse after its last reader).
+//! and scaling steps. Transforms run in place on device vectors, enqueued on the
+//! compute stream ([`GpuNtt::h_polynomial_on`] is the prover's); the calls on host
+//! data upload into a workspace of the engine's own on the copy stream.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use cuzk_groth16::domain::{coset_shift, powers, Domain};
 use ff::{Field, PrimeField};
 
@@ -107,16 +103,6 @@ pub enum NttKind {
     CosetInverse,
 }
 
-/// Events of an H-polynomial run on the device: on the copy stream, before the first
-/// and after the last upload (the staging's); on the compute stream, around the NTTs
-/// (owned: the callback may keep them to read after its synchronization).
-pub struct HPolyEvents<'e> {
-    pub upload_start: &'e CudaEvent,
-    pub uploaded: &'e CudaEvent,
-    pub compute_start: CudaEvent,
-    pub computed: CudaEvent,
-}
-
 /// Device time of one H-polynomial call, from CUDA events. The upload of b and c
 /// overlaps the computation, which may wait for them: the parts add up to more than
 /// the call.
@@ -126,88 +112,14 @@ pub struct HPolyTimings {
     pub compute_ms: f32,
     pub download_ms: f32,
 }
-
-/// Device slots for a, b and c: one in use by the compute stream while the next
-/// partition uploads into the other.
-pub const STAGING_SLOTS: usize = 2;
-
-/// a, b and c of one H polynomial on the device (three vectors of equal length).
-struct Slot {
-    v: [CudaSlice<DeviceFr>; 3],
-    /// The slot's uploads and the preparation work that goes with them.
-    copy: Arc<CudaStream>,
-}
-
-#[derive(Default)]
-struct SlotPool {
-    free: Vec<Slot>,
-    /// Slots in existence, free or taken.
-    total: usize,
-    /// Elements per vector of each slot in existence.
-    lens: Vec<usize>,
-}
-
 /// NTT engine of one GPU.
 pub struct GpuNtt {
     gpu: Arc<Gpu>,
     domains: Mutex<HashMap<u32, Arc<DeviceDomain>>>,
-    slots: Mutex<SlotPool>,
-    slot_freed: Condvar,
-}
-
-/// a, b and c of one partition uploaded (or uploading, on the slot's copy stream)
-/// into a device slot of `ntt`, zero-padded to the domain. Holds the slot until
-/// dropped; the drop waits for the uploads, so the host vectors borrowed for `'h` are
-/// free again ([`StagedAbc::detach`] frees them earlier).
-pub struct StagedAbc<'n, 'h> {
-    ntt: &'n GpuNtt,
-    slot: Option<Slot>,
-    n: usize,
-    pub upload_start: CudaEvent,
-    /// After each of a, b, c (copy stream).
-    pub uploaded: [CudaEvent; 3],
-    /// Bytes sent to the device.
-    pub bytes: u64,
-    _host: std::marker::PhantomData<&'h [Scalar]>,
-}
-
-impl<'n> StagedAbc<'n, '_> {
-    /// The domain size n.
-    pub fn domain_size(&self) -> usize {
-        self.n
-    }
-
-    /// Waits for the uploads of a, b and c: the host vectors are then the caller's
-    /// again, and the staged values no longer borrow them.
-    pub fn detach(mut self) -> Result<StagedAbc<'n, 'static>, GpuError> {
-        for e in &self.uploaded {
-            e.synchronize()?;
-        }
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let copy = self.slot.as_ref().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?.copy.clone();
-        // Placeholders for the events moved out (the drop below waits on them: done).
-        let swap = || copy.record_event(timing);
-        let upload_start = std::mem::replace(&mut self.upload_start, swap()?);
-        let uploaded = [
-            std::mem::replace(&mut self.uploaded[0], swap()?),
-            std::mem::replace(&mut self.uploaded[1], swap()?),
-            std::mem::replace(&mut self.uploaded[2], swap()?),
-        ];
-        Ok(StagedAbc { ntt: self.ntt, slot: self.slot.take(), n: self.n, upload_start, uploaded, bytes: self.bytes, _host: std::marker::PhantomData })
-    }
-}
-
-impl Drop for StagedAbc<'_, '_> {
-    fn drop(&mut self) {
-        for e in &self.uploaded {
-            if let Err(e) = e.synchronize() {
-                tracing::error!(error = %e, "waiting for an upload of a, b, c");
-            }
-        }
-        if let Some(slot) = self.slot.take() {
-            self.ntt.put_slot(slot);
-        }
-    }
+    /// Device vectors for the calls on host data ([`GpuNtt::h_polynomial`],
+    /// [`GpuNtt::transform_host`]), grown on demand and held for a whole call: such
+    /// calls on one engine run one at a time. The prover stages its own (crate::groth16).
+    workspace: Mutex<Vec<CudaSlice<DeviceFr>>>,
 }
 
 fn grid_1d(n: u64) -> LaunchConfig {
@@ -217,7 +129,7 @@ fn grid_1d(n: u64) -> LaunchConfig {
 
 impl GpuNtt {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), slots: Mutex::new(SlotPool::default()), slot_freed: Condvar::new() }
+        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), workspace: Mutex::new(Vec::new()) }
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
@@ -459,8 +371,11 @@ impl GpuNtt {
         self.scale(v, &d.inv_n_uncoset)
     }
 
-    /// h = (a·b − c)/Z on device vectors of equal power-of-two length; the result
-    /// replaces `a`, `b` and `c` are scratch.
+    /// Enqueues h = (a·b − c)/Z on the compute stream over device vectors of equal
+    /// power-of-two length, starting on each vector once its event in `ready` has
+    /// fired (its upload): h replaces `a` (natural order), `b` and `c` are scratch. No
+    /// host wait. Returns events on the compute stream before the first transform and
+    /// after the last pass.
     ///
     /// Six NTTs where the textbook takes seven: c's coset evaluations are not needed.
     /// With A, B, C the interpolants of a, b, c on D and Q the interpolant of A·B on
@@ -471,21 +386,26 @@ impl GpuNtt {
     /// from the inverse transform of a·b, and the last pass forms
     /// (n·Q_i·g^{-i} − n·C_i) / (n·Z(g)) at bit-reversed positions. Every pointwise
     /// step is fused into a transform's first or last pass.
-    pub fn h_polynomial_device<'v>(
+    pub fn h_polynomial_on(
         &self,
-        a: &mut CudaViewMut<'v, DeviceFr>,
-        b: &mut CudaViewMut<'v, DeviceFr>,
-        c: &mut CudaViewMut<'v, DeviceFr>,
-    ) -> Result<(), GpuError> {
+        [a, b, c]: [&mut CudaViewMut<'_, DeviceFr>; 3],
+        ready: [&CudaEvent; 3],
+    ) -> Result<(CudaEvent, CudaEvent), GpuError> {
         let log_n = Self::log_len(a)?;
         if b.len() != a.len() || c.len() != a.len() {
             return Err(GpuError::Invalid("a, b and c must have the same length".into()));
         }
         let d = self.domain(log_n)?;
-        for (v, is_c) in [(&mut *a, false), (&mut *b, false), (&mut *c, true)] {
+        let s = &self.gpu.stream;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        s.wait(ready[0])?;
+        let start = s.record_event(timing)?;
+        for ((v, ready), is_c) in [&mut *a, &mut *b, &mut *c].into_iter().zip(ready).zip([false, false, true]) {
+            s.wait(ready)?;
             self.h_input(&d, v, is_c)?;
         }
-        self.h_from_coset_evaluations(&d, a, b, c)
+        self.h_from_coset_evaluations(&d, a, b, c)?;
+        Ok((start, s.record_event(timing)?))
     }
 
     /// One input vector of the H polynomial, given as evaluations on D: a and b
@@ -513,117 +433,19 @@ impl GpuNtt {
         self.bit_reverse(a, d.log_n)
     }
 
-    /// A free slot of at least n elements per vector: a free one, else a new one while
-    /// fewer than [`STAGING_SLOTS`] exist, else the next one freed. A slot too small is
-    /// freed and allocated again at the larger size. Contents are whatever the last
-    /// user left: every user writes the part it reads first.
-    fn take_slot(&self, n: usize) -> Result<Slot, GpuError> {
-        let poisoned = || GpuError::Invalid("staging slots poisoned".into());
-        let mut pool = self.slots.lock().map_err(|_| poisoned())?;
-        loop {
-            if let Some(slot) = pool.free.pop() {
-                if slot.v[0].len() >= n {
-                    return Ok(slot);
-                }
-                pool.total -= 1; // too small: dropped (stream-ordered free), replaced below
-                if let Some(i) = pool.lens.iter().position(|&l| l == slot.v[0].len()) {
-                    pool.lens.swap_remove(i);
-                }
-            }
-            if pool.total < STAGING_SLOTS {
-                pool.total += 1;
-                drop(pool);
-                let alloc = || -> Result<Slot, GpuError> {
-                    // SAFETY: uninitialised device memory is only read after the caller
-                    // has written it (upload, zero padding or poisoning).
-                    let one = || unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1)) };
-                    Ok(Slot { v: [one()?, one()?, one()?], copy: self.gpu.ctx.new_stream()? })
-                };
-                let r = alloc();
-                let mut pool = self.slots.lock().map_err(|_| poisoned())?;
-                if r.is_err() {
-                    pool.total -= 1;
-                    self.slot_freed.notify_one();
-                } else {
-                    pool.lens.push(n.max(1));
-                    tracing::debug!(n, "NTT staging slot allocated");
-                }
-                return r;
-            }
-            pool = self.slot_freed.wait(pool).map_err(|_| poisoned())?;
-        }
-    }
-
-    /// Device bytes the staging slots already hold that a partition of an n-point
-    /// domain would reuse (slots of at least n elements, n of them per vector): memory
-    /// the free figure no longer shows but a partition's working memory needs no more.
-    pub fn staging_bytes_held(&self, n: usize) -> usize {
-        let slots = self.slots.lock().map(|p| p.lens.iter().filter(|&&l| l >= n).count()).unwrap_or(0);
-        slots.min(STAGING_SLOTS) * 3 * std::mem::size_of::<DeviceFr>() * n
-    }
-
-    fn put_slot(&self, slot: Slot) {
-        match self.slots.lock() {
-            Ok(mut pool) => pool.free.push(slot),
-            Err(_) => tracing::error!("staging slots poisoned; a slot is dropped"),
-        }
-        self.slot_freed.notify_one();
-    }
-
-    /// Uploads a, b, c (zero-padded to the domain, the next power of two of the
-    /// longest) into a staging slot, on the slot's copy stream, and returns at once for
-    /// pinned host memory (pageable memory is copied through the driver before the
-    /// call returns). The slot is taken when free, and written only after the compute
-    /// stream's last use of it.
-    pub fn stage<'n, 'h>(&'n self, a: &'h [Scalar], b: &'h [Scalar], c: &'h [Scalar]) -> Result<StagedAbc<'n, 'h>, GpuError> {
-        self.stage_with(a, b, c, |_| Ok(())).map(|(staged, ())| staged)
-    }
-
-    /// [`GpuNtt::stage`], running `before` on the slot's copy stream first (after the
-    /// staging's start event, before the uploads of a, b, c): work that goes with the
-    /// partition, such as pageable uploads, which must come before the long pinned
-    /// ones because a pageable copy waits for the stream's earlier work.
-    pub fn stage_with<'n, 'h, T>(
-        &'n self,
-        a: &'h [Scalar],
-        b: &'h [Scalar],
-        c: &'h [Scalar],
-        before: impl FnOnce(&Arc<CudaStream>) -> Result<T, GpuError>,
-    ) -> Result<(StagedAbc<'n, 'h>, T), GpuError> {
-        let n = Self::h_domain(a, b, c);
-        let waited = std::time::Instant::now();
-        let mut slot = self.take_slot(n)?;
-        tracing::debug!(ms = waited.elapsed().as_secs_f64() * 1e3, "staging slot taken");
-        let cp = slot.copy.clone();
-        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3], T), GpuError> {
-            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-            let upload_start = cp.record_event(timing)?;
-            let t = before(&cp)?;
-            let mut ev = Vec::with_capacity(3);
-            for (v, src) in slot.v.iter_mut().zip([a, b, c]) {
-                cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
-                if src.len() < n {
-                    cp.memset_zeros(&mut v.slice_mut(src.len()..n))?;
-                }
-                ev.push(cp.record_event(timing)?);
-            }
-            let uploaded: [CudaEvent; 3] = ev.try_into().map_err(|_| GpuError::Invalid("upload events".into()))?;
-            Ok((upload_start, uploaded, t))
-        })();
-        match r {
-            Ok((upload_start, uploaded, t)) => {
-                let bytes = (a.len() + b.len() + c.len()) as u64 * std::mem::size_of::<Scalar>() as u64;
-                Ok((StagedAbc { ntt: self, slot: Some(slot), n, upload_start, uploaded, bytes, _host: std::marker::PhantomData }, t))
-            }
-            Err(e) => {
-                // Nothing may still read the caller's memory; the slot goes back.
-                if let Err(e) = cp.synchronize() {
-                    tracing::error!(error = %e, "synchronizing after a failed upload");
-                }
-                self.put_slot(slot);
-                Err(e)
+    /// The workspace with three vectors of at least n elements each (larger ones
+    /// replace smaller: contents are whatever the last call left).
+    fn workspace(&self, n: usize) -> Result<std::sync::MutexGuard<'_, Vec<CudaSlice<DeviceFr>>>, GpuError> {
+        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("NTT workspace poisoned".into()))?;
+        if ws.len() < 3 || ws[0].len() < n {
+            ws.clear();
+            for _ in 0..3 {
+                // SAFETY: every call writes the part of a vector it reads first (upload,
+                // zero padding or poisoning).
+                ws.push(unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1))? });
             }
         }
+        Ok(ws)
     }
 
     /// The H polynomial from host vectors: uploads a, b, c (zero-padded to the
@@ -632,22 +454,39 @@ impl GpuNtt {
     /// coefficients are downloaded into `out`. Pinned host memory makes the transfers
     /// several times faster; any host memory works.
     pub fn h_polynomial(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar], out: &mut [Scalar]) -> Result<HPolyTimings, GpuError> {
-        let n = Self::h_domain(a, b, c);
+        let n = a.len().max(b.len()).max(c.len()).max(1).next_power_of_two();
         if out.len() < n {
             return Err(GpuError::Invalid(format!("output holds {} elements, the domain needs {n}", out.len())));
         }
-        self.h_polynomial_then(a, b, c, |h, ev| {
-            let s = &self.gpu.stream;
+        let r = (|| -> Result<HPolyTimings, GpuError> {
+            let mut ws = self.workspace(n)?;
+            let (cp, s) = (&self.gpu.copy, &self.gpu.stream);
+            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            // The copy stream orders after the compute stream's last use of the workspace.
+            cp.wait(&s.record_event(None)?)?;
+            let upload_start = cp.record_event(timing)?;
+            let mut uploaded = Vec::with_capacity(3);
+            for (v, src) in ws.iter_mut().zip([a, b, c]) {
+                cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
+                if src.len() < n {
+                    cp.memset_zeros(&mut v.slice_mut(src.len()..n))?;
+                }
+                uploaded.push(cp.record_event(timing)?);
+            }
+            let [wa, wb, wc] = &mut ws[..] else { return Err(GpuError::Invalid("the NTT workspace lacks its three vectors".into())) };
+            let (mut va, mut vb, mut vc) = (wa.slice_mut(..n), wb.slice_mut(..n), wc.slice_mut(..n));
+            let (start, computed) = self.h_polynomial_on([&mut va, &mut vb, &mut vc], [&uploaded[0], &uploaded[1], &uploaded[2]])?;
             // SAFETY: the H-polynomial kernels write reduced field elements.
-            s.memcpy_dtoh(h, unsafe { as_device_mut(&mut out[..n]) })?;
-            let t4 = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            s.memcpy_dtoh(&va, unsafe { as_device_mut(&mut out[..n]) })?;
+            let downloaded = s.record_event(timing)?;
             s.synchronize()?;
             Ok(HPolyTimings {
-                upload_ms: ev.upload_start.elapsed_ms(ev.uploaded)?,
-                compute_ms: ev.compute_start.elapsed_ms(&ev.computed)?,
-                download_ms: ev.computed.elapsed_ms(&t4)?,
+                upload_ms: upload_start.elapsed_ms(&uploaded[2])?,
+                compute_ms: start.elapsed_ms(&computed)?,
+                download_ms: computed.elapsed_ms(&downloaded)?,
             })
-        })
+        })();
+        self.settle(r)
     }
 
     /// On an error, waits for both streams so no transfer still touches the caller's
@@ -663,110 +502,39 @@ impl GpuNtt {
         r
     }
 
-    /// The H polynomial's domain size for inputs a, b, c.
-    fn h_domain(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> usize {
-        a.len().max(b.len()).max(c.len()).max(1).next_power_of_two()
-    }
-
-    /// The H polynomial from host vectors, left on the device: [`GpuNtt::stage`],
-    /// then [`GpuNtt::h_polynomial_staged`].
-    pub fn h_polynomial_then<R>(
-        &self,
-        a: &[Scalar],
-        b: &[Scalar],
-        c: &[Scalar],
-        then: impl FnOnce(&CudaView<'_, DeviceFr>, HPolyEvents<'_>) -> Result<R, GpuError>,
-    ) -> Result<R, GpuError> {
-        let mut staged = self.stage(a, b, c)?;
-        self.h_polynomial_staged(&mut staged, then)
-    }
-
-    /// The H polynomial of staged a, b, c, left on the device in the slot's first
-    /// vector: `then` gets h (domain size n, natural order) and enqueues its work on
-    /// the compute stream, after the H polynomial. The compute stream starts on each
-    /// vector as soon as its upload event fires. No host synchronization here: `then`
-    /// decides when to wait. On an error, both streams are synchronized.
-    pub fn h_polynomial_staged<R>(
-        &self,
-        staged: &mut StagedAbc<'_, '_>,
-        then: impl FnOnce(&CudaView<'_, DeviceFr>, HPolyEvents<'_>) -> Result<R, GpuError>,
-    ) -> Result<R, GpuError> {
-        let r = (|| -> Result<R, GpuError> {
-            let n = staged.n;
-            let d = self.domain(n.trailing_zeros())?;
-            let s = &self.gpu.stream;
-            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-            let slot = staged.slot.as_mut().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?;
-            let [wa, wb, wc] = &mut slot.v;
-            let mut views = [wa.slice_mut(..n), wb.slice_mut(..n), wc.slice_mut(..n)];
-            s.wait(&staged.uploaded[0])?;
-            let compute_start = s.record_event(timing)?;
-            for ((v, ready), is_c) in views.iter_mut().zip(&staged.uploaded).zip([false, false, true]) {
-                s.wait(ready)?;
-                self.h_input(&d, v, is_c)?;
-            }
-            let [va, vb, vc] = &mut views;
-            self.h_from_coset_evaluations(&d, va, vb, vc)?;
-            let computed = s.record_event(timing)?;
-            let events = HPolyEvents { upload_start: &staged.upload_start, uploaded: &staged.uploaded[2], compute_start, computed };
-            then(&va.as_view(), events)
-        })();
-        self.settle(r)
-    }
-
-    /// Runs one transform on host data (upload, transform, download; one host sync).
-    /// Uses the shared workspace, so calls on one engine run one at a time.
+    /// Runs one transform on host data (upload, transform, download; one host sync)
+    /// in the workspace.
     pub fn transform_host(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
-        let r = self.transform_host_inner(kind, v);
-        self.settle(r)
-    }
-
-    fn transform_host_inner(&self, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
-        let n = v.len();
-        let mut slot = self.take_slot(n)?;
-        let r = self.transform_in(&mut slot.v[0], kind, v);
-        self.put_slot(slot);
-        r
-    }
-
-    fn transform_in(&self, ws: &mut CudaSlice<DeviceFr>, kind: NttKind, v: &mut [Scalar]) -> Result<(), GpuError> {
-        let n = v.len();
-        let s = &self.gpu.stream;
-        let mut view = ws.slice_mut(..n);
-        s.memcpy_htod(as_device(v), &mut view)?;
-        match kind {
-            NttKind::Forward => self.fft(&mut view)?,
-            NttKind::Inverse => self.ifft(&mut view)?,
-            NttKind::CosetForward => self.coset_fft(&mut view)?,
-            NttKind::CosetInverse => self.icoset_fft(&mut view)?,
-        }
-        // SAFETY: the NTT kernels write reduced field elements.
-        s.memcpy_dtoh(&view, unsafe { as_device_mut(v) })?;
-        s.synchronize()?;
-        Ok(())
-    }
-
-    /// Fills every staging slot (at least n elements each) with bytes 0xff (not a
-    /// reduced field element), so tests can catch elements a later call fails to write.
-    pub fn poison_workspace(&self, n: usize) -> Result<(), GpuError> {
-        let mut taken = Vec::with_capacity(STAGING_SLOTS);
         let r = (|| -> Result<(), GpuError> {
-            for _ in 0..STAGING_SLOTS {
-                taken.push(self.take_slot(n)?);
+            let n = v.len();
+            let mut ws = self.workspace(n)?;
+            let s = &self.gpu.stream;
+            let mut view = ws[0].slice_mut(..n);
+            s.memcpy_htod(as_device(v), &mut view)?;
+            match kind {
+                NttKind::Forward => self.fft(&mut view)?,
+                NttKind::Inverse => self.ifft(&mut view)?,
+                NttKind::CosetForward => self.coset_fft(&mut view)?,
+                NttKind::CosetInverse => self.icoset_fft(&mut view)?,
             }
-            for slot in taken.iter_mut() {
-                for w in slot.v.iter_mut() {
-                    let garbage = vec![DeviceFr([u32::MAX; 8]); w.len()];
-                    self.gpu.stream.memcpy_htod(&garbage, w)?;
-                }
-            }
-            self.gpu.stream.synchronize()?;
+            // SAFETY: the NTT kernels write reduced field elements.
+            s.memcpy_dtoh(&view, unsafe { as_device_mut(v) })?;
+            s.synchronize()?;
             Ok(())
         })();
-        for slot in taken {
-            self.put_slot(slot);
+        self.settle(r)
+    }
+
+    /// Fills the workspace (at least n elements per vector) with bytes 0xff (not a
+    /// reduced field element), so tests can catch elements a later call fails to write.
+    pub fn poison_workspace(&self, n: usize) -> Result<(), GpuError> {
+        let mut ws = self.workspace(n)?;
+        for w in ws.iter_mut() {
+            let garbage = vec![DeviceFr([u32::MAX; 8]); w.len()];
+            self.gpu.stream.memcpy_htod(&garbage, w)?;
         }
-        r
+        self.gpu.stream.synchronize()?;
+        Ok(())
     }
 }
 

@@ -22,8 +22,9 @@ use cuzk_groth16::Progress;
 use rayon::prelude::*;
 
 use crate::device::{Gpu, GpuError};
+use crate::msm::streamed::HostBases;
 use crate::msm::{check_base_count, DeviceBases, MsmGroup, G1, G2};
-use crate::streamed::{HostBases, StreamedQueries};
+use crate::queries::{DeviceQueries, Queries, StreamedQueries};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -45,20 +46,6 @@ impl From<cudarc::driver::DriverError> for LoadError {
 pub const STAGING_BYTES: usize = 192 << 20;
 /// Bytes per read call: the reads of one chunk run in parallel.
 const READ_BYTES: usize = 4 << 20;
-
-/// A parameter set's five queries as one placement holds them: the G1 queries as `B1`,
-/// B_G2 as `B2` (on the device: [`DeviceQueries`]; in pinned host memory:
-/// crate::streamed::StreamedQueries).
-pub struct Queries<B1, B2> {
-    pub h: B1,
-    pub l: B1,
-    pub a: B1,
-    pub b_g1: B1,
-    pub b_g2: B2,
-}
-
-/// The five queries of a parameter set on the device.
-pub type DeviceQueries = Queries<DeviceBases<G1>, DeviceBases<G2>>;
 
 /// Reads the queries of `file` onto `gpu`, checking every point as the host reader does
 /// (on the curve; the subgroup is not checked). `progress` counts bytes.
@@ -83,7 +70,7 @@ pub fn load_queries_staged(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, 
 }
 
 /// Reads the queries of `file` into pinned host memory for streaming
-/// (crate::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
+/// (crate::msm::streamed), decoded and checked on `gpu` as [`load_queries`] does: each
 /// query's raw bytes are read into its pinned buffer, then go up through one device
 /// buffer of `staging_bytes` (a multiple of 192), are decoded there and come back.
 pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize, progress: &dyn Progress) -> Result<StreamedQueries, LoadError> {
@@ -97,6 +84,9 @@ pub fn load_queries_to_host(gpu: &Gpu, file: &FileQueries, staging_bytes: usize,
         Ok(IntoHost { src, scratch })
     })
 }
+
+/// The five queries as a loader holds them.
+type Loaded<L> = Queries<<L as SectionLoader>::Bases<G1>, <L as SectionLoader>::Bases<G2>>;
 
 /// One way of loading a query's points from its section of the file.
 trait SectionLoader {
@@ -114,7 +104,7 @@ fn load_sections<'a, L: SectionLoader>(
     progress: &'a dyn Progress,
     (stage, done): (&str, &str),
     new: impl FnOnce(Source<'a>) -> Result<L, LoadError>,
-) -> Result<Queries<L::Bases<G1>, L::Bases<G2>>, LoadError> {
+) -> Result<Loaded<L>, LoadError> {
     check_staging(staging_bytes)?;
     let (path, layout) = (file.path.as_path(), &file.layout);
     let f = open_unchanged(file)?;

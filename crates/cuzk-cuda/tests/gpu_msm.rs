@@ -278,7 +278,7 @@ fn gpu_split_msm_matches_blstrs() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn split_lists_built_on_the_device_equal_the_hosts() {
-    use cuzk_cuda::split::{build_on_device, split_lists, split_plan, upload_density, DeviceAux, LIST_CHUNK};
+    use cuzk_cuda::msm::split::{build_on_device, split_lists, split_plan, upload_density, DeviceAux, LIST_CHUNK};
     use cuzk_groth16::synthesis::{Density, ScalarClasses};
     let Some(g) = common::gpu() else { return };
     let n = 3 * LIST_CHUNK + 12_345;

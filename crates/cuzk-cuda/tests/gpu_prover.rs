@@ -283,7 +283,7 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
     // Staging of 10 G2 / 20 G1 points: many chunks per query, the last one partial.
     load_queries_staged(&g, f, 1920, &NoProgress).unwrap();
     assert!(load_queries_staged(&g, f, 1000, &NoProgress).is_err(), "staging must hold whole points");
-    assert!(STAGING_BYTES % 192 == 0);
+    const _: () = assert!(STAGING_BYTES % 192 == 0, "staging must hold whole points");
 
     // Each corruption, read with fresh staging: the host reader's error for that point.
     let clean = std::fs::read(&path).unwrap();
@@ -328,8 +328,9 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn streamed_parameters_prove_as_resident_ones() {
+    use cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
     use cuzk_cuda::params_file::{load_queries_to_host, STAGING_BYTES};
-    use cuzk_cuda::streamed::{shared, StreamedQueries, MIN_CHUNK_BYTES};
+    use cuzk_cuda::queries::{shared, StreamedQueries};
     use cuzk_cuda::{GpuError, GpuFixedBase, PointsPlacement};
     use cuzk_groth16::format::{read_params_layout, save};
     use cuzk_groth16::generator::{generate_parameters_with, ToxicWaste};

@@ -911,7 +911,7 @@ fn synthesis_loop(inner: &Inner, lane: &str) {
             Ok((inputs, circuit)) => {
                 tracing::debug!(job = %job.id, partition = task.index, ms = took.as_millis() as u64, "synthesized");
                 job.set_part(task.index, PartitionState::WaitingForProver);
-                if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, inputs, params, _budget: guard }) {
+                if let Err(r) = inner.ready.push(ReadyPartition { task, circuit, inputs, params, budget: guard }) {
                     r.task.job.end_partition();
                     return;
                 }

@@ -62,7 +62,7 @@ async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
 #[ignore = "needs a CUDA GPU"]
 async fn filecoin_proofs_with_streamed_parameter_points_are_accepted() {
     let Some(gpu) = gpu() else { return };
-    let chunk_bytes = cuzk_cuda::streamed::MIN_CHUNK_BYTES;
+    let chunk_bytes = cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
     let backend = CudaBackend::new(gpu).with_placement(cuzk_cuda::PointsPlacement::Streamed { chunk_bytes }).unwrap();
     filecoin_proofs_on(backend, true).await;
 }

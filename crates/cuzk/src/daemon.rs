@@ -78,7 +78,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             // turns with its proofs.
             let first = gpus[0].clone();
             synthetic = synthetic.with_fixed_base(Box::new(move || {
-                Ok(Box::new(cuzk_cuda::GpuFixedBase::for_backend(&first).map_err(|e| e.to_string())?)
+                Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
                     as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
             }));
             let make: Box<BufferMaker> = Box::new(move |len| {

@@ -10,7 +10,7 @@ use blstrs::{G1Projective, G2Projective};
 use clap::{Args, ValueEnum};
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_cuda::field::{as_device, as_device_mut, DeviceFr};
-use cuzk_cuda::split::SplitLists;
+use cuzk_cuda::msm::split::SplitLists;
 use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmGroup, MsmTimings, PinnedScalars, G1, G2};
 use cuzk_groth16::domain::Domain;
 use cuzk_groth16::generator::{self, BatchAffine};

@@ -1,265 +1,17 @@
-//! Multi-scalar multiplication in G1 and G2 on the GPU: Pippenger with signed digits,
-//! bucket sorting and segment-balanced accumulation, all on the device (kernels/msm/
-//! pippenger.cuh has the phases). Bases are uploaded once into [`DeviceBases`] and
-//! stay resident; a call uploads the scalars, enqueues every phase on the compute
-//! stream and synchronises the host once, at its end. The prover uses the parts on
-//! their own: [`GpuMsm::upload_split`] on the copy stream, [`GpuMsm::enqueue_split`]
-//! / [`GpuMsm::enqueue_device`] with no wait, and [`PendingMsm::finish`] after one
-//! synchronization for every MSM of a partition.
+//! Pippenger on the device: signed-digit windows, the bucket sort, segment-balanced
+//! accumulation (with batch-affine rounds where they pay), the bucket reduction, and
+//! the batch addition of a split MSM's ones (kernels/msm/pippenger.cuh has the phases).
+//! Every launch sequence of the MSM is here; [`GpuMsm`]'s public calls (crate::msm)
+//! and the streamed chunks (crate::msm::streamed) enqueue through them.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 
-use blst::{
-    blst_fp, blst_fp2, blst_fp2_inverse, blst_fp2_mul, blst_fp_inverse, blst_fp_mul, blst_p1_affine, blst_p1_affine_serialize, blst_p2_affine,
-    blst_p2_affine_serialize,
-};
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
-use group::prime::PrimeCurveAffine;
-use group::Group;
-use rayon::prelude::*;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
-use crate::device::{CurveKernels, Gpu, GpuError};
-use crate::field::{as_device, DeviceFr};
-
-/// N 32-bit words of device memory: affine and XYZZ points of either group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(8))]
-pub struct Words<const N: usize>(pub [u32; N]);
-
-impl<const N: usize> Default for Words<N> {
-    fn default() -> Self {
-        Words([0; N])
-    }
-}
-
-// SAFETY: plain old data; the kernels' ec::affine / ec::xyzz have these layouts.
-unsafe impl<const N: usize> DeviceRepr for Words<N> {}
-// SAFETY: all-zero bits are the point at infinity in both forms.
-unsafe impl<const N: usize> ValidAsZeroBits for Words<N> {}
-
-impl<const N: usize> Words<N> {
-    /// Six 64-bit limbs (one Fp element, Montgomery form) starting at word 12·i.
-    fn fp(&self, i: usize) -> blst_fp {
-        let mut l = [0u64; 6];
-        for (j, limb) in l.iter_mut().enumerate() {
-            *limb = self.0[12 * i + 2 * j] as u64 | (self.0[12 * i + 2 * j + 1] as u64) << 32;
-        }
-        blst_fp { l }
-    }
-}
-
-const _: () = assert!(std::mem::size_of::<G1Affine>() == 96 && std::mem::align_of::<G1Affine>() == 8);
-const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_of::<G2Affine>() == 8);
-
-/// A group the GPU MSM runs in: its host and device point types.
-pub trait MsmGroup {
-    type Affine: Copy + cuzk_groth16::format::FilePoint;
-    type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
-    /// The affine point's bytes as the device reads them (x then y, coordinates as
-    /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
-    type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin + Send + Sync;
-    /// An XYZZ point (x, y, zz, zzz).
-    type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
-    /// One coordinate (Fp or Fp2, Montgomery form): the batch-affine rounds' products.
-    type DeviceField: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
-    const NAME: &'static str;
-    /// The most batch-affine rounds [`affine_rounds`] picks for this group.
-    const DEFAULT_AFFINE_ROUNDS: u32;
-    /// Bucket entries a batch-affine group of windows is sized for ([`GpuMsm`]'s rounds
-    /// keep about 100 (G1) or 200 (G2) bytes of scratch per entry of a group; a group
-    /// has at least one window, so above this many scalars it holds more).
-    const AFFINE_GROUP_ENTRIES: u64;
-    /// Window width from 2^24 scalars on ([`window_bits`]).
-    const WIDE_WINDOW_BITS: u32;
-    fn as_device(points: &[Self::Affine]) -> &[Self::DeviceAffine];
-    /// The same view, to receive points computed on the device (which must be points
-    /// of the group: the bytes are valid for the type whatever they are, but
-    /// everything built on it assumes curve points).
-    fn as_device_mut(points: &mut [Self::Affine]) -> &mut [Self::DeviceAffine];
-    fn kernels(gpu: &Gpu) -> &CurveKernels;
-    /// The affine point of an XYZZ result, checked to be in the group: a device result
-    /// that is not is an error rather than a wrong proof later.
-    fn to_affine(p: &Self::DeviceXyzz) -> Result<Self::Affine, GpuError>;
-    fn identity() -> Self::Projective;
-}
-
-/// G1 over Fp.
-pub struct G1;
-/// G2 over Fp2.
-pub struct G2;
-
-fn not_in_group(name: &str) -> GpuError {
-    GpuError::Invalid(format!("the device's {name} MSM result is not a point of {name}"))
-}
-
-impl MsmGroup for G1 {
-    type Affine = G1Affine;
-    type Projective = G1Projective;
-    type DeviceAffine = Words<24>;
-    type DeviceXyzz = Words<48>;
-    type DeviceField = Words<12>;
-    const NAME: &'static str = "G1";
-    /// None: on the H200 the rounds cost more than the XYZZ additions they replace
-    /// (2^24: one round 173.9–187.8 ms against 170.6 without; bench/README.md).
-    const DEFAULT_AFFINE_ROUNDS: u32 = 0;
-    const AFFINE_GROUP_ENTRIES: u64 = 1 << 27;
-    const WIDE_WINDOW_BITS: u32 = 20;
-
-    fn as_device(points: &[G1Affine]) -> &[Words<24>] {
-        // SAFETY: same size and alignment (checked above); G1Affine is
-        // #[repr(transparent)] over blst_p1_affine, #[repr(C)] of two [u64; 6], whose
-        // bytes on a little-endian host are the 24 u32 limbs in order.
-        unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<24>, points.len()) }
-    }
-
-    fn as_device_mut(points: &mut [G1Affine]) -> &mut [Words<24>] {
-        // SAFETY: as in `as_device`; any 96 bytes are a valid blst_p1_affine value.
-        unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<24>, points.len()) }
-    }
-
-    fn kernels(gpu: &Gpu) -> &CurveKernels {
-        &gpu.k.msm_g1
-    }
-
-    fn to_affine(p: &Words<48>) -> Result<G1Affine, GpuError> {
-        let (x, y, zz, zzz) = (p.fp(0), p.fp(1), p.fp(2), p.fp(3));
-        if zz.l == [0; 6] {
-            return Ok(G1Affine::identity());
-        }
-        let (mut zz_inv, mut zzz_inv, mut a) = (blst_fp::default(), blst_fp::default(), blst_p1_affine::default());
-        let mut bytes = [0u8; 96];
-        // SAFETY: blst field operations on initialised values, outputs distinct from
-        // inputs; 96 writable bytes for an uncompressed G1 point.
-        unsafe {
-            blst_fp_inverse(&mut zz_inv, &zz);
-            blst_fp_inverse(&mut zzz_inv, &zzz);
-            blst_fp_mul(&mut a.x, &x, &zz_inv);
-            blst_fp_mul(&mut a.y, &y, &zzz_inv);
-            blst_p1_affine_serialize(bytes.as_mut_ptr(), &a);
-        }
-        Option::from(G1Affine::from_uncompressed(&bytes)).ok_or_else(|| not_in_group(Self::NAME))
-    }
-
-    fn identity() -> G1Projective {
-        G1Projective::identity()
-    }
-}
-
-impl MsmGroup for G2 {
-    type Affine = G2Affine;
-    type Projective = G2Projective;
-    type DeviceAffine = Words<48>;
-    type DeviceXyzz = Words<96>;
-    type DeviceField = Words<24>;
-    const NAME: &'static str = "G2";
-    /// Three: 2^24 in 492.5 ms against 602.3 without, and four or five gain < 1 %.
-    const DEFAULT_AFFINE_ROUNDS: u32 = 3;
-    const AFFINE_GROUP_ENTRIES: u64 = 1 << 26;
-    const WIDE_WINDOW_BITS: u32 = 16;
-
-    fn as_device(points: &[G2Affine]) -> &[Words<48>] {
-        // SAFETY: same size and alignment (checked above); G2Affine is
-        // #[repr(transparent)] over blst_p2_affine, #[repr(C)] of two blst_fp2 (each two
-        // [u64; 6]), whose bytes on a little-endian host are the 48 u32 limbs in order.
-        unsafe { std::slice::from_raw_parts(points.as_ptr() as *const Words<48>, points.len()) }
-    }
-
-    fn as_device_mut(points: &mut [G2Affine]) -> &mut [Words<48>] {
-        // SAFETY: as in `as_device`; any 192 bytes are a valid blst_p2_affine value.
-        unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<48>, points.len()) }
-    }
-
-    fn kernels(gpu: &Gpu) -> &CurveKernels {
-        &gpu.k.msm_g2
-    }
-
-    fn to_affine(p: &Words<96>) -> Result<G2Affine, GpuError> {
-        let fp2 = |i: usize| blst_fp2 { fp: [p.fp(2 * i), p.fp(2 * i + 1)] };
-        let (x, y, zz, zzz) = (fp2(0), fp2(1), fp2(2), fp2(3));
-        if zz.fp[0].l == [0; 6] && zz.fp[1].l == [0; 6] {
-            return Ok(G2Affine::identity());
-        }
-        let (mut zz_inv, mut zzz_inv, mut a) = (blst_fp2::default(), blst_fp2::default(), blst_p2_affine::default());
-        let mut bytes = [0u8; 192];
-        // SAFETY: blst field operations on initialised values, outputs distinct from
-        // inputs; 192 writable bytes for an uncompressed G2 point.
-        unsafe {
-            blst_fp2_inverse(&mut zz_inv, &zz);
-            blst_fp2_inverse(&mut zzz_inv, &zzz);
-            blst_fp2_mul(&mut a.x, &x, &zz_inv);
-            blst_fp2_mul(&mut a.y, &y, &zzz_inv);
-            blst_p2_affine_serialize(bytes.as_mut_ptr(), &a);
-        }
-        Option::from(G2Affine::from_uncompressed(&bytes)).ok_or_else(|| not_in_group(Self::NAME))
-    }
-
-    fn identity() -> G2Projective {
-        G2Projective::identity()
-    }
-}
-
-/// Bases uploaded once, resident on the device.
-pub struct DeviceBases<G: MsmGroup> {
-    points: CudaSlice<G::DeviceAffine>,
-}
-
-impl<G: MsmGroup> DeviceBases<G> {
-    /// Bases already on the device (decoded there: crate::params_file).
-    pub(crate) fn from_points(points: CudaSlice<G::DeviceAffine>) -> Self {
-        DeviceBases { points }
-    }
-
-    pub fn len(&self) -> usize {
-        self.points.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
-    }
-
-    /// Where kernels read these bases (all of them, from index 0).
-    pub(crate) fn at(&self, s: &CudaStream) -> BasesAt<G> {
-        BasesAt { origin: device_address(&self.points, s), first: 0, end: self.points.len(), group: PhantomData }
-    }
-
-    /// Records the bases as read by everything enqueued on `s` so far: kernels take
-    /// their address as a plain number, so without this their free (stream-ordered)
-    /// would not wait for those kernels.
-    pub(crate) fn read_until_now(&self, s: &CudaStream) {
-        device_address(&self.points, s);
-    }
-}
-
-/// The device address of a buffer's first element, for kernels that take a base
-/// address computed on the host. Reads through it are not tracked by cudarc: callers
-/// order them with events (resident bases were written before any MSM) and keep the
-/// buffer alive until the stream reading it has been synchronized (CudaBackend holds
-/// a set's points through each partition's synchronization).
-pub(crate) fn device_address<T>(v: &impl DevicePtr<T>, s: &CudaStream) -> u64 {
-    let (address, _recorded) = v.device_ptr(s);
-    address
-}
-
-/// The bases an enqueued MSM reads: base index i (for i in first..end) at device
-/// address `origin + i·size_of::<G::DeviceAffine>()`. Resident bases start at index 0;
-/// a streamed chunk holds a range of a query's bases, so the indices in a split MSM's
-/// lists address it unchanged (crate::streamed).
-pub(crate) struct BasesAt<G: MsmGroup> {
-    pub(crate) origin: u64,
-    pub(crate) first: usize,
-    pub(crate) end: usize,
-    pub(crate) group: PhantomData<G>,
-}
-
-impl<G: MsmGroup> Clone for BasesAt<G> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<G: MsmGroup> Copy for BasesAt<G> {}
+use super::group::{device_address, BasesAt, MsmGroup};
+use crate::device::{Gpu, GpuError};
+use crate::field::DeviceFr;
 
 /// Device time of one MSM's phases, from CUDA events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -296,14 +48,6 @@ pub fn window_bits<G: MsmGroup>(n: usize) -> u32 {
     }
 }
 
-/// A query's bases are indexed by 32-bit signed values in the kernels: fewer than 2^31.
-pub(crate) fn check_base_count(n: usize) -> Result<(), GpuError> {
-    if n >= 1 << 31 {
-        return Err(GpuError::Invalid(format!("{n} bases: at most 2^31 − 1 are supported")));
-    }
-    Ok(())
-}
-
 /// Signed-digit windows for c-bit digits over scalars below r < 2^255.
 pub(crate) fn windows(c: u32) -> u32 {
     255 / c + 1
@@ -328,75 +72,18 @@ pub(crate) fn blocks(threads: u64, per_block: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (threads.div_ceil(per_block as u64).max(1) as u32, 1, 1), block_dim: (per_block, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// Where an MSM's scalars are: host memory (uploaded by the call) or already on the
-/// device (e.g. the H polynomial's coefficients, left where the NTTs wrote them).
-#[derive(Clone, Copy)]
-pub enum Scalars<'a> {
-    Host(&'a [Scalar]),
-    Device(&'a CudaView<'a, DeviceFr>),
-}
-
-/// A split MSM's lists on the device ([`GpuMsm::upload_split`], or built there by
-/// [`crate::split::build_on_device`]).
-pub struct DeviceSplit {
-    pub(crate) sig_scalars: Option<CudaSlice<DeviceFr>>,
-    pub(crate) sig_index: Option<CudaSlice<u32>>,
-    pub(crate) ones: Option<CudaSlice<u32>>,
-    /// Bytes sent to the device.
-    pub bytes: u64,
-    /// Ascending (base index, position in `ones`, position in the significant lists):
-    /// every list entry at or after a checkpoint's positions and before the next
-    /// checkpoint's has a base index in between. Empty when unknown (lists uploaded
-    /// from the host); streamed bases need them (crate::streamed).
-    pub(crate) checkpoints: Vec<[u32; 3]>,
-}
-
-impl DeviceSplit {
-    /// Lists the caller has checked: indices below the bases' count, as many indices
-    /// as significant scalars, fewer than 2^31 of each.
-    pub(crate) fn new(sig_scalars: Option<CudaSlice<DeviceFr>>, sig_index: Option<CudaSlice<u32>>, ones: Option<CudaSlice<u32>>, bytes: u64) -> Self {
-        DeviceSplit { sig_scalars, sig_index, ones, bytes, checkpoints: Vec::new() }
-    }
-
-    /// The lists with their checkpoints (see the field).
-    pub(crate) fn with_checkpoints(self, checkpoints: Vec<[u32; 3]>) -> Self {
-        DeviceSplit { checkpoints, ..self }
-    }
-
-    /// The lists, read back (waits for the stream that wrote them): for tests.
-    pub fn to_host(&self) -> Result<crate::split::SplitLists, GpuError> {
-        let down = |v: &Option<CudaSlice<u32>>| -> Result<Vec<u32>, GpuError> {
-            Ok(match v {
-                Some(d) => d.stream().clone_dtoh(d)?,
-                None => Vec::new(),
-            })
-        };
-        let sig_scalars = match &self.sig_scalars {
-            Some(d) => {
-                let mut out = vec![Scalar::from(0u64); d.len()];
-                // SAFETY: the lists hold aux values copied unchanged: canonical scalars.
-                d.stream().memcpy_dtoh(d, unsafe { crate::field::as_device_mut(&mut out) })?;
-                d.stream().synchronize()?;
-                out
-            }
-            None => Vec::new(),
-        };
-        Ok(crate::split::SplitLists { ones: down(&self.ones)?, sig_index: down(&self.sig_index)?, sig_scalars })
-    }
-}
-
 /// An MSM enqueued on the compute stream and not yet waited for. [`PendingMsm::finish`]
 /// reads its result: call it after synchronizing the stream (else it waits itself).
 pub struct PendingMsm<G: MsmGroup> {
     /// Partial sums (a Pippenger result, a batch addition's, one per streamed chunk).
-    results: Vec<CudaSlice<G::DeviceXyzz>>,
+    pub(super) results: Vec<CudaSlice<G::DeviceXyzz>>,
     /// Before the call's own upload of host scalars, if it made one.
-    t0: Option<CudaEvent>,
-    start: CudaEvent,
-    phases: PhaseEvents,
-    end: CudaEvent,
+    pub(super) t0: Option<CudaEvent>,
+    pub(super) start: CudaEvent,
+    pub(super) phases: PhaseEvents,
+    pub(super) end: CudaEvent,
     /// Bytes of bases streamed up for this MSM (0 for resident bases).
-    bases_up: u64,
+    pub(super) bases_up: u64,
 }
 
 impl<G: MsmGroup> PendingMsm<G> {
@@ -551,163 +238,6 @@ impl GpuMsm {
     /// The batch-affine rounds used for n scalars.
     pub fn affine_rounds_for<G: MsmGroup>(&self, n: usize) -> u32 {
         self.affine_rounds.unwrap_or_else(|| affine_rounds::<G>(n, self.window_bits_for::<G>(n)))
-    }
-
-    /// Uploads bases once; they stay on the device for every later MSM.
-    pub fn upload_bases<G: MsmGroup>(&self, bases: &[G::Affine]) -> Result<DeviceBases<G>, GpuError> {
-        check_base_count(bases.len())?;
-        let s = &self.gpu.stream;
-        let points = s.clone_htod(G::as_device(bases))?;
-        s.synchronize()?;
-        Ok(DeviceBases { points })
-    }
-
-    /// The split MSM: Σ_i sig_scalars[i]·bases[sig_index[i]] + Σ_j bases[ones[j]]. The
-    /// caller has already dropped the zero scalars and listed the bases whose scalar is
-    /// 1 (the prover knows both from synthesis); only the significant scalars go
-    /// through Pippenger.
-    pub fn msm_split<G: MsmGroup>(
-        &self,
-        bases: &DeviceBases<G>,
-        ones: &[u32],
-        sig_index: &[u32],
-        sig_scalars: &[Scalar],
-    ) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = (|| {
-            let split = self.upload_split(bases, ones, sig_index, sig_scalars)?;
-            let pending = self.enqueue_split(bases, &split)?;
-            self.gpu.stream.synchronize()?;
-            pending.finish()
-        })();
-        self.settle(r)
-    }
-
-    /// On an error, waits for both streams so nothing still reads the caller's memory
-    /// when the borrow ends.
-    fn settle<T>(&self, r: Result<T, GpuError>) -> Result<T, GpuError> {
-        if r.is_err() {
-            for s in [&self.gpu.copy, &self.gpu.stream] {
-                if let Err(e) = s.synchronize() {
-                    tracing::error!(error = %e, "synchronizing after a failed MSM");
-                }
-            }
-        }
-        r
-    }
-
-    /// Σ scalars[i]·bases[i] over the first scalars.len() bases.
-    pub fn msm<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: &[Scalar]) -> Result<(G::Projective, MsmTimings), GpuError> {
-        self.msm_from(bases, Scalars::Host(scalars))
-    }
-
-    /// [`GpuMsm::msm`] with the scalars in host or device memory. Device scalars must
-    /// have been written on this GPU's compute stream (or before it, in stream order).
-    pub fn msm_from<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: Scalars<'_>) -> Result<(G::Projective, MsmTimings), GpuError> {
-        let r = (|| {
-            let (uploaded, t0);
-            let d = match scalars {
-                Scalars::Host(h) if h.is_empty() => return Ok((G::identity(), MsmTimings::default())),
-                Scalars::Host(h) => {
-                    t0 = Some(self.gpu.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?);
-                    uploaded = self.gpu.stream.clone_htod(as_device(h))?;
-                    uploaded.as_view()
-                }
-                Scalars::Device(v) => {
-                    t0 = None;
-                    v.slice(..)
-                }
-            };
-            let mut pending = self.enqueue_device(bases, &d)?;
-            pending.t0 = t0;
-            self.gpu.stream.synchronize()?;
-            pending.finish()
-        })();
-        self.settle(r)
-    }
-
-    /// Uploads a split MSM's lists on the copy stream (after checking them against
-    /// the bases). The compute stream waits for them when it first reads them.
-    pub fn upload_split<G: MsmGroup>(
-        &self,
-        bases: &DeviceBases<G>,
-        ones: &[u32],
-        sig_index: &[u32],
-        sig_scalars: &[Scalar],
-    ) -> Result<DeviceSplit, GpuError> {
-        let n = sig_scalars.len();
-        if sig_index.len() != n {
-            return Err(GpuError::Invalid(format!("{n} scalars but {} base indices", sig_index.len())));
-        }
-        if n >= 1 << 31 || ones.len() >= 1 << 31 {
-            return Err(GpuError::Invalid("at most 2^31 − 1 scalars or ones per MSM".into()));
-        }
-        let in_range = |v: &[u32]| v.par_iter().all(|&i| (i as usize) < bases.len());
-        if !in_range(sig_index) || !in_range(ones) {
-            return Err(GpuError::Invalid(format!("a base index is not below the {} bases", bases.len())));
-        }
-        let cp = &self.gpu.copy;
-        let up = |v: &[u32]| if v.is_empty() { Ok(None) } else { cp.clone_htod(v).map(Some) };
-        let sig_scalars = if n == 0 { None } else { Some(cp.clone_htod(as_device(sig_scalars))?) };
-        let bytes = (ones.len() + sig_index.len()) as u64 * 4 + n as u64 * std::mem::size_of::<Scalar>() as u64;
-        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes, checkpoints: Vec::new() })
-    }
-
-    /// Enqueues a split MSM on the compute stream; no host wait.
-    pub fn enqueue_split<G: MsmGroup>(&self, bases: &DeviceBases<G>, split: &DeviceSplit) -> Result<PendingMsm<G>, GpuError> {
-        let s = &self.gpu.stream;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = s.record_event(timing)?;
-        let mut phases = PhaseEvents::new(true);
-        let mut results = Vec::with_capacity(2);
-        let (sig, ones) = (0..split.sig_index.as_ref().map_or(0, |v| v.len()), 0..split.ones.as_ref().map_or(0, |v| v.len()));
-        self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut phases)?;
-        bases.read_until_now(s);
-        let end = s.record_event(timing)?;
-        Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
-    }
-
-    /// Enqueues the significant entries `sig` and the ones `ones` (ranges of the lists)
-    /// of a split MSM over `at`, pushing their partial sums; empty ranges enqueue nothing.
-    pub(crate) fn enqueue_split_part<G: MsmGroup>(
-        &self,
-        at: BasesAt<G>,
-        split: &DeviceSplit,
-        sig: std::ops::Range<usize>,
-        ones: std::ops::Range<usize>,
-        results: &mut Vec<CudaSlice<G::DeviceXyzz>>,
-        phases: &mut PhaseEvents,
-    ) -> Result<(), GpuError> {
-        if let (Some(sc), Some(idx), false) = (&split.sig_scalars, &split.sig_index, sig.is_empty()) {
-            let (sc, idx) = (sc.slice(sig.clone()), idx.slice(sig.clone()));
-            results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), phases)?);
-        }
-        if let (Some(d), false) = (&split.ones, ones.is_empty()) {
-            results.push(self.enqueue_sum_indexed(at, &d.slice(ones))?);
-        }
-        Ok(())
-    }
-
-    /// Enqueues Σ scalars[i]·bases[i] over scalars already on the device (written on
-    /// the compute stream or ordered before it); no host wait.
-    pub fn enqueue_device<G: MsmGroup>(&self, bases: &DeviceBases<G>, scalars: &CudaView<'_, DeviceFr>) -> Result<PendingMsm<G>, GpuError> {
-        let n = scalars.len();
-        if n > bases.len() {
-            return Err(GpuError::Invalid(format!("{n} scalars but only {} bases", bases.len())));
-        }
-        if n >= 1 << 31 {
-            return Err(GpuError::Invalid("at most 2^31 − 1 scalars per MSM".into()));
-        }
-        let s = &self.gpu.stream;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = s.record_event(timing)?;
-        let mut phases = PhaseEvents::new(true);
-        let mut results = Vec::with_capacity(1);
-        if n > 0 {
-            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut phases)?);
-        }
-        bases.read_until_now(s);
-        let end = s.record_event(timing)?;
-        Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
     }
 
     /// Enqueues Pippenger over n scalars already on the device, marking its phases in
@@ -955,8 +485,8 @@ impl GpuMsm {
             let nb = gw * buckets_per_window;
             let g0 = (first * buckets_per_window) as usize;
             let start = phases.event(s)?;
-            for r in 0..rounds as usize {
-                let threads = if r == 0 { n * gw as u64 } else { caps[r] }.div_ceil(AFFINE_SPAN as u64) as u32;
+            for (r, &cap) in caps.iter().enumerate().take(rounds as usize) {
+                let threads = if r == 0 { n * gw as u64 } else { cap }.div_ceil(AFFINE_SPAN as u64) as u32;
                 let [o0, o1] = &mut outs;
                 let (src, dst) = if r % 2 == 0 { (&*o1, o0) } else { (&*o0, o1) };
                 let [f0, f1] = &mut out_offsets;
@@ -1048,61 +578,7 @@ impl GpuMsm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use group::Curve;
-
-    /// Words of (x·λ², y·λ³, λ², λ³) for P = (x, y) and λ = 7, from `coords`, which gives
-    /// the Fp elements of a coordinate (one for G1, two for G2).
-    fn xyzz_words<const N: usize>(coords: [Vec<blst_fp>; 4]) -> Words<N> {
-        let mut d = Words::<N>::default();
-        for (k, f) in coords.iter().flatten().enumerate() {
-            for (j, limb) in f.l.iter().enumerate() {
-                d.0[12 * k + 2 * j] = *limb as u32;
-                d.0[12 * k + 2 * j + 1] = (*limb >> 32) as u32;
-            }
-        }
-        d
-    }
-
-    #[test]
-    fn xyzz_to_affine_keeps_the_point() {
-        // An XYZZ representation of P = (x, y) is (x·λ², y·λ³, λ², λ³) for any λ ≠ 0;
-        // λ = 7 in Fp (and in Fp2, as 7 + 0·u).
-        let (mut lambda, mut l2, mut l3) = (blst_fp::default(), blst_fp::default(), blst_fp::default());
-        // SAFETY: blst field operations on initialised values.
-        unsafe {
-            blst::blst_fp_from_uint64(&mut lambda, [7u64, 0, 0, 0, 0, 0].as_ptr());
-            blst::blst_fp_sqr(&mut l2, &lambda);
-            blst_fp_mul(&mut l3, &l2, &lambda);
-        }
-        let scale = |a: &blst_fp, b: &blst_fp| {
-            let mut o = blst_fp::default();
-            // SAFETY: as above.
-            unsafe { blst_fp_mul(&mut o, a, b) };
-            o
-        };
-        let zero = blst_fp::default();
-
-        let p1 = (G1Projective::generator() * Scalar::from(12345u64)).to_affine();
-        let r: &blst_p1_affine = p1.as_ref();
-        let mut d1: Words<48> = xyzz_words([vec![scale(&r.x, &l2)], vec![scale(&r.y, &l3)], vec![l2], vec![l3]]);
-        assert_eq!(G1::to_affine(&d1).unwrap(), p1);
-        assert!(bool::from(G1::to_affine(&Words::default()).unwrap().is_identity()));
-        d1.0[0] ^= 1; // off the curve: refused
-        assert!(G1::to_affine(&d1).is_err());
-
-        let p2 = (G2Projective::generator() * Scalar::from(54321u64)).to_affine();
-        let r: &blst_p2_affine = p2.as_ref();
-        let mut d2: Words<96> = xyzz_words([
-            vec![scale(&r.x.fp[0], &l2), scale(&r.x.fp[1], &l2)],
-            vec![scale(&r.y.fp[0], &l3), scale(&r.y.fp[1], &l3)],
-            vec![l2, zero],
-            vec![l3, zero],
-        ]);
-        assert_eq!(G2::to_affine(&d2).unwrap(), p2);
-        assert!(bool::from(G2::to_affine(&Words::default()).unwrap().is_identity()));
-        d2.0[0] ^= 1;
-        assert!(G2::to_affine(&d2).is_err());
-    }
+    use crate::msm::{G1, G2};
 
     #[test]
     fn affine_round_choice() {

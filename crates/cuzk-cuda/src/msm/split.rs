@@ -18,9 +18,59 @@ use cuzk_groth16::synthesis::{Density, ScalarClasses};
 use ff::Field;
 use rayon::prelude::*;
 
+use super::group::{BasesAt, MsmGroup};
+use super::pippenger::{blocks, GpuMsm, PhaseEvents};
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
-use crate::msm::{blocks, DeviceSplit};
+
+/// A split MSM's lists on the device ([`GpuMsm::upload_split`], or built there by
+/// [`crate::split::build_on_device`]).
+pub struct DeviceSplit {
+    pub(crate) sig_scalars: Option<CudaSlice<DeviceFr>>,
+    pub(crate) sig_index: Option<CudaSlice<u32>>,
+    pub(crate) ones: Option<CudaSlice<u32>>,
+    /// Bytes sent to the device.
+    pub bytes: u64,
+    /// Ascending (base index, position in `ones`, position in the significant lists):
+    /// every list entry at or after a checkpoint's positions and before the next
+    /// checkpoint's has a base index in between. Empty when unknown (lists uploaded
+    /// from the host); streamed bases need them (crate::streamed).
+    pub(crate) checkpoints: Vec<[u32; 3]>,
+}
+
+impl DeviceSplit {
+    /// Lists the caller has checked: indices below the bases' count, as many indices
+    /// as significant scalars, fewer than 2^31 of each.
+    pub(crate) fn new(sig_scalars: Option<CudaSlice<DeviceFr>>, sig_index: Option<CudaSlice<u32>>, ones: Option<CudaSlice<u32>>, bytes: u64) -> Self {
+        DeviceSplit { sig_scalars, sig_index, ones, bytes, checkpoints: Vec::new() }
+    }
+
+    /// The lists with their checkpoints (see the field).
+    pub(crate) fn with_checkpoints(self, checkpoints: Vec<[u32; 3]>) -> Self {
+        DeviceSplit { checkpoints, ..self }
+    }
+
+    /// The lists, read back (waits for the stream that wrote them): for tests.
+    pub fn to_host(&self) -> Result<SplitLists, GpuError> {
+        let down = |v: &Option<CudaSlice<u32>>| -> Result<Vec<u32>, GpuError> {
+            Ok(match v {
+                Some(d) => d.stream().clone_dtoh(d)?,
+                None => Vec::new(),
+            })
+        };
+        let sig_scalars = match &self.sig_scalars {
+            Some(d) => {
+                let mut out = vec![Scalar::from(0u64); d.len()];
+                // SAFETY: the lists hold aux values copied unchanged: canonical scalars.
+                d.stream().memcpy_dtoh(d, unsafe { crate::field::as_device_mut(&mut out) })?;
+                d.stream().synchronize()?;
+                out
+            }
+            None => Vec::new(),
+        };
+        Ok(SplitLists { ones: down(&self.ones)?, sig_index: down(&self.sig_index)?, sig_scalars })
+    }
+}
 
 /// A split MSM's lists on the host.
 #[derive(Debug, Default, PartialEq)]
@@ -132,7 +182,8 @@ pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Den
     }
     parts.into_par_iter().enumerate().for_each(|(ci, (o, si, ss, mut k))| {
         let (mut jo, mut js) = (0, 0);
-        for i in ci * LIST_CHUNK..((ci + 1) * LIST_CHUNK).min(n) {
+        let first = ci * LIST_CHUNK;
+        for (i, value) in aux.iter().enumerate().take(((ci + 1) * LIST_CHUNK).min(n)).skip(first) {
             if density.is_some_and(|d| !d.get(i)) {
                 continue;
             }
@@ -141,7 +192,7 @@ pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Den
                 jo += 1;
             } else if !classes.zero.get(i) {
                 si[js] = k;
-                ss[js] = aux[i];
+                ss[js] = *value;
                 js += 1;
             }
             k += 1;
@@ -243,6 +294,29 @@ pub fn build_on_device(
         bytes,
     )
     .with_checkpoints(plan.checkpoints()))
+}
+
+impl GpuMsm {
+    /// Enqueues the significant entries `sig` and the ones `ones` (ranges of the lists)
+    /// of a split MSM over `at`, pushing their partial sums; empty ranges enqueue nothing.
+    pub(crate) fn enqueue_split_part<G: MsmGroup>(
+        &self,
+        at: BasesAt<G>,
+        split: &DeviceSplit,
+        sig: std::ops::Range<usize>,
+        ones: std::ops::Range<usize>,
+        results: &mut Vec<CudaSlice<G::DeviceXyzz>>,
+        phases: &mut PhaseEvents,
+    ) -> Result<(), GpuError> {
+        if let (Some(sc), Some(idx), false) = (&split.sig_scalars, &split.sig_index, sig.is_empty()) {
+            let (sc, idx) = (sc.slice(sig.clone()), idx.slice(sig.clone()));
+            results.push(self.enqueue_pippenger(at, &sc, sig.len(), Some(&idx), phases)?);
+        }
+        if let (Some(d), false) = (&split.ones, ones.is_empty()) {
+            results.push(self.enqueue_sum_indexed(at, &d.slice(ones))?);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

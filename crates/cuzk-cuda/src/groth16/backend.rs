@@ -1,0 +1,232 @@
+//! [`CudaBackend`]: the GPU proving backend. It keeps each parameter set's points
+//! where the placement puts them (loaded on first use, kept until the set is
+//! released) and proves each circuit with its GPU's [`PartitionProver`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use cuzk_groth16::params::ParameterSetId;
+use cuzk_groth16::synthesis::SynthesizedCircuit;
+use cuzk_groth16::{NoProgress, ParameterSet, Progress};
+
+use super::compute::PartitionProver;
+use super::placement::{decide, Placement};
+use super::points::{load, LoadedPoints};
+use crate::device::{backend_error, DeviceLock, Gpu};
+use crate::msm::streamed::{check_chunk_bytes, BaseChunks};
+
+/// Where a backend keeps parameter sets' points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointsPlacement {
+    /// On the device when they fit beside a partition's working memory, else streamed
+    /// through chunk buffers sized to the memory left
+    /// ([`crate::groth16::streamed_chunk_bytes`]).
+    Auto,
+    /// Always in pinned host memory, streamed through two device buffers of
+    /// `chunk_bytes` each (a multiple of 192, at least crate::msm::streamed::MIN_CHUNK_BYTES).
+    Streamed { chunk_bytes: usize },
+}
+
+/// A set's placement, decided once, with the reason for the log and its points' bytes.
+#[derive(Clone)]
+struct Decided {
+    placement: Placement,
+    why: String,
+    points_bytes: usize,
+}
+
+/// Groth16 on one GPU.
+pub struct CudaBackend {
+    prover: PartitionProver,
+    /// Points per parameter set, loaded on first use.
+    loaded: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
+    /// Each set's placement, decided once (see `placement_of`).
+    decided: Mutex<HashMap<ParameterSetId, Decided>>,
+    /// Held while a set loads (one at a time, each placed knowing the ones before),
+    /// not the map's lock: proofs with loaded sets go on meanwhile.
+    loading: Mutex<()>,
+    policy: PointsPlacement,
+}
+
+impl CudaBackend {
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        CudaBackend {
+            prover: PartitionProver::new(gpu),
+            loaded: Mutex::new(HashMap::new()),
+            decided: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
+            policy: PointsPlacement::Auto,
+        }
+    }
+
+    /// The same backend keeping points as `policy` says.
+    pub fn with_placement(self, policy: PointsPlacement) -> Result<Self, ProveError> {
+        if let PointsPlacement::Streamed { chunk_bytes } = policy {
+            check_chunk_bytes(chunk_bytes).map_err(|e| backend_error("streamed placement", e))?;
+        }
+        Ok(CudaBackend { policy, ..self })
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.prover.gpu
+    }
+
+    /// The lock held around this backend's compute regions: a setup sharing the GPU
+    /// ([`crate::GpuFixedBase::with_device_lock`]) takes it around its own.
+    pub fn device_lock(&self) -> DeviceLock {
+        self.prover.device.clone()
+    }
+
+    /// Where a set's points go: decided once per set (what `host_bytes_for` tells the
+    /// engine is then what `points` does), forgotten when the set is released.
+    fn placement_of(&self, p: &ParameterSet) -> Result<Decided, ProveError> {
+        let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("placement map poisoned".into()))?;
+        if let Some(d) = decided.get(&p.id()) {
+            return Ok(d.clone());
+        }
+        // Sets already placed on the device but not loaded yet (the engine asks before
+        // it loads): their points are not in the free figure, so count them here.
+        let pending: usize = {
+            let loaded = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
+            decided.iter().filter(|(id, d)| d.placement == Placement::Resident && !loaded.contains_key(id)).map(|(_, d)| d.points_bytes).sum()
+        };
+        let (placement, why) = match self.policy {
+            PointsPlacement::Streamed { chunk_bytes } => (Placement::Streamed { chunk_bytes }, "streaming was asked for".to_string()),
+            PointsPlacement::Auto => self.place(p, pending)?,
+        };
+        let d = Decided { placement, why, points_bytes: p.points_bytes() };
+        decided.insert(p.id(), d.clone());
+        Ok(d)
+    }
+
+    /// The placement a set not loaded yet gets from the free device memory.
+    /// `pending`: points of sets placed on the device, not loaded yet.
+    fn place(&self, p: &ParameterSet, pending: usize) -> Result<(Placement, String), ProveError> {
+        let n = p.domain_size().next_power_of_two();
+        let free = {
+            // With the device held: a proof's compute region takes its MSM scratch from
+            // the pool meanwhile, which would make the figure low by that much. (No
+            // caller holds the device lock here: loads come before a proof's compute.)
+            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+            let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+            // The a, b, c slots an earlier proof left are reused, not allocated again.
+            (available + self.prover.staging.bytes_held(n)).saturating_sub(pending)
+        };
+        let made = self.prover.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
+        decide(p.points_bytes(), n, free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
+    }
+
+    /// The parameter set's points, loaded on first use where the placement puts them.
+    fn points(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<LoadedPoints>, ProveError> {
+        let loaded = || -> Result<Option<Arc<LoadedPoints>>, ProveError> {
+            let map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
+            Ok(map.get(&p.id()).cloned())
+        };
+        if let Some(r) = loaded()? {
+            return Ok(r);
+        }
+        let _loading = self.loading.lock().map_err(|_| ProveError::Backend("parameter loading lock poisoned".into()))?;
+        // Another caller may have loaded it while this one waited.
+        if let Some(r) = loaded()? {
+            return Ok(r);
+        }
+        let n = p.lens();
+        let d = self.placement_of(p)?;
+        let start = Instant::now();
+        let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.placement, progress))?;
+        if let Placement::Streamed { chunk_bytes } = d.placement {
+            // Made now, so that a shortage shows at load rather than in a proof.
+            drop(self.prover.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
+        }
+        tracing::info!(
+            backend = %self.name(),
+            points = n.h + n.l + n.a + n.b_g1 + n.b_g2,
+            gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
+            seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
+            from,
+            mode = match d.placement {
+                Placement::Resident => "resident on the GPU".to_string(),
+                Placement::Streamed { chunk_bytes } => format!("streamed from pinned host memory through two {:.2} GB buffers", chunk_bytes as f64 / 1e9),
+            },
+            why = d.why,
+            "parameter set loaded"
+        );
+        let points = Arc::new(points);
+        let mut map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
+        map.insert(p.id(), points.clone());
+        Ok(points)
+    }
+}
+
+impl ProvingBackend for CudaBackend {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.gpu().ordinal)
+    }
+
+    /// Frees a circuit's witness once a, b, c and the aux values are on the device when
+    /// it carries a witness charge.
+    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let mut timings = StageTimings::default();
+        // Shapes are checked before the (long, first-use) upload of the points.
+        check_inputs(params, circuits, randomness)?;
+        let points = self.points(params, &mut timings, &NoProgress)?;
+        let mut device = DeviceReport::default();
+        let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
+            let (proof, report) = self.prover.prove(params, &points, c, rs, t)?;
+            device.add(&report);
+            Ok(proof)
+        })?;
+        out.device = Some(device);
+        Ok(out)
+    }
+
+    fn keeps_evaluations(&self) -> bool {
+        true // a, b, c are only read, for the upload
+    }
+
+    fn reads_params_from_file(&self) -> bool {
+        true
+    }
+
+    fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
+        let loaded = self.loaded.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed { .. })));
+        // A set that cannot be placed at all fails to load with that error; it holds nothing.
+        let streamed = loaded.unwrap_or_else(|| matches!(self.placement_of(params), Ok(Decided { placement: Placement::Streamed { .. }, .. })));
+        if streamed {
+            params.points_bytes() as u64
+        } else {
+            0
+        }
+    }
+
+    /// The points leave the device once the proofs in flight with them finish (each
+    /// holds its own reference).
+    fn release_params(&self, id: ParameterSetId) {
+        let (removed, streaming) = match self.loaded.lock() {
+            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. }))),
+            Err(_) => {
+                tracing::error!("loaded parameter map poisoned: points not released");
+                (false, true)
+            }
+        };
+        if removed {
+            tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
+        }
+        if let Ok(mut decided) = self.decided.lock() {
+            decided.remove(&id);
+        }
+        // No streamed set left: the chunk buffers go too (their drop waits for the
+        // kernels that read them last).
+        if !streaming {
+            if let Ok(mut chunks) = self.prover.chunks.lock() {
+                *chunks = None;
+            }
+        }
+    }
+
+    fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
+        self.points(params, &mut StageTimings::default(), progress).map(drop)
+    }
+}

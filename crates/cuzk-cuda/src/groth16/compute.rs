@@ -1,0 +1,236 @@
+//! One partition's proof on one GPU, top to bottom: prepare (with the device free for
+//! others), take the device, enqueue the H polynomial on the staged vectors and the
+//! five MSMs with no wait between them, synchronize once, read the five sums, give the
+//! device back, assemble on the host.
+
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+use blstrs::{G1Projective, G2Projective};
+use cudarc::driver::{CudaEvent, CudaView};
+use cuzk_groth16::backend::{DeviceReport, ProofRandomness, ProveError, Stage, StageTimings};
+use cuzk_groth16::prover::assemble;
+use cuzk_groth16::synthesis::SynthesizedCircuit;
+use cuzk_groth16::{ParameterSet, Proof};
+
+use super::points::LoadedPoints;
+use super::prepare::{prepare, Prepared};
+use super::staging::StagingSlots;
+use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
+use crate::field::DeviceFr;
+use crate::msm::streamed::BaseChunks;
+use crate::msm::{DeviceSplit, GpuMsm, PendingMsm, G1, G2};
+use crate::ntt::GpuNtt;
+
+/// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the
+/// streamed points' chunk buffers, and the lock held around a proof's compute region.
+pub struct PartitionProver {
+    pub gpu: Arc<Gpu>,
+    pub ntt: GpuNtt,
+    pub msm: GpuMsm,
+    pub staging: StagingSlots,
+    /// The streamed points' device buffers, made on first use (used under `device`).
+    pub chunks: Mutex<Option<BaseChunks>>,
+    /// Held for a proof's compute region only, so one caller's preparation overlaps
+    /// another's kernels.
+    pub device: DeviceLock,
+}
+
+/// The five MSMs of a partition, enqueued.
+struct PendingMsms {
+    h: PendingMsm<G1>,
+    l: PendingMsm<G1>,
+    a: PendingMsm<G1>,
+    b_g1: PendingMsm<G1>,
+    b_g2: PendingMsm<G2>,
+}
+
+/// The device results of one partition: the MSMs' sums and what the device did.
+struct Computed {
+    h: G1Projective,
+    l: G1Projective,
+    a: G1Projective,
+    b_g1: G1Projective,
+    b_g2: G2Projective,
+    report: DeviceReport,
+}
+
+fn ms(ms: f32) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) as f64 / 1e3)
+}
+
+impl PartitionProver {
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        PartitionProver {
+            ntt: GpuNtt::new(gpu.clone()),
+            msm: GpuMsm::new(gpu.clone()),
+            staging: StagingSlots::new(gpu.clone()),
+            gpu,
+            chunks: Mutex::new(None),
+            device: DeviceLock::default(),
+        }
+    }
+
+    /// The chunk buffers, made of `bytes` each if there are none (else those there
+    /// are: a streamed set is placed knowing their size).
+    pub fn chunk_buffers(&self, bytes: usize) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
+        let mut chunks = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+        if chunks.is_none() {
+            *chunks = Some(BaseChunks::new(&self.gpu, bytes)?);
+        }
+        Ok(chunks)
+    }
+
+    /// One proof of circuit `c` with the set's `points`. A circuit with a witness
+    /// charge has its witness freed as soon as the device has it: before waiting for
+    /// the device when another proof holds it, else after the proof.
+    pub fn prove(
+        &self,
+        p: &ParameterSet,
+        points: &LoadedPoints,
+        c: &mut SynthesizedCircuit,
+        rs: &ProofRandomness,
+        t: &mut StageTimings,
+    ) -> Result<(Proof, DeviceReport), ProveError> {
+        c.mark_consumed();
+        let t0 = Instant::now();
+        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c)?;
+        let device = match self.device.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::WouldBlock) if c.frees_witness_early() => {
+                // The device is busy: hand the witness back before waiting for it.
+                let x = x.detach().map_err(|e| backend_error("uploading a, b, c", e))?;
+                c.release_witness();
+                let prepared = (t0, Instant::now());
+                t.add(Stage::Prepare, prepared.1 - t0);
+                let device = self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+                return self.finish(p, points, x, device, rs, prepared, t);
+            }
+            Err(TryLockError::WouldBlock) => self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?,
+            Err(TryLockError::Poisoned(_)) => return Err(ProveError::Backend("device lock poisoned".into())),
+        };
+        let prepared = (t0, Instant::now());
+        t.add(Stage::Prepare, prepared.1 - t0);
+        let out = self.finish(p, points, x, device, rs, prepared, t);
+        if c.frees_witness_early() {
+            c.release_witness();
+        }
+        out
+    }
+
+    /// The compute region (holding `device`) and the assembly of a prepared partition.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        p: &ParameterSet,
+        points: &LoadedPoints,
+        mut x: Prepared<'_, '_>,
+        device: MutexGuard<'_, ()>,
+        rs: &ProofRandomness,
+        prepared: (Instant, Instant),
+        t: &mut StageTimings,
+    ) -> Result<(Proof, DeviceReport), ProveError> {
+        let computed = self.compute(points, &mut x, t);
+        drop(device);
+        if computed.is_err() {
+            self.settle_after_failure();
+        }
+        let mut c = computed.map_err(|e| backend_error("proving on the GPU", e))?;
+        (c.report.prepared_from, c.report.prepared_to) = (Some(prepared.0), Some(prepared.1));
+        let (a, b_g1, b_g2) = (c.a + x.a_inputs, c.b_g1 + x.b_inputs_g1, c.b_g2 + x.b_inputs_g2);
+        drop(x);
+        let proof = t.time(Stage::Assembly, || assemble(p, rs, c.h, c.l, a, b_g1, b_g2));
+        Ok((proof, c.report))
+    }
+
+    /// The compute region: the H polynomial on the staged a, b, c (h stays in a's
+    /// vector), the five MSMs, the partition's one host wait, the sums read back.
+    fn compute(&self, points: &LoadedPoints, x: &mut Prepared<'_, '_>, t: &mut StageTimings) -> Result<Computed, GpuError> {
+        let from = Instant::now();
+        let n = x.abc.domain_size();
+        let ([mut a, mut b, mut c], ready) = x.abc.views()?;
+        let (h_start, h_end) = self.ntt.h_polynomial_on([&mut a, &mut b, &mut c], ready)?;
+        let h = a.slice(..n - 1);
+        let m = self.enqueue_msms(points, &h, &x.l, &x.a, &x.b)?;
+        self.gpu.stream().synchronize()?;
+        let span = |p: (&CudaEvent, &CudaEvent)| p.0.elapsed_ms(p.1).map(ms);
+        let stages = [
+            (Stage::HPolynomial, h_start.elapsed_ms(&h_end).map(ms)?),
+            (Stage::MsmH, span(m.h.span())?),
+            (Stage::MsmL, span(m.l.span())?),
+            (Stage::MsmA, span(m.a.span())?),
+            (Stage::MsmBG1, span(m.b_g1.span())?),
+            (Stage::MsmBG2, span(m.b_g2.span())?),
+        ];
+        // From the first pageable upload to the end of c's.
+        let up = x.abc.upload_start.elapsed_ms(&x.abc.uploaded[2]).map(ms)?;
+        let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
+        let bases_up = m.h.bytes_up() + m.l.bytes_up() + m.a.bytes_up() + m.b_g1.bytes_up() + m.b_g2.bytes_up();
+        let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
+        let mut report = DeviceReport {
+            held: from.elapsed(),
+            held_from: Some(from),
+            held_to: Some(Instant::now()),
+            bytes_up: x.abc.bytes + x.list_bytes + bases_up,
+            bytes_down,
+            host_syncs: 1,
+            ..DeviceReport::default()
+        };
+        t.add(Stage::Upload, up);
+        for (stage, d) in stages {
+            report.busy += d;
+            t.add(stage, d);
+        }
+        Ok(Computed { h, l, a, b_g1, b_g2, report })
+    }
+
+    /// The five MSMs on the compute stream, no wait: H over the coefficients left on
+    /// the device, L, A and B (in G1 and G2) over the split lists.
+    fn enqueue_msms(
+        &self,
+        points: &LoadedPoints,
+        h: &CudaView<'_, DeviceFr>,
+        l: &DeviceSplit,
+        a: &DeviceSplit,
+        b: &DeviceSplit,
+    ) -> Result<PendingMsms, GpuError> {
+        let msm = &self.msm;
+        Ok(match points {
+            LoadedPoints::Resident(q) => PendingMsms {
+                h: msm.enqueue_device(&q.h, h)?,
+                l: msm.enqueue_split(&q.l, l)?,
+                a: msm.enqueue_split(&q.a, a)?,
+                b_g1: msm.enqueue_split(&q.b_g1, b)?,
+                b_g2: msm.enqueue_split(&q.b_g2, b)?,
+            },
+            LoadedPoints::Streamed { points: q, chunk_bytes } => {
+                // Held with the device: only the compute region uses the buffers. Made
+                // at load; again here if a release of the last other streamed set freed
+                // them meanwhile.
+                let mut guard = self.chunk_buffers(*chunk_bytes)?;
+                let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
+                PendingMsms {
+                    h: msm.enqueue_device_streamed(&q.h, h, chunks)?,
+                    l: msm.enqueue_split_streamed(&q.l, l, chunks)?,
+                    a: msm.enqueue_split_streamed(&q.a, a, chunks)?,
+                    b_g1: msm.enqueue_split_streamed(&q.b_g1, b, chunks)?,
+                    b_g2: msm.enqueue_split_streamed(&q.b_g2, b, chunks)?,
+                }
+            }
+        })
+    }
+
+    /// After a failed compute region: nothing may still read the circuit's memory when
+    /// its borrow ends (the staged a, b, c wait for their uploads when dropped), nor a
+    /// chunk copy from streamed points that no kernel came to wait for.
+    fn settle_after_failure(&self) {
+        if let Err(e) = self.gpu.stream().synchronize() {
+            tracing::error!(error = %e, "synchronizing after a failed proof");
+        }
+        if let Ok(chunks) = self.chunks.lock() {
+            if let Some(Err(e)) = chunks.as_ref().map(BaseChunks::synchronize) {
+                tracing::error!(error = %e, "synchronizing the chunk copies after a failed proof");
+            }
+        }
+    }
+}

@@ -17,6 +17,7 @@ mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod ids;
+mod job;
 mod payload;
 mod porep;
 mod post;
@@ -27,86 +28,12 @@ pub mod setup;
 pub mod shape_true;
 mod snap;
 
-use blstrs::Scalar;
-use cuzk_groth16::shape::CircuitShape;
-use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::SynthesizedCircuit;
-use reference::{ReferenceSynthesis, ReferenceWitness};
-
 pub use error::FilecoinError;
+pub use job::{CheckedBy, FilecoinJob, InputChecks};
 pub use porep::PorepRequest;
 pub use post::PostRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 pub use snap::SnapRequest;
-
-/// What is checked of a request's vanilla proofs before any proving.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum InputChecks {
-    /// filecoin-proofs' checks of the vanilla proofs run, and a request that fails them
-    /// is refused. The only mode for real work.
-    #[default]
-    Full,
-    /// Timing only: the vanilla proofs are not checked, so shape-true inputs (random
-    /// values) are proved. A job decoded this way says so
-    /// ([`FilecoinJob::timing_only`]); its proofs are not checked and must never be
-    /// returned as real ones (of shape-true inputs or timing parameters they cannot
-    /// verify at all).
-    TimingOnly,
-}
-
-/// How a proof was checked before it is returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CheckedBy {
-    /// filecoin-proofs' verifier for the kind accepted the assembled proof.
-    FilecoinProofs,
-    /// filecoin-proofs has no verifier for this piece alone (the reason is given); each
-    /// partition proof was checked against storage-proofs' public inputs.
-    PartitionsOnly(&'static str),
-}
-
-/// filecoin-proofs' verdict on an assembled proof (`verify_*`'s result) as the final
-/// check's outcome; `what` describes the job for the error.
-pub(crate) fn verdict(r: anyhow::Result<bool>, what: String) -> Result<CheckedBy, FilecoinError> {
-    match r {
-        Ok(true) => Ok(CheckedBy::FilecoinProofs),
-        Ok(false) => Err(FilecoinError::NotVerified(what)),
-        Err(e) => Err(FilecoinError::NotVerified(format!("{what}: {e:#}"))),
-    }
-}
-
-/// One decoded request: its partition circuits, their public inputs, and the final
-/// check of the assembled proof.
-pub trait FilecoinJob: Send + Sync {
-    /// The circuit (and so the parameter set) every partition uses.
-    fn circuit(&self) -> Circuit;
-    /// One line for logs: kind, size, partition, sectors.
-    fn describe(&self) -> String;
-    /// The proof is this many partition proofs concatenated in order.
-    fn partitions(&self) -> usize;
-    /// Synthesizes partition `partition` into `buffers`.
-    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
-    /// Counts partition `partition`'s circuit: constraints, variables, query sizes
-    /// (no value is computed; little memory).
-    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError>;
-    /// Synthesizes partition `partition` with bellperson's own constraint systems: the
-    /// reference cuzk's synthesis is measured and checked against.
-    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError>;
-    /// The public inputs of partition `partition` (without the leading one), computed
-    /// by storage-proofs from the public data alone, as its verifier does.
-    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError>;
-    /// Checks the assembled proof (partition proofs concatenated) with
-    /// filecoin-proofs' verifier for this kind. Needs [`env::use_parameter_dir`].
-    /// A timing-only job refuses: there is nothing real to check.
-    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
-    /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
-    /// timing only, never checked and never returned.
-    fn timing_only(&self) -> bool;
-}
-
-/// The refusal of [`FilecoinJob::verify`] for a timing-only job.
-pub(crate) fn timing_only_refusal(what: String) -> FilecoinError {
-    FilecoinError::TimingOnly(format!("{what}: a timing-only job (vanilla proofs not checked) has no proof to check"))
-}
 
 /// Decodes a PoRep C2 request.
 pub fn decode_porep(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {

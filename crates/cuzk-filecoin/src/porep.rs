@@ -24,11 +24,11 @@ use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, S
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{porep_config, prover_id};
+use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::field_element;
 use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
-use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;

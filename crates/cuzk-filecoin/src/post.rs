@@ -23,10 +23,10 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Fal
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
+use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::{bincode_decode, domain_bytes, field_bytes};
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
-use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;

@@ -17,11 +17,11 @@ use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySe
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::ids::porep_config;
+use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::{bincode_decode, field_element};
 use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
-use crate::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use cuzk_groth16::shape::CircuitShape;
 
 /// The fields of a SnapDeals request.

@@ -203,7 +203,7 @@ pub trait ProvingBackend: Send + Sync {
     /// Makes the set's points ready for proving now (a GPU backend reads them onto its
     /// device, reporting to `progress`) rather than on the first proof; by default
     /// nothing is done.
-    fn load_params(&self, params: &ParameterSet, progress: &dyn crate::Progress) -> Result<(), ProveError> {
+    fn load_params(&self, params: &ParameterSet, progress: &dyn crate::progress::Progress) -> Result<(), ProveError> {
         let _ = (params, progress);
         Ok(())
     }
@@ -235,6 +235,19 @@ pub trait ProvingBackend: Send + Sync {
     /// ([`SynthesizedCircuit::reuse_evaluations`]): benchmarks with pre-made partitions.
     fn keeps_evaluations(&self) -> bool {
         false
+    }
+}
+
+impl SynthesizedCircuit {
+    /// Makes a circuit proven by `backend` provable again, when that backend leaves
+    /// a, b and c as they were ([`ProvingBackend::keeps_evaluations`]); otherwise an
+    /// error, and the circuit stays consumed.
+    pub fn reuse_evaluations(&mut self, backend: &dyn ProvingBackend) -> Result<(), ProveError> {
+        if !backend.keeps_evaluations() {
+            return Err(ProveError::Backend(format!("{} uses a, b, c as scratch: synthesize the circuit again", backend.name())));
+        }
+        self.unconsume();
+        Ok(())
     }
 }
 

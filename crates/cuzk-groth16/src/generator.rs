@@ -19,10 +19,10 @@ use std::path::Path;
 
 use crate::domain::{powers, Domain, DomainError};
 use crate::format::{write_file_atomically, FilePoint, FormatError};
-use crate::params::{ParameterSet, VerifyingKey};
+use crate::params::{timing_marker, ParameterSet, VerifyingKey};
+use crate::progress::Progress;
 use crate::shape::CircuitShape;
 use crate::synthesis::{Density, SynthesizedCircuit};
-use crate::Progress;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -445,17 +445,6 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
 }
 
-/// The α of every timing parameter set: a point hashed from a fixed message, which no
-/// setup's α can be (its discrete logarithm is unknown, and a setup picks α at random).
-/// It marks a file of random points wherever the file goes, and the file stays one
-/// that other provers read.
-pub fn timing_marker() -> G1Affine {
-    static MARKER: std::sync::OnceLock<G1Affine> = std::sync::OnceLock::new();
-    *MARKER.get_or_init(|| {
-        G1Projective::hash_to_curve(b"cuzk timing parameters: random points; proofs made with them never verify", b"CUZK-TIMING-V1", &[]).to_affine()
-    })
-}
-
 /// A verifying key of random points whose α is the [`timing_marker`].
 fn timing_vk(inputs: usize, rng: &mut impl RngCore) -> VerifyingKey {
     VerifyingKey {
@@ -465,7 +454,7 @@ fn timing_vk(inputs: usize, rng: &mut impl RngCore) -> VerifyingKey {
         gamma_g2: G2Projective::random(&mut *rng).to_affine(),
         delta_g1: G1Projective::random(&mut *rng).to_affine(),
         delta_g2: G2Projective::random(&mut *rng).to_affine(),
-        ic: random_points::<G1Affine>(inputs, rng, &crate::NoProgress),
+        ic: random_points::<G1Affine>(inputs, rng, &crate::progress::NoProgress),
     }
 }
 
@@ -562,7 +551,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::NoProgress;
+    use crate::progress::NoProgress;
     use rand::SeedableRng;
 
     #[test]

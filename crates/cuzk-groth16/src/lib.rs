@@ -6,20 +6,24 @@
 //! - [`domain`]: the radix-2 evaluation domain (NTTs over the scalar field);
 //! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
 //! - [`params`]: parameter sets and verifying keys in memory;
-//! - [`format`]: the Filecoin/bellperson `.params` / `.vk` file layout and proof bytes;
+//! - [`format`]: the Filecoin/bellperson `.params` / `.vk` file layout and proof bytes
+//!   ([`layout`]: where a file's queries lie);
 //! - [`shape`]: a circuit's counts and query sizes, counted without values;
 //! - [`generator`]: parameter generation (setup) for any circuit, and timing parameters;
 //! - [`backend`]: the proving-backend interface every prover implements;
 //! - [`prover`]: the CPU backend;
 //! - [`verifier`]: single and batch verification;
-//! - [`synthetic`]: C2-shaped synthetic circuits for tests and benchmarks.
+//! - [`synthetic`]: C2-shaped synthetic circuits for tests and benchmarks;
+//! - [`progress`]: how long computations report how far they got.
 
 pub mod backend;
 pub mod domain;
 pub mod format;
 pub mod generator;
+pub mod layout;
 pub mod msm;
 pub mod params;
+pub mod progress;
 pub mod proof;
 pub mod prover;
 pub mod shape;
@@ -29,22 +33,13 @@ pub mod verifier;
 
 pub use backend::{DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
+pub use progress::{NoProgress, Progress};
 pub use proof::Proof;
 pub use prover::CpuBackend;
 pub use synthesis::{synthesize, synthesize_many, Density, ScalarClasses, SynthesizedCircuit};
 
 /// Re-exported curve types so downstream crates name one version.
 pub use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-
-/// Something that wants to hear how far a long computation got.
-///
-/// Library code reports progress through this; the CLI draws bars with it.
-pub trait Progress: Sync {
-    /// A new stage starts with `total` units of work.
-    fn stage(&self, name: &str, total: u64);
-    /// `n` more units of the current stage are done.
-    fn advance(&self, n: u64);
-}
 
 /// The message of a caught panic (`catch_unwind`'s payload), for the error that
 /// replaces it.
@@ -54,12 +49,4 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".to_string())
-}
-
-/// A [`Progress`] that reports nowhere.
-pub struct NoProgress;
-
-impl Progress for NoProgress {
-    fn stage(&self, _: &str, _: u64) {}
-    fn advance(&self, _: u64) {}
 }

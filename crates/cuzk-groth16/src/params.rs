@@ -4,9 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::path::PathBuf;
 
-use blstrs::{G1Affine, G2Affine};
+use blstrs::{G1Affine, G1Projective, G2Affine};
+use group::Curve;
 
-use crate::format::ParamsLayout;
+use crate::layout::ParamsLayout;
 
 use crate::synthesis::SynthesizedCircuit;
 
@@ -27,8 +28,19 @@ impl VerifyingKey {
     /// Whether this is the key of a timing parameter set (random points, marked by
     /// their α): proofs made with such a set never verify.
     pub fn is_timing_only(&self) -> bool {
-        self.alpha_g1 == crate::generator::timing_marker()
+        self.alpha_g1 == timing_marker()
     }
+}
+
+/// The α of every timing parameter set: a point hashed from a fixed message, which no
+/// setup's α can be (its discrete logarithm is unknown, and a setup picks α at random).
+/// It marks a file of random points wherever the file goes, and the file stays one
+/// that other provers read.
+pub fn timing_marker() -> G1Affine {
+    static MARKER: std::sync::OnceLock<G1Affine> = std::sync::OnceLock::new();
+    *MARKER.get_or_init(|| {
+        G1Projective::hash_to_curve(b"cuzk timing parameters: random points; proofs made with them never verify", b"CUZK-TIMING-V1", &[]).to_affine()
+    })
 }
 
 /// Identity of a parameter set within this process, so a backend can cache per-set
@@ -217,7 +229,7 @@ impl ParameterSet {
 #[cfg(test)]
 mod tests {
     use crate::generator::timing_parameters;
-    use crate::NoProgress;
+    use crate::progress::NoProgress;
     use rand::SeedableRng;
 
     #[test]

@@ -194,7 +194,7 @@ mod tests {
     fn a_count_matches_the_parameter_file() {
         let shape = SyntheticShape::for_domain(6);
         let full = crate::synthesize(shape.circuit(1)).unwrap();
-        let params = crate::generator::timing_parameters(&full, &mut rand::rngs::OsRng, &crate::NoProgress);
+        let params = crate::generator::timing_parameters(&full, &mut rand::rngs::OsRng, &crate::progress::NoProgress);
         let counted = count_shape(shape.circuit(1)).unwrap();
         assert_eq!(counted.query_lens(), params.lens());
         let mut bytes = Vec::new();

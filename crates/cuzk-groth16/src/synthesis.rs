@@ -376,15 +376,10 @@ impl SynthesizedCircuit {
         self.witness_charge.is_some()
     }
 
-    /// Makes a circuit proven by `backend` provable again, when that backend leaves
-    /// a, b and c as they were ([`ProvingBackend::keeps_evaluations`]); otherwise an
-    /// error, and the circuit stays consumed.
-    pub fn reuse_evaluations(&mut self, backend: &dyn crate::backend::ProvingBackend) -> Result<(), crate::backend::ProveError> {
-        if !backend.keeps_evaluations() {
-            return Err(crate::backend::ProveError::Backend(format!("{} uses a, b, c as scratch: synthesize the circuit again", backend.name())));
-        }
+    /// Makes a consumed circuit provable again: for a backend that left a, b, c as
+    /// they were (see `SynthesizedCircuit::reuse_evaluations` in crate::backend).
+    pub(crate) fn unconsume(&mut self) {
         self.consumed = false;
-        Ok(())
     }
 
     /// The same instance with a, b, c copied into `buffers` (each large enough): a

@@ -37,55 +37,55 @@ use crate::{backend_placing, fixed_base_on, BackendKind};
 #[derive(Args)]
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
-    backend: BackendKind,
+    pub(crate) backend: BackendKind,
     /// Domain sizes to run, as powers of two, comma-separated (overrides --log-size).
     #[arg(long, value_delimiter = ',')]
-    log_sizes: Vec<u32>,
+    pub(crate) log_sizes: Vec<u32>,
     /// Timed repetitions per size (after one warm-up).
     #[arg(long, default_value_t = 3)]
-    reps: usize,
+    pub(crate) reps: usize,
     /// Time with random parameter points of the circuit's shape instead of a real setup.
     /// The proofs are NOT valid and are not verified: for timing only.
     #[arg(long)]
-    timing_params: bool,
+    pub(crate) timing_params: bool,
     /// Time with an existing .params file of the circuit's shape (e.g. random points
     /// from `cuzk setup --timing-params`, so other provers can be timed on the same
     /// file). Its proofs are not expected to verify: verification is skipped.
     #[arg(long, conflicts_with = "timing_params")]
-    params: Option<std::path::PathBuf>,
+    pub(crate) params: Option<std::path::PathBuf>,
     /// Then prove this many partitions back to back, two threads sharing the device
     /// (GPU backends; pre-made partitions proven again).
     #[arg(long, default_value_t = 0)]
-    back_to_back: usize,
+    pub(crate) back_to_back: usize,
     /// GPU: keep the parameters' points in pinned host memory and stream them up for
     /// every MSM through two device buffers of about this many MiB each, as on a GPU
     /// too small for the set (default: on the device when they fit).
     #[arg(long, value_name = "MIB")]
-    stream_points: Option<usize>,
+    pub(crate) stream_points: Option<usize>,
     /// A Filecoin request folder (`cuzk fixture`, or one written the same way): time
     /// its partitions (count, cuzk's synthesis, bellperson's, and the proof where
     /// --params or --param-dir is given) instead of synthetic circuits.
     #[arg(long)]
-    input: Option<std::path::PathBuf>,
+    pub(crate) input: Option<std::path::PathBuf>,
     /// With --input: the circuit id the request must be for (e.g. porep-32g).
     #[arg(long, requires = "input")]
-    circuit: Option<String>,
+    pub(crate) circuit: Option<String>,
     /// With --input: the partitions to time, comma-separated (default 0).
     #[arg(long, value_delimiter = ',', requires = "input")]
-    partitions: Vec<usize>,
+    pub(crate) partitions: Vec<usize>,
     /// With --input: do not check the vanilla proofs (shape-true inputs). Proofs are
     /// then not verified: for timing only.
     #[arg(long, requires = "input")]
-    timing_only: bool,
+    pub(crate) timing_only: bool,
     /// With --input: skip bellperson's synthesis of the same partitions.
     #[arg(long, requires = "input")]
-    no_reference: bool,
+    pub(crate) no_reference: bool,
     /// With --input: prove with the parameters of the request's circuit in this
     /// Filecoin parameter directory (standard file names).
     #[arg(long, requires = "input", conflicts_with = "params")]
-    param_dir: Option<std::path::PathBuf>,
+    pub(crate) param_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
-    shape: ShapeArgs,
+    pub(crate) shape: ShapeArgs,
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -127,34 +127,22 @@ pub(crate) fn print_device(d: &DeviceReport, partitions: usize) {
     );
 }
 
+/// Where the GPU backend keeps parameter points (`--stream-points`).
+pub(crate) fn placement(args: &BenchArgs) -> cuzk_cuda::PointsPlacement {
+    match args.stream_points {
+        // Whole G1 and G2 points per buffer.
+        Some(mib) => cuzk_cuda::PointsPlacement::Streamed { chunk_bytes: (mib << 20) / 192 * 192 },
+        None => cuzk_cuda::PointsPlacement::Auto,
+    }
+}
+
+/// `cuzk bench` on synthetic circuits (`--input` is crate::bench_filecoin's).
 pub fn run(args: &BenchArgs) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
     let sizes = if args.log_sizes.is_empty() { vec![args.shape.log_size] } else { args.log_sizes.clone() };
-    let placement = match args.stream_points {
-        // Whole G1 and G2 points per buffer.
-        Some(mib) => cuzk_cuda::PointsPlacement::Streamed { chunk_bytes: (mib << 20) / 192 * 192 },
-        None => cuzk_cuda::PointsPlacement::Auto,
-    };
-    let (backend, gpu) = backend_placing(args.backend, placement)?;
-    if let Some(input) = &args.input {
-        if args.timing_params || args.back_to_back > 0 {
-            bail!("--input times the request's own circuit: --timing-params and --back-to-back are for synthetic circuits");
-        }
-        return crate::bench_filecoin::FilecoinBench {
-            input,
-            circuit: args.circuit.as_deref(),
-            partitions: &args.partitions,
-            timing_only: args.timing_only,
-            reference: !args.no_reference,
-            params: args.params.as_deref(),
-            param_dir: args.param_dir.as_deref(),
-            backend: backend.as_ref(),
-            gpu: gpu.as_ref(),
-        }
-        .run();
-    }
+    let (backend, gpu) = backend_placing(args.backend, placement(args))?;
     if args.back_to_back > 0 && !backend.keeps_evaluations() {
         bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
     }

@@ -23,9 +23,34 @@ use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 
-use crate::bench::{new_buffers, print_device};
+use crate::backend_placing;
+use crate::bench::{new_buffers, placement, print_device, BenchArgs};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
+
+/// `cuzk bench --input DIR`: a Filecoin request's partitions.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let Some(input) = &args.input else { anyhow::bail!("--input names the request folder to time") };
+    if args.reps == 0 {
+        anyhow::bail!("--reps must be at least 1");
+    }
+    if args.timing_params || args.back_to_back > 0 {
+        anyhow::bail!("--input times the request's own circuit: --timing-params and --back-to-back are for synthetic circuits");
+    }
+    let (backend, gpu) = backend_placing(args.backend, placement(args))?;
+    FilecoinBench {
+        input,
+        circuit: args.circuit.as_deref(),
+        partitions: &args.partitions,
+        timing_only: args.timing_only,
+        reference: !args.no_reference,
+        params: args.params.as_deref(),
+        param_dir: args.param_dir.as_deref(),
+        backend: backend.as_ref(),
+        gpu: gpu.as_ref(),
+    }
+    .run()
+}
 
 /// What `cuzk bench --input` was asked.
 pub struct FilecoinBench<'a> {

@@ -241,6 +241,7 @@ fn main() -> Result<()> {
             prove(&shape, &params, witness_seed, &out, backend, check_subgroup)
         }
         Some(Command::Verify { vk, proof, inputs }) => verify(&vk, &proof, inputs.as_deref()),
+        Some(Command::Bench(args)) if args.input.is_some() => bench_filecoin::run(&args),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::GpuBench(args)) => gpu_bench::run(&args),
         Some(Command::Info) => info(),

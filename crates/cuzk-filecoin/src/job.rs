@@ -1,0 +1,80 @@
+//! A decoded request as the engine sees it ([`FilecoinJob`]), what is checked of its
+//! inputs ([`InputChecks`]) and of its proof ([`CheckedBy`]).
+
+use blstrs::Scalar;
+use cuzk_groth16::shape::CircuitShape;
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::SynthesizedCircuit;
+
+use crate::error::FilecoinError;
+use crate::reference::{ReferenceSynthesis, ReferenceWitness};
+use crate::registered::Circuit;
+
+/// What is checked of a request's vanilla proofs before any proving.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputChecks {
+    /// filecoin-proofs' checks of the vanilla proofs run, and a request that fails them
+    /// is refused. The only mode for real work.
+    #[default]
+    Full,
+    /// Timing only: the vanilla proofs are not checked, so shape-true inputs (random
+    /// values) are proved. A job decoded this way says so
+    /// ([`FilecoinJob::timing_only`]); its proofs are not checked and must never be
+    /// returned as real ones (of shape-true inputs or timing parameters they cannot
+    /// verify at all).
+    TimingOnly,
+}
+
+/// How a proof was checked before it is returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckedBy {
+    /// filecoin-proofs' verifier for the kind accepted the assembled proof.
+    FilecoinProofs,
+    /// filecoin-proofs has no verifier for this piece alone (the reason is given); each
+    /// partition proof was checked against storage-proofs' public inputs.
+    PartitionsOnly(&'static str),
+}
+
+/// filecoin-proofs' verdict on an assembled proof (`verify_*`'s result) as the final
+/// check's outcome; `what` describes the job for the error.
+pub(crate) fn verdict(r: anyhow::Result<bool>, what: String) -> Result<CheckedBy, FilecoinError> {
+    match r {
+        Ok(true) => Ok(CheckedBy::FilecoinProofs),
+        Ok(false) => Err(FilecoinError::NotVerified(what)),
+        Err(e) => Err(FilecoinError::NotVerified(format!("{what}: {e:#}"))),
+    }
+}
+
+/// One decoded request: its partition circuits, their public inputs, and the final
+/// check of the assembled proof.
+pub trait FilecoinJob: Send + Sync {
+    /// The circuit (and so the parameter set) every partition uses.
+    fn circuit(&self) -> Circuit;
+    /// One line for logs: kind, size, partition, sectors.
+    fn describe(&self) -> String;
+    /// The proof is this many partition proofs concatenated in order.
+    fn partitions(&self) -> usize;
+    /// Synthesizes partition `partition` into `buffers`.
+    fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
+    /// Counts partition `partition`'s circuit: constraints, variables, query sizes
+    /// (no value is computed; little memory).
+    fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError>;
+    /// Synthesizes partition `partition` with bellperson's own constraint systems: the
+    /// reference cuzk's synthesis is measured and checked against.
+    fn reference_synthesis(&self, partition: usize, how: ReferenceSynthesis) -> Result<ReferenceWitness, FilecoinError>;
+    /// The public inputs of partition `partition` (without the leading one), computed
+    /// by storage-proofs from the public data alone, as its verifier does.
+    fn public_inputs(&self, partition: usize) -> Result<Vec<Scalar>, FilecoinError>;
+    /// Checks the assembled proof (partition proofs concatenated) with
+    /// filecoin-proofs' verifier for this kind. Needs [`crate::env::use_parameter_dir`].
+    /// A timing-only job refuses: there is nothing real to check.
+    fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
+    /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
+    /// timing only, never checked and never returned.
+    fn timing_only(&self) -> bool;
+}
+
+/// The refusal of [`FilecoinJob::verify`] for a timing-only job.
+pub(crate) fn timing_only_refusal(what: String) -> FilecoinError {
+    FilecoinError::TimingOnly(format!("{what}: a timing-only job (vanilla proofs not checked) has no proof to check"))
+}

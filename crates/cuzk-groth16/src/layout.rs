@@ -1,0 +1,52 @@
+//! Where a `.params` file's five queries lie ([`ParamsLayout`], one [`Section`] each):
+//! what a reader needs to find the points without decoding them. Parsed and checked by
+//! [`crate::format`].
+
+/// Where one query's points lie in a `.params` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// "h", "l", "a", "b_g1" or "b_g2", as in errors.
+    pub name: &'static str,
+    /// Byte offset of the first point (after the count).
+    pub offset: u64,
+    pub count: usize,
+    /// 96 (G1) or 192 (G2).
+    pub point_bytes: usize,
+}
+
+impl Section {
+    pub fn bytes(&self) -> u64 {
+        (self.count * self.point_bytes) as u64
+    }
+
+    /// Byte offset of point `index`.
+    pub fn point_offset(&self, index: usize) -> u64 {
+        self.offset + (index * self.point_bytes) as u64
+    }
+}
+
+/// Where a `.params` file's five queries lie, with every count checked against the
+/// file's length, against each other and against the verifying key's inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamsLayout {
+    /// Public inputs, the constant one included (the verifying key's IC length).
+    pub inputs: usize,
+    pub h: Section,
+    pub l: Section,
+    pub a: Section,
+    pub b_g1: Section,
+    pub b_g2: Section,
+    /// The file's length: a reader of the sections checks the file still has it.
+    pub file_len: u64,
+}
+
+impl ParamsLayout {
+    pub fn sections(&self) -> [&Section; 5] {
+        [&self.h, &self.l, &self.a, &self.b_g1, &self.b_g2]
+    }
+
+    /// The evaluation domain size these parameters were made for.
+    pub fn domain_size(&self) -> usize {
+        self.h.count + 1
+    }
+}

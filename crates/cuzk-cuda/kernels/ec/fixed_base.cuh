@@ -63,15 +63,15 @@ __device__ __forceinline__ void fixed_base_to_affine(const ec::xyzz<F> *__restri
     }
 }
 
-#define FIXED_BASE_KERNELS(G, F)                                                                                    \
-    extern "C" __global__ void fixed_base_mul_##G(const ec::affine<F> *__restrict__ table, uint32_t c,              \
-                                                  uint32_t windows, const fr::elem *__restrict__ scalars,           \
-                                                  uint32_t n, ec::xyzz<F> *__restrict__ out) {                      \
-        fixed_base_mul<F>(table, c, windows, scalars, n, out);                                                      \
-    }                                                                                                               \
-    extern "C" __global__ void fixed_base_to_affine_##G(const ec::xyzz<F> *__restrict__ in, uint32_t n,             \
-                                                        ec::affine<F> *__restrict__ out) {                          \
-        fixed_base_to_affine<F>(in, n, out);                                                                        \
+#define FIXED_BASE_KERNELS(G, F)                                                                                      \
+    extern "C" __global__ void fixed_base_mul_##G(const ec::affine<F> *__restrict__ table, uint32_t c,                \
+                                                  uint32_t windows, const fr::elem *__restrict__ scalars, uint32_t n, \
+                                                  ec::xyzz<F> *__restrict__ out) {                                    \
+        fixed_base_mul<F>(table, c, windows, scalars, n, out);                                                        \
+    }                                                                                                                 \
+    extern "C" __global__ void fixed_base_to_affine_##G(const ec::xyzz<F> *__restrict__ in, uint32_t n,               \
+                                                        ec::affine<F> *__restrict__ out) {                            \
+        fixed_base_to_affine<F>(in, n, out);                                                                          \
     }
 
 FIXED_BASE_KERNELS(g1, ec::fp_field)

@@ -12,9 +12,15 @@ struct elem {
 __device__ __forceinline__ elem zero() { return elem{fp::zero(), fp::zero()}; }
 __device__ __forceinline__ elem one() { return elem{fp::one(), fp::zero()}; }
 __device__ __forceinline__ bool is_zero(const elem &a) { return fp::is_zero(a.c0) && fp::is_zero(a.c1); }
-__device__ __forceinline__ bool equal(const elem &a, const elem &b) { return fp::equal(a.c0, b.c0) && fp::equal(a.c1, b.c1); }
-__device__ __forceinline__ elem add(const elem &a, const elem &b) { return elem{fp::add(a.c0, b.c0), fp::add(a.c1, b.c1)}; }
-__device__ __forceinline__ elem sub(const elem &a, const elem &b) { return elem{fp::sub(a.c0, b.c0), fp::sub(a.c1, b.c1)}; }
+__device__ __forceinline__ bool equal(const elem &a, const elem &b) {
+    return fp::equal(a.c0, b.c0) && fp::equal(a.c1, b.c1);
+}
+__device__ __forceinline__ elem add(const elem &a, const elem &b) {
+    return elem{fp::add(a.c0, b.c0), fp::add(a.c1, b.c1)};
+}
+__device__ __forceinline__ elem sub(const elem &a, const elem &b) {
+    return elem{fp::sub(a.c0, b.c0), fp::sub(a.c1, b.c1)};
+}
 
 // Three Fp products (Karatsuba): c0 = a0·b0 − a1·b1, c1 = (a0 + a1)(b0 + b1) − a0·b0 − a1·b1.
 // Out of line, like fp::mul, to keep the G2 kernels' size and compile time down. Unlike

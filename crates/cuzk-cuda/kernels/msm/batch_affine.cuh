@@ -70,9 +70,8 @@ __device__ __forceinline__ void msm_affine_offsets(const uint32_t *__restrict__ 
 template <class F>
 __device__ __forceinline__ void msm_affine_prefix(const ec::affine<F> *__restrict__ points,
                                                   const uint32_t *__restrict__ sorted, uint32_t indexed,
-                                                  const uint32_t *__restrict__ offsets, uint32_t buckets,
-                                                  uint32_t span, uint32_t threads,
-                                                  const uint32_t *__restrict__ out_offsets,
+                                                  const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span,
+                                                  uint32_t threads, const uint32_t *__restrict__ out_offsets,
                                                   typename F::elem *prefix, typename F::elem *prod,
                                                   ec::affine<F> *out) {
     typedef typename F::elem E;
@@ -97,7 +96,8 @@ __device__ __forceinline__ void msm_affine_prefix(const ec::affine<F> *__restric
             }
             const uint32_t slot = out_offsets[g] + (p - gs) / 2;
             if (p + 1 < ge) {
-                const E x1 = msm_affine_x(points, sorted, indexed, p), x2 = msm_affine_x(points, sorted, indexed, p + 1);
+                const E x1 = msm_affine_x(points, sorted, indexed, p),
+                        x2 = msm_affine_x(points, sorted, indexed, p + 1);
                 const E d = F::sub(x2, x1);
                 if (!msm_affine_special<F>(x1, x2, d)) {
                     prefix[(p - p0) >> 1] = acc;
@@ -150,9 +150,8 @@ __device__ __noinline__ ec::affine<F> msm_affine_add_special(const ec::affine<F>
 template <class F>
 __device__ __forceinline__ void msm_affine_apply(const ec::affine<F> *__restrict__ points,
                                                  const uint32_t *__restrict__ sorted, uint32_t indexed,
-                                                 const uint32_t *__restrict__ offsets, uint32_t buckets,
-                                                 uint32_t span, uint32_t threads,
-                                                 const uint32_t *__restrict__ out_offsets,
+                                                 const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span,
+                                                 uint32_t threads, const uint32_t *__restrict__ out_offsets,
                                                  const typename F::elem *__restrict__ prefix,
                                                  const typename F::elem *__restrict__ inv, ec::affine<F> *out) {
     typedef typename F::elem E;
@@ -209,24 +208,25 @@ __device__ __forceinline__ void msm_affine_apply(const ec::affine<F> *__restrict
 #endif
 
 #define MSM_AFFINE_KERNELS(G, F)                                                                                       \
-    extern "C" __global__ void msm_affine_offsets_##G(const uint32_t *__restrict__ offsets, uint32_t buckets,         \
+    extern "C" __global__ void msm_affine_offsets_##G(const uint32_t *__restrict__ offsets, uint32_t buckets,          \
                                                       uint32_t *out_offsets, ec::affine<F> *out) {                     \
         msm_affine_offsets<F>(offsets, buckets, out_offsets, out);                                                     \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) msm_affine_prefix_##G(                                          \
+    extern "C" __global__ void __launch_bounds__(128) msm_affine_prefix_##G(                                           \
         const ec::affine<F> *__restrict__ points, const uint32_t *__restrict__ sorted, uint32_t indexed,               \
         const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span, uint32_t threads,                       \
         const uint32_t *__restrict__ out_offsets, F::elem *prefix, F::elem *prod, ec::affine<F> *out) {                \
-        msm_affine_prefix<F>(points, sorted, indexed, offsets, buckets, span, threads, out_offsets, prefix, prod, out); \
+        msm_affine_prefix<F>(points, sorted, indexed, offsets, buckets, span, threads, out_offsets, prefix, prod,      \
+                             out);                                                                                     \
     }                                                                                                                  \
-    extern "C" __global__ void msm_affine_invert_##G(const F::elem *__restrict__ prod, uint32_t count,                \
-                                                     uint32_t group, F::elem *inv) {                                   \
+    extern "C" __global__ void msm_affine_invert_##G(const F::elem *__restrict__ prod, uint32_t count, uint32_t group, \
+                                                     F::elem *inv) {                                                   \
         msm_affine_invert<F>(prod, count, group, inv);                                                                 \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128, MSM_AFFINE_APPLY_MIN_BLOCKS) msm_affine_apply_##G(                                           \
+    extern "C" __global__ void __launch_bounds__(128, MSM_AFFINE_APPLY_MIN_BLOCKS) msm_affine_apply_##G(               \
         const ec::affine<F> *__restrict__ points, const uint32_t *__restrict__ sorted, uint32_t indexed,               \
         const uint32_t *__restrict__ offsets, uint32_t buckets, uint32_t span, uint32_t threads,                       \
-        const uint32_t *__restrict__ out_offsets, const F::elem *__restrict__ prefix,                                  \
-        const F::elem *__restrict__ inv, ec::affine<F> *out) {                                                         \
+        const uint32_t *__restrict__ out_offsets, const F::elem *__restrict__ prefix, const F::elem *__restrict__ inv, \
+        ec::affine<F> *out) {                                                                                          \
         msm_affine_apply<F>(points, sorted, indexed, offsets, buckets, span, threads, out_offsets, prefix, inv, out);  \
     }

@@ -86,8 +86,8 @@ extern "C" __global__ void __launch_bounds__(MSM_SCAN_THREADS)
 
 // One block of 1024 threads, each summing a contiguous chunk (for short inputs: the
 // tile sums).
-extern "C" __global__ void __launch_bounds__(1024) msm_scan(const uint32_t *__restrict__ counts, uint32_t len,
-                                                            uint32_t *offsets) {
+extern "C" __global__ void __launch_bounds__(1024)
+    msm_scan(const uint32_t *__restrict__ counts, uint32_t len, uint32_t *offsets) {
     __shared__ uint32_t sums[1024];
     const uint32_t t = threadIdx.x, chunk = (len + 1023) / 1024;
     const uint32_t begin = min(t * chunk, len), end = min(begin + chunk, len);
@@ -161,8 +161,9 @@ extern "C" __global__ void msm_scatter(const uint32_t *__restrict__ digits, uint
 // is a left one. With `indexed` = 0 the entries are the points themselves, in order
 // (bases[pos], as batch_affine.cuh's rounds leave them), and `sorted` is not read.
 template <class F>
-__device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ sorted,
-                                               uint32_t indexed, const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
+__device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__ bases,
+                                               const uint32_t *__restrict__ sorted, uint32_t indexed,
+                                               const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,
                                                uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,
                                                uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -177,7 +178,7 @@ __device__ __forceinline__ void msm_accumulate(const ec::affine<F> *__restrict__
     uint32_t g_end = offsets[g + 1];
     ec::xyzz<F> acc = ec::infinity<F>();
     auto flush = [&]() {
-        const bool from_left = offsets[g] < begin, to_right = g_end > end;
+        const bool from_left = offsets[g]<begin, to_right = g_end> end;
         if (from_left) {
             left[t] = acc;
             left_bucket[t] = g;
@@ -227,7 +228,8 @@ __device__ __forceinline__ void msm_partials_scan(const ec::xyzz<F> *__restrict_
 // A bucket starting in segment t and crossing into t + 1: its right partial plus the
 // summed left partials of the run starting at t + 1.
 template <class F>
-__device__ __forceinline__ void msm_fixup(uint32_t segments, ec::xyzz<F> *buckets, const ec::xyzz<F> *__restrict__ right,
+__device__ __forceinline__ void msm_fixup(uint32_t segments, ec::xyzz<F> *buckets,
+                                          const ec::xyzz<F> *__restrict__ right,
                                           const uint32_t *__restrict__ right_bucket,
                                           const ec::xyzz<F> *__restrict__ left_sums,
                                           const uint32_t *__restrict__ left_bucket) {
@@ -249,9 +251,8 @@ __device__ __forceinline__ void msm_fixup(uint32_t segments, ec::xyzz<F> *bucket
 // Level 0, segment s of M buckets: T = Σ_j (j+1)·B_{sM+j}, Y = M·Σ_j B_{sM+j}
 // (bucket j of a window is the pair (B_j, B_j): B_j + j·B_j).
 template <class F>
-__device__ __forceinline__ void msm_bucket_segments(const ec::xyzz<F> *__restrict__ buckets, uint32_t m,
-                                                    uint32_t log_m, uint32_t count, ec::xyzz<F> *t_out,
-                                                    ec::xyzz<F> *y_out) {
+__device__ __forceinline__ void msm_bucket_segments(const ec::xyzz<F> *__restrict__ buckets, uint32_t m, uint32_t log_m,
+                                                    uint32_t count, ec::xyzz<F> *t_out, ec::xyzz<F> *y_out) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
     const ec::xyzz<F> *b = buckets + (size_t)t * m;
@@ -303,8 +304,9 @@ __device__ __forceinline__ void msm_combine_windows(const ec::xyzz<F> *__restric
 // The batch addition of a split MSM's scalars equal to 1: thread t sums the bases
 // idx[t·per .. t·per + per) into partial[t] (count indices in all).
 template <class F>
-__device__ __forceinline__ void msm_sum_indexed(const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ idx,
-                                                uint32_t count, uint32_t per, uint32_t threads, ec::xyzz<F> *partial) {
+__device__ __forceinline__ void msm_sum_indexed(const ec::affine<F> *__restrict__ bases,
+                                                const uint32_t *__restrict__ idx, uint32_t count, uint32_t per,
+                                                uint32_t threads, ec::xyzz<F> *partial) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= threads) return;
     ec::xyzz<F> acc = ec::infinity<F>();
@@ -330,47 +332,46 @@ __device__ __forceinline__ void msm_sum_pairs(const ec::xyzz<F> *__restrict__ sr
 #endif
 
 // The curve kernels of one group (G = g1 or g2, F its coordinate field).
-#define MSM_CURVE_KERNELS(G, F)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(128, MSM_ACCUMULATE_MIN_BLOCKS) msm_accumulate_##G(const ec::affine<F> *__restrict__ bases,                            \
-                                                  const uint32_t *__restrict__ sorted, uint32_t indexed,              \
-                                                  const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k,     \
-                                                  uint32_t segments, ec::xyzz<F> *buckets, ec::xyzz<F> *left,         \
-                                                  uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) { \
-        msm_accumulate<F>(bases, sorted, indexed, offsets, len, k, segments, buckets, left, left_bucket, right, right_bucket);  \
-    }                                                                                                                 \
+#define MSM_CURVE_KERNELS(G, F)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(128, MSM_ACCUMULATE_MIN_BLOCKS) msm_accumulate_##G(                   \
+        const ec::affine<F> *__restrict__ bases, const uint32_t *__restrict__ sorted, uint32_t indexed,                \
+        const uint32_t *__restrict__ offsets, uint32_t len, uint32_t k, uint32_t segments, ec::xyzz<F> *buckets,       \
+        ec::xyzz<F> *left, uint32_t *left_bucket, ec::xyzz<F> *right, uint32_t *right_bucket) {                        \
+        msm_accumulate<F>(bases, sorted, indexed, offsets, len, k, segments, buckets, left, left_bucket, right,        \
+                          right_bucket);                                                                               \
+    }                                                                                                                  \
     extern "C" __global__ void msm_partials_scan_##G(const ec::xyzz<F> *__restrict__ src, ec::xyzz<F> *dst,            \
-                                                     const uint32_t *__restrict__ left_bucket, uint32_t segments,     \
-                                                     uint32_t d) {                                                    \
-        msm_partials_scan<F>(src, dst, left_bucket, segments, d);                                                     \
-    }                                                                                                                 \
-    extern "C" __global__ void msm_fixup_##G(uint32_t segments, ec::xyzz<F> *buckets,                                  \
-                                             const ec::xyzz<F> *__restrict__ right,                                   \
-                                             const uint32_t *__restrict__ right_bucket,                               \
-                                             const ec::xyzz<F> *__restrict__ left_sums,                               \
-                                             const uint32_t *__restrict__ left_bucket) {                              \
-        msm_fixup<F>(segments, buckets, right, right_bucket, left_sums, left_bucket);                                 \
-    }                                                                                                                 \
+                                                     const uint32_t *__restrict__ left_bucket, uint32_t segments,      \
+                                                     uint32_t d) {                                                     \
+        msm_partials_scan<F>(src, dst, left_bucket, segments, d);                                                      \
+    }                                                                                                                  \
+    extern "C" __global__ void msm_fixup_##G(                                                                          \
+        uint32_t segments, ec::xyzz<F> *buckets, const ec::xyzz<F> *__restrict__ right,                                \
+        const uint32_t *__restrict__ right_bucket, const ec::xyzz<F> *__restrict__ left_sums,                          \
+        const uint32_t *__restrict__ left_bucket) {                                                                    \
+        msm_fixup<F>(segments, buckets, right, right_bucket, left_sums, left_bucket);                                  \
+    }                                                                                                                  \
     extern "C" __global__ void msm_bucket_segments_##G(const ec::xyzz<F> *__restrict__ buckets, uint32_t m,            \
-                                                       uint32_t log_m, uint32_t count, ec::xyzz<F> *t_out,            \
-                                                       ec::xyzz<F> *y_out) {                                          \
-        msm_bucket_segments<F>(buckets, m, log_m, count, t_out, y_out);                                               \
-    }                                                                                                                 \
+                                                       uint32_t log_m, uint32_t count, ec::xyzz<F> *t_out,             \
+                                                       ec::xyzz<F> *y_out) {                                           \
+        msm_bucket_segments<F>(buckets, m, log_m, count, t_out, y_out);                                                \
+    }                                                                                                                  \
     extern "C" __global__ void msm_pair_segments_##G(const ec::xyzz<F> *__restrict__ t_in,                             \
                                                      const ec::xyzz<F> *__restrict__ y_in, uint32_t m, uint32_t log_m, \
                                                      uint32_t count, ec::xyzz<F> *t_out, ec::xyzz<F> *y_out) {         \
-        msm_pair_segments<F>(t_in, y_in, m, log_m, count, t_out, y_out);                                              \
-    }                                                                                                                 \
+        msm_pair_segments<F>(t_in, y_in, m, log_m, count, t_out, y_out);                                               \
+    }                                                                                                                  \
     extern "C" __global__ void msm_combine_windows_##G(const ec::xyzz<F> *__restrict__ window_sum, uint32_t windows,   \
-                                                       uint32_t c, ec::xyzz<F> *out) {                                \
-        msm_combine_windows<F>(window_sum, windows, c, out);                                                          \
-    }                                                                                                                 \
+                                                       uint32_t c, ec::xyzz<F> *out) {                                 \
+        msm_combine_windows<F>(window_sum, windows, c, out);                                                           \
+    }                                                                                                                  \
     extern "C" __global__ void msm_sum_indexed_##G(const ec::affine<F> *__restrict__ bases,                            \
-                                                   const uint32_t *__restrict__ idx, uint32_t count, uint32_t per,    \
-                                                   uint32_t threads, ec::xyzz<F> *partial) {                          \
-        msm_sum_indexed<F>(bases, idx, count, per, threads, partial);                                                 \
-    }                                                                                                                 \
+                                                   const uint32_t *__restrict__ idx, uint32_t count, uint32_t per,     \
+                                                   uint32_t threads, ec::xyzz<F> *partial) {                           \
+        msm_sum_indexed<F>(bases, idx, count, per, threads, partial);                                                  \
+    }                                                                                                                  \
     extern "C" __global__ void msm_sum_pairs_##G(const ec::xyzz<F> *__restrict__ src, uint32_t m, ec::xyzz<F> *dst) {  \
-        msm_sum_pairs<F>(src, m, dst);                                                                                \
+        msm_sum_pairs<F>(src, m, dst);                                                                                 \
     }
 
 MSM_CURVE_KERNELS(g1, ec::fp_field)

@@ -54,7 +54,8 @@ struct shared_elems {
 
 // DIT: (x, y) <- (x + w·y, x − w·y).  DIF: (x, y) <- (x + y, (x − y)·w).
 // The twiddle of offset j in stage s is tw[2^s - 1 + j]; j = 0 needs no product.
-__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::twiddle *tw, uint32_t s, uint64_t j, bool dif) {
+__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::twiddle *tw, uint32_t s, uint64_t j,
+                                          bool dif) {
     const bool trivial = j == 0;
     const uint64_t widx = ((1ull << s) - 1) + j;
     if (dif) {
@@ -130,8 +131,9 @@ extern "C" __global__ void __launch_bounds__(256) ntt_bit_reverse_tiled(fr::elem
 // products at a time) and stores them back, so shared memory is crossed and the
 // block synchronized once per two stages. An odd last stage runs as a single step.
 // Threads: nq = max(1, 2^(M-2)) per column, q < nq its index in the column.
-__device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M, uint32_t log_l, uint32_t l, uint32_t q,
-                                              uint32_t nq, uint32_t s_base, uint64_t jlo, const fr::twiddle *tw, bool dif) {
+__device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M, uint32_t log_l, uint32_t l,
+                                              uint32_t q, uint32_t nq, uint32_t s_base, uint64_t jlo,
+                                              const fr::twiddle *tw, bool dif) {
     const uint32_t pairs = M / 2, steps = pairs + (M & 1);
     auto at = [&](uint32_t u) { return (u << log_l) | l; };
     auto joff = [&](uint32_t u, uint32_t t) { return ((uint64_t)(u & ((1u << t) - 1)) << s_base) | jlo; };
@@ -191,9 +193,9 @@ __device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M
 // 256 threads of at most 80 registers, three blocks per SM: measured faster than two
 // blocks of 128 registers despite a few spilled words (H200, 2^27: 53.5 against 56.7 ms).
 extern "C" __global__ void __launch_bounds__(256, 3)
-    ntt_block(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t k, uint32_t dif, uint32_t fuse,
-              const fr::elem *__restrict__ pre_mul, const fr::twiddle *__restrict__ col, const fr::elem *__restrict__ row,
-              const fr::elem *__restrict__ sub, fr::elem sub_factor) {
+    ntt_block(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t k, uint32_t dif,
+              uint32_t fuse, const fr::elem *__restrict__ pre_mul, const fr::twiddle *__restrict__ col,
+              const fr::elem *__restrict__ row, const fr::elem *__restrict__ sub, fr::elem sub_factor) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t size = 1u << k;
     const uint64_t first = (uint64_t)blockIdx.x * size;
@@ -251,8 +253,8 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 
 // The stage-major twiddle table (see the top of this file): out[e] for e < 2^log_n - 1,
 // from a two-level table of powers of w over exponents < 2^(log_n - 1).
-extern "C" __global__ void fill_stage_twiddles(fr::twiddle *out, const fr::elem *__restrict__ lo, const fr::elem *__restrict__ hi,
-                                              uint32_t lo_bits, uint32_t log_n) {
+extern "C" __global__ void fill_stage_twiddles(fr::twiddle *out, const fr::elem *__restrict__ lo,
+                                               const fr::elem *__restrict__ hi, uint32_t lo_bits, uint32_t log_n) {
     const uint64_t len = (1ull << log_n) - 1;
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < len; e += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t s = 63 - __clzll(e + 1);

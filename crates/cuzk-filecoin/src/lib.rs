@@ -17,6 +17,7 @@ mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod ids;
+pub mod param_check;
 mod payload;
 mod porep;
 mod post;

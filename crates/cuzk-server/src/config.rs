@@ -3,9 +3,29 @@
 //! warning, not an error. `cuzk.example.toml` at the repository root documents every
 //! key with its default.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::ListenAddr;
+
+/// The variable Curio, Lotus and filecoin-proofs read the parameter directory from
+/// (their `fetch-params` commands download into it): srs.param_cache's default when set.
+pub const PARAMETER_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
+/// srs.param_cache when neither the file nor the environment names one (the reference
+/// daemon's default).
+pub const DEFAULT_PARAM_CACHE: &str = "/data/zk/params";
+
+/// Where srs.param_cache came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamCacheOrigin {
+    /// The configuration file's srs.param_cache.
+    File,
+    /// [`PARAMETER_CACHE_ENV`], the file naming none.
+    Environment,
+    /// [`DEFAULT_PARAM_CACHE`].
+    Default,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DaemonConfig {
@@ -14,7 +34,12 @@ pub struct DaemonConfig {
     /// daemon.status_listen: HTTP status endpoint (host:port); None = off.
     pub status_listen: Option<std::net::SocketAddr>,
     /// srs.param_cache: the Filecoin parameter directory.
-    pub param_cache: std::path::PathBuf,
+    pub param_cache: PathBuf,
+    /// Where `param_cache` came from.
+    pub param_cache_origin: ParamCacheOrigin,
+    /// srs.preload: Filecoin circuit ids ("porep-32g", …) whose files are checked and
+    /// loaded at start (in the background: the socket opens at once).
+    pub preload: Vec<String>,
     /// memory.total_budget: None = auto (MemTotal − safety margin).
     pub total_budget: Option<u64>,
     /// memory.safety_margin.
@@ -49,7 +74,9 @@ impl Default for DaemonConfig {
         DaemonConfig {
             listen: ListenAddr::Unix("/run/curio/cuzk.sock".into()),
             status_listen: None,
-            param_cache: "/data/zk/params".into(),
+            param_cache: DEFAULT_PARAM_CACHE.into(),
+            param_cache_origin: ParamCacheOrigin::Default,
+            preload: Vec::new(),
             total_budget: None,
             safety_margin: 5 << 30,
             eviction_min_idle: Duration::from_secs(300),
@@ -129,11 +156,32 @@ fn as_bool(key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
     v.as_bool().ok_or_else(|| bad(key, format!("expected true or false, found {v}")))
 }
 
+/// [`PARAMETER_CACHE_ENV`] of this process, when set and not empty.
+pub fn param_cache_from_env() -> Option<PathBuf> {
+    std::env::var_os(PARAMETER_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 impl DaemonConfig {
-    /// Parses a configuration; returns it with warnings for keys it ignores.
+    /// The defaults, srs.param_cache taken from `env_param_cache` (the value of
+    /// [`PARAMETER_CACHE_ENV`]) when there is one.
+    pub fn defaults_with(env_param_cache: Option<PathBuf>) -> DaemonConfig {
+        match env_param_cache {
+            Some(dir) => DaemonConfig { param_cache: dir, param_cache_origin: ParamCacheOrigin::Environment, ..DaemonConfig::default() },
+            None => DaemonConfig::default(),
+        }
+    }
+
+    /// Parses a configuration over the plain defaults (the environment not consulted);
+    /// returns it with warnings for keys it ignores.
     pub fn from_toml(text: &str) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
+        Self::from_toml_over(text, DaemonConfig::default())
+    }
+
+    /// Parses a configuration; keys it does not set keep their values in `base`
+    /// ([`DaemonConfig::defaults_with`]).
+    pub fn from_toml_over(text: &str, base: DaemonConfig) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
         let root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
-        let mut c = DaemonConfig::default();
+        let mut c = base;
         let mut warnings = Vec::new();
         let mut pipeline_enabled = true;
         let mut max_parallel_synthesis: Option<usize> = None;
@@ -153,7 +201,27 @@ impl DaemonConfig {
                             if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
                     }
                     "daemon.timing_only" => c.timing_only = as_bool(k, v)?,
-                    "srs.param_cache" => c.param_cache = as_str(k, v)?.into(),
+                    "srs.param_cache" => {
+                        let s = as_str(k, v)?;
+                        if s.is_empty() {
+                            return Err(bad(k, "is empty; leave the key out for the default"));
+                        }
+                        c.param_cache = s.into();
+                        c.param_cache_origin = ParamCacheOrigin::File;
+                    }
+                    "srs.preload" => {
+                        let arr = v.as_array().ok_or_else(|| bad(k, "expected a list of circuit ids like [\"porep-32g\", \"wpost-32g\"]"))?;
+                        c.preload = arr
+                            .iter()
+                            .map(|x| match x.as_str() {
+                                Some(id) if cuzk_filecoin::Circuit::from_id(id).is_some() => Ok(id.to_string()),
+                                _ => Err(bad(
+                                    k,
+                                    format!("{x} is not a Filecoin circuit id (porep-, snap-, wpost-, winning- and 2k, 8m, 512m, 32g, 64g)"),
+                                )),
+                            })
+                            .collect::<Result<_, _>>()?;
+                    }
                     "memory.total_budget" => {
                         let s = as_str(k, v)?;
                         c.total_budget = if s.eq_ignore_ascii_case("auto") {
@@ -224,6 +292,74 @@ impl DaemonConfig {
     }
 }
 
+/// A size as the configuration writes it: whole GiB or MiB where exact, else bytes.
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        0 => "0".into(),
+        b if b % (1 << 30) == 0 => format!("{}GiB", b >> 30),
+        b if b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b => b.to_string(),
+    }
+}
+
+/// A duration as the configuration writes it: the largest whole unit.
+fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        ms if ms % 86_400_000 == 0 && ms > 0 => format!("{}d", ms / 86_400_000),
+        ms if ms % 3_600_000 == 0 && ms > 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 && ms > 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+fn quoted(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+impl DaemonConfig {
+    /// The effective settings as a configuration file in the reference layout, every
+    /// key cuzk reads with the value in force (`cuzk daemon --check-config`). Read back
+    /// with [`DaemonConfig::from_toml`] it gives this configuration again (with
+    /// srs.param_cache then coming from the file).
+    pub fn to_toml(&self) -> String {
+        let origin = match self.param_cache_origin {
+            ParamCacheOrigin::File => String::new(),
+            ParamCacheOrigin::Environment => format!("  # from {PARAMETER_CACHE_ENV}"),
+            ParamCacheOrigin::Default => format!("  # the default ({PARAMETER_CACHE_ENV} is not set)"),
+        };
+        let list = |items: Vec<String>| format!("[{}]", items.join(", "));
+        let budget = self.total_budget.map(size_text).unwrap_or_else(|| "auto".into());
+        let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
+        format!(
+            "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\n\n\
+             [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
+             [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
+             [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
+             [pipeline]\nsynthesis_lookahead = {}\nsynthesis_concurrency = {}\n\n\
+             [logging]\nlevel = {}\n\n\
+             [synthetic]\nmax_log_size = {}\nallow_premade = {}\n",
+            quoted(&self.listen.to_string()),
+            quoted(&status),
+            self.timing_only,
+            quoted(&self.param_cache.to_string_lossy()),
+            list(self.preload.iter().map(|p| quoted(p)).collect()),
+            quoted(&budget),
+            quoted(&size_text(self.safety_margin)),
+            quoted(&duration_text(self.eviction_min_idle)),
+            list(self.gpu_devices.iter().map(|d| d.to_string()).collect()),
+            self.cpu_threads,
+            self.workers_per_device,
+            self.synthesis_lookahead,
+            self.synthesis_concurrency,
+            quoted(&self.log_level),
+            self.synthetic_max_log_size,
+            self.synthetic_allow_premade,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,7 +406,7 @@ old_key = 1
         let (c, w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:9820".parse().unwrap()));
         assert_eq!(c.status_listen, Some("127.0.0.1:9821".parse().unwrap()));
-        assert_eq!(c.param_cache, std::path::PathBuf::from("/var/tmp/params"));
+        assert_eq!(c.param_cache, PathBuf::from("/var/tmp/params"));
         assert_eq!(c.total_budget, Some(256 << 30));
         assert_eq!(c.safety_margin, 10 << 30);
         assert_eq!(c.eviction_min_idle, Duration::from_secs(600));
@@ -302,6 +438,66 @@ old_key = 1
         let e = DaemonConfig::from_toml("[gpus]\ngpu_workers_per_device = \"two\"").unwrap_err();
         assert!(e.to_string().starts_with("gpus.gpu_workers_per_device: expected a non-negative integer"), "{e}");
         assert!(matches!(DaemonConfig::from_toml("[daemon"), Err(ConfigError::Syntax(_))));
+    }
+
+    #[test]
+    fn the_parameter_directory_defaults_to_the_environment_and_the_file_wins() {
+        let env = Some(PathBuf::from("/var/tmp/filecoin-proof-parameters"));
+        let (c, _) = DaemonConfig::from_toml_over("[daemon]\nlisten = \"127.0.0.1:1\"", DaemonConfig::defaults_with(env.clone())).unwrap();
+        assert_eq!(c.param_cache, PathBuf::from("/var/tmp/filecoin-proof-parameters"));
+        assert_eq!(c.param_cache_origin, ParamCacheOrigin::Environment);
+        let (c, _) = DaemonConfig::from_toml_over("[srs]\nparam_cache = \"/p\"", DaemonConfig::defaults_with(env)).unwrap();
+        assert_eq!((c.param_cache, c.param_cache_origin), (PathBuf::from("/p"), ParamCacheOrigin::File));
+        let c = DaemonConfig::defaults_with(None);
+        assert_eq!((c.param_cache, c.param_cache_origin), (PathBuf::from(DEFAULT_PARAM_CACHE), ParamCacheOrigin::Default));
+        assert!(DaemonConfig::from_toml("[srs]\nparam_cache = \"\"").is_err());
+    }
+
+    #[test]
+    fn preload_takes_filecoin_circuit_ids_only() {
+        let (c, w) = DaemonConfig::from_toml("[srs]\npreload = [\"porep-32g\", \"wpost-32g\"]").unwrap();
+        assert_eq!(c.preload, ["porep-32g", "wpost-32g"]);
+        assert!(w.is_empty(), "{w:?}");
+        let e = DaemonConfig::from_toml("[srs]\npreload = [\"porep-31g\"]").unwrap_err();
+        assert!(matches!(&e, ConfigError::Value { key, message } if key == "srs.preload" && message.contains("porep-31g")), "{e}");
+        assert!(DaemonConfig::from_toml("[srs]\npreload = \"porep-32g\"").is_err());
+    }
+
+    #[test]
+    fn the_effective_settings_read_back_to_the_same_configuration() {
+        let text = r#"
+[daemon]
+listen = "unix:///run/x/cuzk.sock"
+status_listen = "127.0.0.1:9821"
+[srs]
+param_cache = "/var/tmp/p \"q\""
+preload = ["snap-32g"]
+[memory]
+total_budget = "1536MiB"
+safety_margin = "12345"
+eviction_min_idle = "90s"
+[gpus]
+devices = [1, 3]
+gpu_threads = 7
+gpu_workers_per_device = 3
+[pipeline]
+synthesis_lookahead = 4
+synthesis_concurrency = 2
+[logging]
+level = "debug"
+[synthetic]
+max_log_size = 12
+allow_premade = true
+"#;
+        let (c, _) = DaemonConfig::from_toml(text).unwrap();
+        let shown = c.to_toml();
+        let (back, w) = DaemonConfig::from_toml(&shown).unwrap();
+        assert_eq!(back, c, "{shown}");
+        assert!(w.is_empty(), "{w:?}");
+        assert!(shown.contains("total_budget = \"1536MiB\"") && shown.contains("eviction_min_idle = \"90s\""), "{shown}");
+        let (d, _) = DaemonConfig::from_toml(&DaemonConfig::defaults_with(Some("/e".into())).to_toml()).unwrap();
+        assert_eq!(d.param_cache, PathBuf::from("/e"));
+        assert!(DaemonConfig::default().to_toml().contains(&format!("# the default ({PARAMETER_CACHE_ENV} is not set)")));
     }
 
     #[test]

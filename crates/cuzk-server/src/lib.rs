@@ -79,11 +79,37 @@ impl std::fmt::Display for ListenAddr {
 
 pub struct ProvingService {
     engine: Arc<Engine>,
+    parameter_files: Option<ParameterFiles>,
+}
+
+/// The parameter directory PreloadSRS checks a Filecoin circuit's files in before
+/// loading them (presence, the length their headers imply, the timing marker:
+/// `cuzk_filecoin::param_check::header_check`), so a missing or cut file is named in
+/// the answer (FAILED_PRECONDITION) instead of failing deep in the load.
+#[derive(Clone, Debug)]
+pub struct ParameterFiles {
+    pub dir: PathBuf,
+    /// A timing-only daemon proves with timing parameters.
+    pub timing_points_allowed: bool,
+}
+
+impl ParameterFiles {
+    /// Why `circuit`'s files cannot be used, or None.
+    pub fn problems(&self, circuit: cuzk_filecoin::Circuit) -> Result<Option<String>, cuzk_filecoin::FilecoinError> {
+        let checks = cuzk_filecoin::param_check::header_check_circuit(circuit, &self.dir)?;
+        Ok(cuzk_filecoin::param_check::problems(&checks, self.timing_points_allowed))
+    }
 }
 
 impl ProvingService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        ProvingService { engine }
+        ProvingService { engine, parameter_files: None }
+    }
+
+    /// Checks a Filecoin circuit's parameter files in `files.dir` on PreloadSRS.
+    pub fn checking_parameters(mut self, files: ParameterFiles) -> Self {
+        self.parameter_files = Some(files);
+        self
     }
 
     /// The tonic service with the 256 MiB message limits.
@@ -270,6 +296,16 @@ impl ProvingEngine for ProvingService {
 
     async fn preload_srs(&self, req: Request<pb::PreloadSrsRequest>) -> Result<Response<pb::PreloadSrsResponse>, Status> {
         let id = req.into_inner().circuit_id;
+        if let (Some(files), Some(circuit)) = (self.parameter_files.clone(), cuzk_filecoin::Circuit::from_id(&id)) {
+            let problems = tokio::task::spawn_blocking(move || files.problems(circuit))
+                .await
+                .map_err(|e| Status::internal(format!("checking parameter files: {e}")))?
+                .map_err(|e| Status::internal(format!("checking parameter files of {circuit}: {e}")))?;
+            if let Some(message) = problems {
+                tracing::error!(circuit = %circuit, "PreloadSRS: {message}");
+                return Err(Status::failed_precondition(message));
+            }
+        }
         let engine = self.engine.clone();
         let (already_loaded, took) = tokio::task::spawn_blocking(move || engine.preload(&id))
             .await
@@ -349,7 +385,16 @@ fn oversized_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Respons
 
 /// Serves until `shutdown` resolves; in-flight calls finish first.
 pub async fn serve(listener: Listener, engine: Arc<Engine>, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), ServeError> {
-    let svc = ProvingService::new(engine).into_server();
+    serve_service(listener, ProvingService::new(engine), shutdown).await
+}
+
+/// [`serve`] with a service set up by the caller ([`ProvingService::checking_parameters`]).
+pub async fn serve_service(
+    listener: Listener,
+    service: ProvingService,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let svc = service.into_server();
     let router = tonic::transport::Server::builder().layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted)).add_service(svc);
     match listener {
         Listener::Tcp(l) => router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?,

@@ -8,11 +8,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, MemoryBudget, ProofKind};
+use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
-use cuzk_server::config::DaemonConfig;
-use cuzk_server::{serve, ListenAddr, Listener};
+use cuzk_server::config::{param_cache_from_env, DaemonConfig};
+use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
@@ -27,18 +27,30 @@ pub struct DaemonArgs {
     /// returned. Never for real work.
     #[arg(long)]
     pub timing_only: bool,
+    /// Validate the configuration, print the effective settings (every key, with the
+    /// value in force) and check the parameter files' headers, then exit: non-zero when
+    /// the configuration is invalid or a circuit of srs.preload has an unusable file.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+/// Reads a configuration file (the defaults without one); srs.param_cache defaults to
+/// $FIL_PROOFS_PARAMETER_CACHE when the file names none. Returns the warnings to log.
+pub fn read_config(path: Option<&Path>) -> Result<(DaemonConfig, Vec<String>)> {
+    let base = DaemonConfig::defaults_with(param_cache_from_env());
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Ok(DaemonConfig::from_toml_over(&text, base).with_context(|| format!("in {}", path.display()))?)
+        }
+        None => Ok((base, Vec::new())),
+    }
 }
 
 /// Reads the configuration (before logging starts, so logging.level can apply);
 /// returns it with the warnings to log.
 pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
-    let (mut config, warnings) = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            DaemonConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
-        }
-        None => (DaemonConfig::default(), Vec::new()),
-    };
+    let (mut config, warnings) = read_config(args.config.as_deref())?;
     if let Some(l) = &args.listen {
         config.listen = l.parse::<ListenAddr>().map_err(anyhow::Error::msg).context("--listen")?;
     }
@@ -61,13 +73,13 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     // filecoin-proofs reads its parameter directory from the environment once; set it
     // before any thread starts (its verifiers read the .vk files from there).
     cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
+    // Presence, length and timing marker of the files (a few pages read), logged per
+    // circuit; srs.preload's circuits that pass are loaded once the engine runs.
+    let preload = crate::params::start_check(&config);
     if config.cpu_threads > 0 {
         rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
     }
-    let budget = match config.total_budget {
-        Some(b) => b,
-        None => MemoryBudget::auto_total(config.safety_margin).context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
-    };
+    let budget = crate::memory::budget_bytes(&config)?;
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
@@ -124,11 +136,31 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         tracing::info!(address = shown.as_str(), "cuzk daemon listening");
         if let Some(addr) = config.status_listen {
             let l = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding daemon.status_listen {addr}"))?;
-            tracing::info!(address = %addr, "HTTP status endpoint listening (GET /status, /metrics)");
+            // The bound address (port 0 resolved), so a test or a script can find it.
+            let bound = l.local_addr().unwrap_or(addr);
+            tracing::info!(address = %bound, "HTTP status endpoint listening (GET /status, /metrics, /timeline)");
             tokio::spawn(cuzk_server::status_http::serve_status(l, engine.clone()));
         }
+        if !preload.is_empty() {
+            let e = engine.clone();
+            // In the background: the socket opens meanwhile. The engine loads one set at
+            // a time, so a job's own load waits behind these.
+            std::thread::Builder::new()
+                .name("srs-preload".into())
+                .spawn(move || {
+                    for circuit in preload {
+                        match e.preload(&circuit.id()) {
+                            Ok((_, took)) => tracing::info!(circuit = %circuit, seconds = took.as_secs_f64(), "srs.preload: parameters loaded"),
+                            Err(err) => tracing::error!(circuit = %circuit, "srs.preload: loading the parameters failed: {err}"),
+                        }
+                    }
+                })
+                .context("starting the preload thread")?;
+        }
+        let service = ProvingService::new(engine.clone())
+            .checking_parameters(ParameterFiles { dir: config.param_cache.clone(), timing_points_allowed: config.timing_only });
         let e = engine.clone();
-        serve(listener, engine, async move {
+        serve_service(listener, service, async move {
             shutdown_signal().await;
             tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest");
             let _ = tokio::task::spawn_blocking(move || e.shutdown(Duration::from_secs(30))).await;

@@ -2,11 +2,14 @@
 
 mod bench;
 mod bench_filecoin;
+mod check_config;
 mod circuits;
 mod daemon;
 mod fixture;
 mod gpu_bench;
 mod host;
+mod memory;
+mod params;
 mod progress;
 mod shape;
 mod submit;
@@ -123,6 +126,8 @@ enum Command {
     Fixture(fixture::FixtureArgs),
     /// Count every Filecoin circuit: constraints, variables, query lengths, parameter file size.
     Circuits(circuits::CircuitsArgs),
+    /// Check a parameter directory: every file the circuits need, against the published digests.
+    Params(params::ParamsArgs),
 }
 
 fn parse_circuit_id(id: &str) -> Result<cuzk_filecoin::Circuit, String> {
@@ -226,6 +231,10 @@ fn main() -> Result<()> {
     if let Some(Command::Daemon(args)) = &cli.command {
         // The configuration names the log level (RUST_LOG still wins).
         let (config, warnings) = daemon::load_config(args)?;
+        if args.check_config {
+            init_logging("warn");
+            return check_config::run(&config, &warnings, args.config.as_deref());
+        }
         init_logging(&config.log_level);
         return daemon::run(config, warnings, args.config.as_deref());
     }
@@ -249,6 +258,7 @@ fn main() -> Result<()> {
         Some(Command::Submit(args)) => submit::run(&args),
         Some(Command::Fixture(args)) => fixture::run(&args),
         Some(Command::Circuits(args)) => circuits::run(&args),
+        Some(Command::Params(args)) => params::run(&args),
         Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }
@@ -491,7 +501,8 @@ fn info() -> Result<()> {
     println!("cuzk {}", env!("CARGO_PKG_VERSION"));
     println!("cpu backend: available, {} threads", rayon::current_num_threads());
     if cuzk_cuda::kernels_built() {
-        println!("cuda kernels: built for {}", cuzk_cuda::built_architectures());
+        // build.rs adds compute_90 PTX to the machine code it lists.
+        println!("cuda kernels: built for {} (+ compute_90 PTX, compiled by the driver for newer GPUs)", cuzk_cuda::built_architectures());
     } else {
         println!("cuda kernels: not built (no nvcc at build time; scripts/install-cuda-toolchain.sh installs one)");
     }

@@ -13,7 +13,7 @@ use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, CpuBackend, Proof, ProvingBackend};
 use cuzk_server::pb::proving_engine_client::ProvingEngineClient;
 use cuzk_server::pb::{self, ProofKind};
-use cuzk_server::{serve, ListenAddr, Listener, MAX_MESSAGE_BYTES};
+use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService, MAX_MESSAGE_BYTES};
 use tonic::transport::Channel;
 
 pub struct Daemon {
@@ -45,13 +45,27 @@ impl Daemon {
         kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
         make_buffer: Box<cuzk_engine::BufferMaker>,
     ) -> Daemon {
+        Daemon::start_checking(cfg, backends, kinds, make_buffer, None).await
+    }
+
+    /// With the given proof kinds, PreloadSRS checking parameter files when `files` is given.
+    pub async fn start_checking(
+        cfg: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        make_buffer: Box<cuzk_engine::BufferMaker>,
+        files: Option<ParameterFiles>,
+    ) -> Daemon {
         let engine = Arc::new(Engine::start_with_buffers(cfg, backends, kinds, make_buffer).unwrap());
         let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let e = engine.clone();
+        let mut service = ProvingService::new(engine.clone());
+        if let Some(files) = files {
+            service = service.checking_parameters(files);
+        }
         let served = tokio::spawn(async move {
-            serve(listener, e, async {
+            serve_service(listener, service, async {
                 let _ = stopped.await;
             })
             .await

@@ -1,0 +1,87 @@
+//! PreloadSRS checks a Filecoin circuit's parameter files before loading them
+//! (presence, the length their headers imply, the timing marker): a missing, cut or
+//! timing file is named in a FAILED_PRECONDITION answer that says what to do.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{config, Daemon};
+use cuzk_engine::filecoin::FilecoinKind;
+use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_filecoin::fixtures::fixtures_2k;
+use cuzk_filecoin::{setup, Circuit, CircuitKind, InputChecks, SectorSize};
+use cuzk_groth16::CpuBackend;
+use cuzk_server::pb;
+use cuzk_server::ParameterFiles;
+use rand::SeedableRng;
+use tonic::Code;
+
+const WPOST_2K: Circuit = Circuit { kind: CircuitKind::WindowPost, size: SectorSize::S2KiB };
+
+async fn daemon(dir: &Path, checks: InputChecks) -> Daemon {
+    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+        .into_iter()
+        .map(|k| Arc::new(FilecoinKind::new(k, dir.to_owned(), checks).unwrap()) as Arc<dyn KindHandler>)
+        .collect();
+    let files = ParameterFiles { dir: dir.to_owned(), timing_points_allowed: checks == InputChecks::TimingOnly };
+    Daemon::start_checking(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers(), Some(files)).await
+}
+
+async fn preload(d: &Daemon, id: &str) -> Result<pb::PreloadSrsResponse, tonic::Status> {
+    d.client().await.preload_srs(pb::PreloadSrsRequest { circuit_id: id.into() }).await.map(|r| r.into_inner())
+}
+
+fn name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn preload_names_missing_cut_and_timing_files() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let (params, vk) = (WPOST_2K.params_path(&f.param_dir).unwrap(), WPOST_2K.vk_path(&f.param_dir).unwrap());
+
+    // The fixture's real files pass and load.
+    let d = daemon(&f.param_dir, InputChecks::Full).await;
+    let r = preload(&d, "wpost-2k").await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(!r.already_loaded);
+    d.stop(Duration::from_secs(5)).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), InputChecks::Full).await;
+    let e = preload(&d, "wpost-2k").await.expect_err("files that are not there were loaded");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    for needle in [format!("{}: missing", name(&params)), format!("{}: missing", name(&vk)), "cuzk params check --circuit wpost-2k".into()] {
+        assert!(e.message().contains(&needle), "{needle:?} not in {}", e.message());
+    }
+
+    // A download cut short: the .params 1000 bytes short, the .vk whole.
+    let bytes = std::fs::read(&params).unwrap();
+    std::fs::write(dir.path().join(name(&params)), &bytes[..bytes.len() - 1000]).unwrap();
+    std::fs::copy(&vk, dir.path().join(name(&vk))).unwrap();
+    let e = preload(&d, "wpost-2k").await.expect_err("a cut file was loaded");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains(&format!("{}: truncated", name(&params))), "{}", e.message());
+    assert!(e.message().contains(&format!("at least {} in all", bytes.len())), "{}", e.message());
+    assert!(!e.message().contains(&name(&vk)), "the whole .vk is not named: {}", e.message());
+    // Unknown ids still get the engine's answer.
+    assert_eq!(preload(&d, "porep-31g").await.unwrap_err().code(), Code::NotFound);
+    d.stop(Duration::from_secs(5)).await;
+
+    // Timing parameters under the real names: refused by a daemon for real work, loaded
+    // by a timing-only one.
+    let dir = tempfile::tempdir().unwrap();
+    let shape = setup::blank_shape(WPOST_2K).unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+    cuzk_groth16::generator::write_timing_params(&shape, &WPOST_2K.params_path(dir.path()).unwrap(), &mut rng, &cuzk_groth16::NoProgress).unwrap();
+    let d = daemon(dir.path(), InputChecks::Full).await;
+    let e = preload(&d, "wpost-2k").await.expect_err("timing parameters were loaded by a daemon for real work");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("timing parameters") && e.message().contains("daemon.timing_only"), "{}", e.message());
+    d.stop(Duration::from_secs(5)).await;
+    let d = daemon(dir.path(), InputChecks::TimingOnly).await;
+    preload(&d, "wpost-2k").await.unwrap_or_else(|e| panic!("a timing-only daemon refused timing parameters: {e:?}"));
+    d.stop(Duration::from_secs(5)).await;
+}

@@ -1,0 +1,91 @@
+//! `cuzk daemon --check-config`: validates a configuration without starting the
+//! daemon, and prints what a start would use: the effective settings (every key, with
+//! the value in force and where srs.param_cache came from), the memory budget, the
+//! socket's directory, the GPUs and kernels, and the parameter files' header check.
+//! Fails (non-zero exit) when the configuration is invalid (reported while reading it)
+//! or when a circuit of srs.preload has a file a start would refuse to load.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use cuzk_filecoin::param_check::{self, Verdict};
+use cuzk_server::config::DaemonConfig;
+use cuzk_server::ListenAddr;
+
+pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> Result<()> {
+    let name = path.map(|p| p.display().to_string()).unwrap_or_else(|| "(no file: the defaults)".into());
+    println!("# cuzk daemon --check-config: {name}");
+    for w in warnings {
+        println!("# warning: {w}");
+    }
+    println!("# effective settings:\n");
+    print!("{}", config.to_toml());
+    println!();
+    let mut failures = Vec::new();
+
+    match crate::memory::budget_bytes(config) {
+        Ok(b) => {
+            let limit = crate::memory::usable_memory().map(|l| format!(" (of {} bytes, {})", l.bytes, l.source)).unwrap_or_default();
+            let how = if config.total_budget.is_some() { "memory.total_budget" } else { "auto" };
+            println!("# memory budget: {b} bytes = {:.1} GiB, {how}{limit}", b as f64 / (1u64 << 30) as f64);
+        }
+        Err(e) => failures.push(format!("{e:#}")),
+    }
+    match &config.listen {
+        ListenAddr::Unix(p) => {
+            let dir = p.parent().unwrap_or(Path::new("/"));
+            let state = if dir.is_dir() { "exists" } else { "does not exist yet (the systemd unit's RuntimeDirectory= creates it at start)" };
+            println!("# socket: {} (directory {}: {state})", p.display(), dir.display());
+        }
+        ListenAddr::Tcp(a) => println!("# socket: TCP {a}"),
+    }
+    match config.status_listen {
+        Some(a) => println!("# status endpoint: http://{a}/status, /metrics (Prometheus), /timeline"),
+        None => println!("# status endpoint: off (daemon.status_listen)"),
+    }
+    if cuzk_cuda::kernels_built() {
+        println!("# cuda kernels: built for {}", cuzk_cuda::built_architectures());
+    } else {
+        println!("# cuda kernels: not built (this binary proves on the CPU only)");
+    }
+    match cuzk_cuda::device_count() {
+        Ok(n) => {
+            println!("# gpus: {n} usable; gpus.devices = {:?} ({})", config.gpu_devices, if config.gpu_devices.is_empty() { "all" } else { "these" })
+        }
+        Err(why) if config.gpu_devices.is_empty() => println!("# gpus: none usable ({why}): the daemon would prove on the CPU"),
+        Err(why) => failures.push(format!("gpus.devices = {:?}, but there is no usable GPU: {why}", config.gpu_devices)),
+    }
+    if let Some(&d) = config.gpu_devices.iter().find(|&&d| cuzk_cuda::device_count().is_ok_and(|n| d as usize >= n)) {
+        failures.push(format!("gpus.devices names GPU {d}, which this machine does not have"));
+    }
+
+    let dir = &config.param_cache;
+    if !dir.is_dir() {
+        let m = format!("parameter directory {} does not exist", dir.display());
+        if config.preload.is_empty() {
+            println!("# parameters: {m}: Filecoin proofs would fail until the files are fetched into it");
+        } else {
+            failures.push(format!("{m} (srs.preload names {})", config.preload.join(", ")));
+        }
+    } else {
+        let circuits = crate::params::circuits_to_check(&config.preload, dir)?;
+        println!("# parameters in {}: header check of {} circuit(s) (`cuzk params check` also verifies the contents)", dir.display(), circuits.len());
+        for circuit in circuits {
+            let checks = param_check::header_check_circuit(circuit, dir)?;
+            for c in &checks {
+                let shown = if c.verdict == Verdict::Complete { "present and whole".to_string() } else { c.verdict.to_string() };
+                println!("#   {:<12} {}: {shown}", circuit.id(), c.file_name());
+            }
+            if config.preload.contains(&circuit.id()) {
+                if let Some(message) = param_check::problems(&checks, config.timing_only) {
+                    failures.push(format!("srs.preload: {message}"));
+                }
+            }
+        }
+    }
+    if !failures.is_empty() {
+        bail!("the configuration would not work:\n  {}", failures.join("\n  "));
+    }
+    println!("# configuration OK");
+    Ok(())
+}

@@ -307,7 +307,12 @@ impl CudaBackend {
         Ok(r)
     }
 
-    fn prove_with(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+    fn prove_with(
+        &self,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
         check_inputs(params, circuits, randomness)?;
@@ -340,6 +345,19 @@ impl ProvingBackend for CudaBackend {
 
     fn reads_params_from_file(&self) -> bool {
         true
+    }
+
+    fn device(&self) -> Option<cuzk_groth16::DeviceInfo> {
+        let (free, total) = self.gpu.memory().unwrap_or_else(|e| {
+            tracing::warn!(backend = %self.name(), error = %e, "device memory query failed");
+            (0, 0)
+        });
+        Some(cuzk_groth16::DeviceInfo {
+            ordinal: self.gpu.ordinal,
+            name: self.gpu.name.clone(),
+            total_memory: total as u64,
+            free_memory: free as u64,
+        })
     }
 
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {

@@ -1,9 +1,42 @@
-//! Jobs: what a client asked for, and what became of it.
+//! Requests: what a client asks for (a proof kind, a priority, the payload) and what
+//! it gets back (a job id, then the job's outcome). Plain data, used by every other
+//! module; it imports none of them.
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::kind::ProofKind;
+/// The kinds a client can ask for (the wire enum, plus cuzk's synthetic test kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProofKind {
+    PorepSealCommit,
+    SnapDealsUpdate,
+    WindowPostPartition,
+    WinningPost,
+    /// C2-shaped synthetic circuits (cuzk's own; for tests, demos and load tests).
+    Synthetic,
+}
+
+impl ProofKind {
+    pub const ALL: [ProofKind; 5] =
+        [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost, ProofKind::Synthetic];
+
+    /// The name used in status and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProofKind::PorepSealCommit => "porep_seal_commit",
+            ProofKind::SnapDealsUpdate => "snap_deals_update",
+            ProofKind::WindowPostPartition => "window_post_partition",
+            ProofKind::WinningPost => "winning_post",
+            ProofKind::Synthetic => "synthetic",
+        }
+    }
+}
+
+impl fmt::Display for ProofKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Scheduling priority; higher runs first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,8 +119,9 @@ impl JobStatus {
 pub struct JobTimings {
     /// Submission to the start of the first partition's synthesis.
     pub queue_wait_ms: u64,
-    /// Loading parameters on this job's behalf (0 when they were already loaded).
-    pub srs_load_ms: u64,
+    /// Loading its parameter set on this job's behalf (0 when it was already loaded;
+    /// the wire's `srs_load_ms`).
+    pub parameter_load_ms: u64,
     /// Sum over partitions.
     pub synthesis_ms: u64,
     /// Sum over partitions of the time inside the backend (device lock held).

@@ -1,9 +1,12 @@
 //! The daemon's TOML configuration. It accepts the reference daemon's layout (so an
 //! operator's existing file keeps working); keys that mean nothing to cuzk draw a
 //! warning, not an error. `cuzk.example.toml` at the repository root documents every
-//! key with its default.
+//! key with its default. The reference keys are mapped onto cuzk's names here, in
+//! [`DaemonConfig::from_toml`] and nowhere else (each field says its key).
 
 use std::time::Duration;
+
+use cuzk_engine::{EngineConfig, MemoryBudget};
 
 use crate::ListenAddr;
 
@@ -13,23 +16,26 @@ pub struct DaemonConfig {
     pub listen: ListenAddr,
     /// daemon.status_listen: HTTP status endpoint (host:port); None = off.
     pub status_listen: Option<std::net::SocketAddr>,
-    /// srs.param_cache: the Filecoin parameter directory.
-    pub param_cache: std::path::PathBuf,
-    /// memory.total_budget: None = auto (MemTotal − safety margin).
-    pub total_budget: Option<u64>,
+    /// srs.param_cache: the Filecoin parameter directory (their parameter sets'
+    /// files).
+    pub parameter_dir: std::path::PathBuf,
+    /// memory.total_budget: the engine's memory budget; None = auto (MemTotal −
+    /// safety margin).
+    pub memory_budget: Option<u64>,
     /// memory.safety_margin.
     pub safety_margin: u64,
     /// memory.eviction_min_idle.
     pub eviction_min_idle: Duration,
     /// gpus.devices: ordinals to use; empty = all.
     pub gpu_devices: Vec<u32>,
-    /// gpus.gpu_workers_per_device.
-    pub workers_per_device: usize,
+    /// gpus.gpu_workers_per_device: prover workers per backend (one backend per GPU).
+    pub workers_per_backend: usize,
     /// gpus.gpu_threads / synthesis.threads: CPU threads for synthesis and CPU
     /// proving; 0 = all.
     pub cpu_threads: usize,
-    /// pipeline.synthesis_concurrency: partitions synthesized at once.
-    pub synthesis_concurrency: usize,
+    /// pipeline.synthesis_concurrency (capped by pipeline.max_parallel_synthesis):
+    /// synthesis workers, partitions synthesized at once.
+    pub synthesis_workers: usize,
     /// pipeline.synthesis_lookahead: synthesized partitions waiting for a prover.
     pub synthesis_lookahead: usize,
     /// synthetic.max_log_size: largest synthetic circuit accepted (cuzk's own key).
@@ -49,14 +55,14 @@ impl Default for DaemonConfig {
         DaemonConfig {
             listen: ListenAddr::Unix("/run/curio/cuzk.sock".into()),
             status_listen: None,
-            param_cache: "/data/zk/params".into(),
-            total_budget: None,
+            parameter_dir: "/data/zk/params".into(),
+            memory_budget: None,
             safety_margin: 5 << 30,
             eviction_min_idle: Duration::from_secs(300),
             gpu_devices: Vec::new(),
-            workers_per_device: 2,
+            workers_per_backend: 2,
             cpu_threads: 0,
-            synthesis_concurrency: 1,
+            synthesis_workers: 1,
             synthesis_lookahead: 1,
             synthetic_max_log_size: 20,
             synthetic_allow_premade: false,
@@ -130,6 +136,23 @@ fn as_bool(key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
 }
 
 impl DaemonConfig {
+    /// The engine's settings (the budget resolved where it is "auto").
+    pub fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
+        let memory_budget_bytes = match self.memory_budget {
+            Some(b) => b,
+            None => MemoryBudget::auto_total(self.safety_margin)
+                .ok_or_else(|| bad("memory.total_budget", "\"auto\" needs /proc/meminfo; set a size instead"))?,
+        };
+        Ok(EngineConfig {
+            synthesis_workers: self.synthesis_workers,
+            synthesis_lookahead: self.synthesis_lookahead,
+            workers_per_backend: self.workers_per_backend,
+            memory_budget_bytes,
+            eviction_min_idle: self.eviction_min_idle,
+            ..EngineConfig::default()
+        })
+    }
+
     /// Parses a configuration; returns it with warnings for keys it ignores.
     pub fn from_toml(text: &str) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
         let root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
@@ -153,10 +176,10 @@ impl DaemonConfig {
                             if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
                     }
                     "daemon.timing_only" => c.timing_only = as_bool(k, v)?,
-                    "srs.param_cache" => c.param_cache = as_str(k, v)?.into(),
+                    "srs.param_cache" => c.parameter_dir = as_str(k, v)?.into(),
                     "memory.total_budget" => {
                         let s = as_str(k, v)?;
-                        c.total_budget = if s.eq_ignore_ascii_case("auto") {
+                        c.memory_budget = if s.eq_ignore_ascii_case("auto") {
                             None
                         } else {
                             Some(parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not \"auto\" or a size like \"256GiB\"")))?)
@@ -187,14 +210,14 @@ impl DaemonConfig {
                         }
                     }
                     "gpus.gpu_workers_per_device" => {
-                        c.workers_per_device = as_count(k, v)?;
-                        if c.workers_per_device == 0 {
+                        c.workers_per_backend = as_count(k, v)?;
+                        if c.workers_per_backend == 0 {
                             return Err(bad(k, "must be at least 1"));
                         }
                     }
                     "pipeline.enabled" => pipeline_enabled = as_bool(k, v)?,
                     "pipeline.synthesis_lookahead" => c.synthesis_lookahead = as_count(k, v)?.max(1),
-                    "pipeline.synthesis_concurrency" => c.synthesis_concurrency = as_count(k, v)?.max(1),
+                    "pipeline.synthesis_concurrency" => c.synthesis_workers = as_count(k, v)?.max(1),
                     "pipeline.max_parallel_synthesis" => max_parallel_synthesis = Some(as_count(k, v)?.max(1)),
                     "scheduler.max_batch_size" | "scheduler.max_batch_wait_ms" | "scheduler.sort_by_type" => {
                         warnings.push(format!("{k}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
@@ -218,7 +241,7 @@ impl DaemonConfig {
             c.synthesis_lookahead = 1;
         }
         if let Some(cap) = max_parallel_synthesis {
-            c.synthesis_concurrency = c.synthesis_concurrency.min(cap);
+            c.synthesis_workers = c.synthesis_workers.min(cap);
         }
         Ok((c, warnings))
     }
@@ -270,15 +293,15 @@ old_key = 1
         let (c, w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:9820".parse().unwrap()));
         assert_eq!(c.status_listen, Some("127.0.0.1:9821".parse().unwrap()));
-        assert_eq!(c.param_cache, std::path::PathBuf::from("/var/tmp/params"));
-        assert_eq!(c.total_budget, Some(256 << 30));
+        assert_eq!(c.parameter_dir, std::path::PathBuf::from("/var/tmp/params"));
+        assert_eq!(c.memory_budget, Some(256 << 30));
         assert_eq!(c.safety_margin, 10 << 30);
         assert_eq!(c.eviction_min_idle, Duration::from_secs(600));
         assert_eq!(c.gpu_devices, vec![0, 1]);
         assert_eq!(c.cpu_threads, 32);
-        assert_eq!(c.workers_per_device, 3);
+        assert_eq!(c.workers_per_backend, 3);
         assert_eq!(c.synthesis_lookahead, 2);
-        assert_eq!(c.synthesis_concurrency, 3);
+        assert_eq!(c.synthesis_workers, 3);
         assert_eq!(c.log_level, "debug");
         assert_eq!(w.iter().filter(|m| m.starts_with("scheduler.")).count(), 3);
         assert!(w.iter().any(|m| m.starts_with("gpu.old_key: unknown key")));

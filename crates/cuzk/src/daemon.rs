@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, MemoryBudget, ProofKind};
+use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::config::DaemonConfig;
@@ -60,18 +60,15 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     };
     // filecoin-proofs reads its parameter directory from the environment once; set it
     // before any thread starts (its verifiers read the .vk files from there).
-    cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
+    cuzk_filecoin::env::use_parameter_dir(&config.parameter_dir).context("srs.param_cache")?;
     if config.cpu_threads > 0 {
         rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
     }
-    let budget = match config.total_budget {
-        Some(b) => b,
-        None => MemoryBudget::auto_total(config.safety_margin).context("memory.total_budget = \"auto\" needs /proc/meminfo; set a size instead")?,
-    };
+    let engine_config = config.engine_config()?;
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
-    let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
+    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
             // Synthetic setups' fixed-base multiplications on the first GPU, taking
@@ -81,42 +78,27 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 Ok(Box::new(cuzk_cuda::GpuFixedBase::for_backend(&first).map_err(|e| e.to_string())?)
                     as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
             }));
-            let make: Box<BufferMaker> = Box::new(move |len| {
+            let pinned = Buffers::pinned(Box::new(move |len| {
                 cuzk_cuda::PinnedScalars::storage(&gpu, len)
                     .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
-            });
-            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), make)
+            }));
+            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
         }
-        None => (vec![Arc::new(CpuBackend::new())], vec_buffers()),
+        None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
     };
     tracing::info!(
         config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
-        memory_budget_bytes = budget,
-        param_cache = %config.param_cache.display(),
+        memory_budget_bytes = engine_config.memory_budget_bytes,
+        parameter_dir = %config.parameter_dir.display(),
         backends = %backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
-        workers_per_backend = config.workers_per_device,
+        workers_per_backend = engine_config.workers_per_backend,
         "proving backends ready"
     );
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
     for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        kinds.push(Arc::new(FilecoinKind::new(k, config.param_cache.clone(), checks)?));
+        kinds.push(Arc::new(FilecoinKind::new(k, config.parameter_dir.clone(), checks)?));
     }
-    let engine = Arc::new(
-        Engine::start_with_buffers(
-            EngineConfig {
-                synthesis_threads: config.synthesis_concurrency,
-                synthesis_lookahead: config.synthesis_lookahead,
-                workers_per_backend: config.workers_per_device,
-                memory_budget_bytes: budget,
-                eviction_min_idle: config.eviction_min_idle,
-                ..EngineConfig::default()
-            },
-            backends,
-            kinds,
-            make_buffer,
-        )
-        .context("starting the engine")?,
-    );
+    let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
         let listener = Listener::bind(&config.listen).await?;

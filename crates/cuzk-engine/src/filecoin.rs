@@ -11,11 +11,11 @@ use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob,
 use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit};
+use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit, SCALAR_BYTES};
 
 use crate::error::EngineError;
-use crate::job::JobRequest;
-use crate::kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
+use crate::kind::{JobPlan, KindHandler, PartitionWork};
+use crate::request::{JobRequest, ProofKind};
 
 fn engine_error(e: FilecoinError) -> EngineError {
     if e.is_client_error() {
@@ -25,12 +25,12 @@ fn engine_error(e: FilecoinError) -> EngineError {
     }
 }
 
-/// One Filecoin proof kind, reading parameters from `param_dir` (the daemon's
+/// One Filecoin proof kind, reading parameter sets from `parameter_dir` (the daemon's
 /// `srs.param_cache`, which must also be filecoin-proofs' parameter directory:
 /// [`cuzk_filecoin::env::use_parameter_dir`]).
 pub struct FilecoinKind {
     kind: ProofKind,
-    param_dir: PathBuf,
+    parameter_dir: PathBuf,
     checks: InputChecks,
     /// What the parameter file headers say, per circuit.
     headers: Mutex<HashMap<Circuit, ParamsHeader>>,
@@ -56,11 +56,11 @@ impl FilecoinKind {
     /// `kind` must be one of the four Filecoin kinds. With [`InputChecks::TimingOnly`]
     /// the kind proves shape-true inputs and timing parameters, and its jobs return
     /// no proof; a daemon for real work uses [`InputChecks::Full`].
-    pub fn new(kind: ProofKind, param_dir: PathBuf, checks: InputChecks) -> Result<Self, EngineError> {
+    pub fn new(kind: ProofKind, parameter_dir: PathBuf, checks: InputChecks) -> Result<Self, EngineError> {
         if kind == ProofKind::Synthetic {
             return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
-        Ok(FilecoinKind { kind, param_dir, checks, headers: Mutex::new(HashMap::new()) })
+        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()) })
     }
 
     fn circuit_kind(&self) -> CircuitKind {
@@ -73,7 +73,7 @@ impl FilecoinKind {
     }
 
     fn params_path(&self, circuit: Circuit) -> Result<PathBuf, EngineError> {
-        circuit.params_path(&self.param_dir).map_err(engine_error)
+        circuit.params_path(&self.parameter_dir).map_err(engine_error)
     }
 
     /// The circuit's parameter file header: the domain size (the length of a, b, c)
@@ -99,7 +99,7 @@ impl FilecoinKind {
     fn timing_points_refusal(&self, circuit: Circuit) -> EngineError {
         EngineError::FailedPrecondition(format!(
             "the parameters of {circuit} in {} are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)",
-            self.param_dir.display()
+            self.parameter_dir.display()
         ))
     }
 }
@@ -193,7 +193,7 @@ impl KindHandler for FilecoinKind {
             partitions,
             eval_len,
             // The aux assignment and densities: about one variable per constraint.
-            partition_bytes: 32 * eval_len as u64,
+            partition_bytes: (SCALAR_BYTES * eval_len) as u64,
             final_check: Some(final_check),
             timing_note,
         })

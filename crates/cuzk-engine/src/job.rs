@@ -1,112 +1,461 @@
-//! Jobs: what a client asked for, and what became of it.
+//! A job's life: queued → running → completed, failed or cancelled, with each of its
+//! partitions' states, its proofs in partition order, its timings, and the signal
+//! that tells waiters (blocking ones and async ones) it has finished.
 
-use std::fmt;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
-use crate::kind::ProofKind;
+use crate::kind::{FinalCheck, JobPlan, PartitionWork};
+use crate::metrics::Stats;
+use crate::request::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind};
+use crate::timeline::{EventKind, Timeline};
 
-/// Scheduling priority; higher runs first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Priority {
-    Low = 1,
-    Normal = 2,
-    High = 3,
-    Critical = 4,
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Priority {
-    /// From the wire value; 0 (unspecified) means normal.
-    pub fn from_wire(v: i32) -> Option<Priority> {
-        match v {
-            0 | 2 => Some(Priority::Normal),
-            1 => Some(Priority::Low),
-            3 => Some(Priority::High),
-            4 => Some(Priority::Critical),
-            _ => None,
+/// Where one partition of a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionState {
+    Queued,
+    Synthesizing,
+    WaitingForProver,
+    Proving,
+    Verified,
+    /// Proved in a timing-only job: not verified, and never returned.
+    ProvedForTiming,
+}
+
+/// A job and the state of each of its partitions (for the status endpoint).
+#[derive(Clone, Debug)]
+pub struct JobSummary {
+    pub job_id: JobId,
+    pub kind: ProofKind,
+    pub priority: Priority,
+    pub status: JobStatus,
+    pub partitions: Vec<PartitionState>,
+}
+
+pub(crate) struct Job {
+    pub id: JobId,
+    /// Submission order (the scheduler's FIFO within a priority).
+    pub seq: u64,
+    pub request_id: String,
+    pub kind: ProofKind,
+    pub priority: Priority,
+    /// The parameter set every partition uses.
+    pub circuit_id: String,
+    pub partitions: Vec<Arc<dyn PartitionWork>>,
+    pub eval_len: usize,
+    pub partition_bytes: u64,
+    pub final_check: Option<Arc<FinalCheck>>,
+    /// Why the job is timing-only (its proofs are neither checked nor returned).
+    pub timing_note: Option<String>,
+    submitted: Instant,
+    state: Mutex<JobState>,
+    /// Blocking waiters ([`Job::wait`]); async ones leave a waker in the state.
+    finished: Condvar,
+    timeline: Arc<Timeline>,
+    stats: Arc<Mutex<Stats>>,
+}
+
+struct JobState {
+    status: JobStatus,
+    parts: Vec<PartitionState>,
+    proofs: Vec<Option<Vec<u8>>>,
+    /// Partitions whose first attempt has started.
+    started: usize,
+    /// Partitions being synthesized or proved now.
+    in_flight: usize,
+    done: usize,
+    error: String,
+    timings: JobTimings,
+    first_start: Option<Instant>,
+    finished_at: Option<Instant>,
+    proof: Vec<u8>,
+    /// Async waiters ([`JobCompletion`]), woken when the job finishes.
+    wakers: HashMap<u64, Waker>,
+    next_waker: u64,
+}
+
+impl Job {
+    pub fn new(id: JobId, seq: u64, req: &JobRequest, plan: JobPlan, timeline: Arc<Timeline>, stats: Arc<Mutex<Stats>>) -> Job {
+        let n = plan.partitions.len();
+        Job {
+            id,
+            seq,
+            request_id: req.request_id.clone(),
+            kind: req.kind,
+            priority: req.priority,
+            circuit_id: plan.circuit_id,
+            partitions: plan.partitions,
+            eval_len: plan.eval_len,
+            partition_bytes: plan.partition_bytes,
+            final_check: plan.final_check,
+            timing_note: plan.timing_note,
+            submitted: Instant::now(),
+            state: Mutex::new(JobState {
+                status: JobStatus::Queued,
+                parts: vec![PartitionState::Queued; n],
+                proofs: vec![None; n],
+                started: 0,
+                in_flight: 0,
+                done: 0,
+                error: String::new(),
+                timings: JobTimings::default(),
+                first_start: None,
+                finished_at: None,
+                proof: Vec::new(),
+                wakers: HashMap::new(),
+                next_waker: 0,
+            }),
+            finished: Condvar::new(),
+            timeline,
+            stats,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, JobState> {
+        lock(&self.state)
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.state().status.is_finished()
+    }
+
+    pub fn set_part(&self, index: usize, p: PartitionState) {
+        if let Some(x) = self.state().parts.get_mut(index) {
+            *x = p;
+        }
+    }
+
+    /// Marks a partition as started; false when the job has finished meanwhile.
+    pub fn begin_partition(&self, index: usize, attempt: u8, parameter_load: Duration) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return false;
+        }
+        if let Some(x) = s.parts.get_mut(index) {
+            *x = PartitionState::Synthesizing;
+        }
+        s.status = JobStatus::Running;
+        s.first_start.get_or_insert_with(Instant::now);
+        s.timings.parameter_load_ms += ms(parameter_load);
+        if attempt == 0 {
+            s.started += 1;
+        }
+        s.in_flight += 1;
+        true
+    }
+
+    pub fn end_partition(&self) {
+        let mut s = self.state();
+        s.in_flight = s.in_flight.saturating_sub(1);
+    }
+
+    pub fn add_synthesis(&self, d: Duration) {
+        self.state().timings.synthesis_ms += ms(d);
+    }
+
+    pub fn add_gpu(&self, d: Duration) {
+        self.state().timings.gpu_compute_ms += ms(d);
+    }
+
+    /// Records a partition's proof (verified, or proved for timing as `state` says);
+    /// returns the assembled proof when this was the last one missing (the job is
+    /// completed by [`Job::complete`]).
+    pub fn partition_done(&self, index: usize, proof: Vec<u8>, state: PartitionState) -> Option<Vec<u8>> {
+        let mut s = self.state();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        if s.status.is_finished() || s.proofs[index].is_some() {
+            return None;
+        }
+        s.proofs[index] = Some(proof);
+        s.parts[index] = state;
+        s.done += 1;
+        if s.done < s.proofs.len() {
+            return None;
+        }
+        Some(s.proofs.iter().flat_map(|p| p.iter().flatten().copied()).collect())
+    }
+
+    /// Completes the job with its assembled proof unless it has finished meanwhile
+    /// (cancelled); true if this call completed it. A timing-only job keeps no proof
+    /// and says why instead.
+    pub fn complete(&self, proof: Vec<u8>) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return false;
+        }
+        let note = match &self.timing_note {
+            Some(why) => why.clone(),
+            None => {
+                s.proof = proof;
+                String::new()
+            }
+        };
+        self.finish(&mut s, JobStatus::Completed, note);
+        true
+    }
+
+    /// Fails the job unless it has finished already; true if this call failed it.
+    pub fn fail(&self, error: String) -> bool {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return false;
+        }
+        self.finish(&mut s, JobStatus::Failed, error);
+        true
+    }
+
+    /// Cancels the job unless it has finished; returns (cancelled now, was running).
+    pub fn cancel(&self, why: &str) -> (bool, bool) {
+        let mut s = self.state();
+        if s.status.is_finished() {
+            return (false, false);
+        }
+        let was_running = s.in_flight > 0;
+        s.proofs.iter_mut().for_each(|p| *p = None);
+        self.finish(&mut s, JobStatus::Cancelled, why.to_string());
+        (true, was_running)
+    }
+
+    /// Records the final event and counts the job before waking waiters, so whoever
+    /// sees the job finished also finds it in the timeline and the metrics.
+    fn finish(&self, s: &mut JobState, status: JobStatus, error: String) {
+        let kind = match status {
+            JobStatus::Completed => EventKind::Completed,
+            JobStatus::Cancelled => EventKind::Cancelled,
+            _ => EventKind::Failed,
+        };
+        self.timeline.record(&self.id.0, None, kind, "");
+        s.status = status;
+        s.error = error;
+        let now = Instant::now();
+        s.finished_at = Some(now);
+        s.timings.total_ms = ms(now - self.submitted);
+        s.timings.queue_wait_ms = ms(s.first_start.unwrap_or(now) - self.submitted);
+        {
+            let mut st = lock(&self.stats);
+            match status {
+                JobStatus::Completed => {
+                    *st.completed.entry(self.kind).or_default() += 1;
+                    st.queue_wait.entry(self.kind).or_default().observe(Duration::from_millis(s.timings.queue_wait_ms));
+                    st.total.entry(self.kind).or_default().observe(Duration::from_millis(s.timings.total_ms));
+                }
+                JobStatus::Cancelled => *st.cancelled.entry(self.kind).or_default() += 1,
+                _ => *st.failed.entry(self.kind).or_default() += 1,
+            }
+        }
+        self.finished.notify_all();
+        // A waker only schedules its task; none runs here, under the job's lock.
+        for (_, w) in s.wakers.drain() {
+            w.wake();
+        }
+    }
+
+    fn outcome(&self, s: &JobState) -> JobOutcome {
+        let mut timings = s.timings;
+        if !s.status.is_finished() {
+            timings.total_ms = ms(self.submitted.elapsed());
+            timings.queue_wait_ms = ms(s.first_start.unwrap_or_else(Instant::now) - self.submitted);
+        }
+        JobOutcome { job_id: self.id.clone(), status: s.status, proof: s.proof.clone(), error: s.error.clone(), timings }
+    }
+
+    /// Blocks until the job finishes, at most `timeout` (None: forever); returns its
+    /// outcome then (still queued or running if the time ran out).
+    pub fn wait(&self, timeout: Option<Duration>) -> JobOutcome {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut s = self.state();
+        while !s.status.is_finished() {
+            match deadline {
+                None => s = self.finished.wait(s).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    s = self.finished.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                }
+            }
+        }
+        self.outcome(&s)
+    }
+
+    /// (queued partitions not yet started, partitions in flight) of an unfinished job.
+    pub fn progress(&self) -> Option<(usize, usize)> {
+        let s = self.state();
+        (!s.status.is_finished()).then(|| (self.partitions.len() - s.started, s.in_flight))
+    }
+
+    pub fn summary(&self) -> JobSummary {
+        let s = self.state();
+        JobSummary { job_id: self.id.clone(), kind: self.kind, priority: self.priority, status: s.status, partitions: s.parts.clone() }
+    }
+
+    fn status(&self) -> JobStatus {
+        self.state().status
+    }
+
+    fn finished_at(&self) -> Option<Instant> {
+        self.state().finished_at
+    }
+}
+
+/// A job's completion as a future: resolves to its outcome once it has finished. It
+/// wakes its task from the job's own finish (no polling, no thread held); dropping it
+/// (a client that went away) forgets its waker.
+pub struct JobCompletion {
+    job: Arc<Job>,
+    waker: Option<u64>,
+}
+
+impl JobCompletion {
+    pub(crate) fn new(job: Arc<Job>) -> Self {
+        JobCompletion { job, waker: None }
+    }
+
+    /// The job's outcome now (queued or running if it has not finished).
+    pub fn snapshot(&self) -> JobOutcome {
+        self.job.outcome(&self.job.state())
+    }
+}
+
+impl Future for JobCompletion {
+    type Output = JobOutcome;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<JobOutcome> {
+        let this = &mut *self;
+        let mut s = this.job.state();
+        if s.status.is_finished() {
+            if let Some(k) = this.waker.take() {
+                s.wakers.remove(&k);
+            }
+            return Poll::Ready(this.job.outcome(&s));
+        }
+        let key = *this.waker.get_or_insert_with(|| {
+            s.next_waker += 1;
+            s.next_waker
+        });
+        s.wakers.insert(key, cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for JobCompletion {
+    fn drop(&mut self) {
+        if let Some(k) = self.waker.take() {
+            self.job.state().wakers.remove(&k);
         }
     }
 }
 
-/// A job id, unique within the process (a sequence number and a random tag, so ids
-/// from before a restart are not mistaken for new jobs).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobId(pub String);
+/// Every job the engine knows: live ones, and finished ones for `job_retention`.
+#[derive(Default)]
+pub(crate) struct JobTable {
+    by_id: HashMap<JobId, Arc<Job>>,
+    by_request: HashMap<String, JobId>,
+}
 
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl JobTable {
+    pub fn get(&self, id: &JobId) -> Option<Arc<Job>> {
+        self.by_id.get(id).cloned()
+    }
+
+    pub fn insert(&mut self, job: Arc<Job>) {
+        if !job.request_id.is_empty() {
+            self.by_request.insert(job.request_id.clone(), job.id.clone());
+        }
+        self.by_id.insert(job.id.clone(), job);
+    }
+
+    /// The job a resubmission of `request_id` gets: the same one while it is queued,
+    /// running or completed (its proof can be awaited again). A failed or cancelled
+    /// job's request id is released, so resubmitting it is a retry with a new job.
+    pub fn reusable(&mut self, request_id: &str) -> Option<JobId> {
+        if request_id.is_empty() {
+            return None;
+        }
+        let id = self.by_request.get(request_id)?.clone();
+        let retry = self.by_id.get(&id).is_some_and(|j| matches!(j.status(), JobStatus::Failed | JobStatus::Cancelled));
+        if retry {
+            self.by_request.remove(request_id);
+            return None;
+        }
+        Some(id)
+    }
+
+    /// Forgets finished jobs older than `keep`.
+    pub fn prune(&mut self, keep: Duration) {
+        let old: Vec<JobId> = self.by_id.values().filter(|j| j.finished_at().is_some_and(|t| t.elapsed() > keep)).map(|j| j.id.clone()).collect();
+        for id in old {
+            if let Some(j) = self.by_id.remove(&id) {
+                // The request id may name a newer job by now (a retry): that mapping stays.
+                if self.by_request.get(&j.request_id) == Some(&id) {
+                    self.by_request.remove(&j.request_id);
+                }
+            }
+        }
+    }
+
+    /// Unfinished jobs, oldest first.
+    pub fn live(&self) -> Vec<Arc<Job>> {
+        let mut v: Vec<Arc<Job>> = self.by_id.values().filter(|j| !j.is_finished()).cloned().collect();
+        v.sort_by_key(|j| j.seq);
+        v
     }
 }
 
-/// The payload fields of a request, as the client sent them; each proof kind reads
-/// the ones it needs.
-#[derive(Clone, Debug, Default)]
-pub struct Payload {
-    pub sector_size: u64,
-    pub registered_proof: u64,
-    pub vanilla_proof: Vec<u8>,
-    pub vanilla_proofs: Vec<Vec<u8>>,
-    pub sector_number: u64,
-    pub miner_id: u64,
-    pub randomness: Vec<u8>,
-    pub partition_index: u32,
-    pub comm_r_old: Vec<u8>,
-    pub comm_r_new: Vec<u8>,
-    pub comm_d_new: Vec<u8>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A request to prove.
-#[derive(Clone, Debug)]
-pub struct JobRequest {
-    /// Idempotency key: resubmitting a live request id returns the same job. Empty
-    /// means none.
-    pub request_id: String,
-    pub kind: ProofKind,
-    pub priority: Priority,
-    pub payload: Payload,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JobStatus {
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl JobStatus {
-    pub fn is_finished(self) -> bool {
-        matches!(self, JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled)
+    /// Counts its wakes.
+    struct Counter(AtomicUsize);
+    impl std::task::Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
     }
-}
 
-/// Where the time of a job went, in milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct JobTimings {
-    /// Submission to the start of the first partition's synthesis.
-    pub queue_wait_ms: u64,
-    /// Loading parameters on this job's behalf (0 when they were already loaded).
-    pub srs_load_ms: u64,
-    /// Sum over partitions.
-    pub synthesis_ms: u64,
-    /// Sum over partitions of the time inside the backend (device lock held).
-    pub gpu_compute_ms: u64,
-    /// Submission to completion.
-    pub total_ms: u64,
-}
+    fn job() -> Arc<Job> {
+        let req = JobRequest { request_id: String::new(), kind: ProofKind::Synthetic, priority: Priority::Normal, payload: Default::default() };
+        let plan = JobPlan { circuit_id: "c".into(), partitions: Vec::new(), eval_len: 0, partition_bytes: 0, final_check: None, timing_note: None };
+        Arc::new(Job::new(JobId("job-t".into()), 1, &req, plan, Arc::new(Timeline::new(16)), Arc::default()))
+    }
 
-/// A snapshot of a job: its status and, once completed, the proof bytes (partition
-/// proofs concatenated in partition order, each verified).
-#[derive(Clone, Debug)]
-pub struct JobOutcome {
-    pub job_id: JobId,
-    pub status: JobStatus,
-    pub proof: Vec<u8>,
-    pub error: String,
-    pub timings: JobTimings,
-}
-
-pub(crate) fn ms(d: Duration) -> u64 {
-    d.as_millis().min(u64::MAX as u128) as u64
+    #[test]
+    fn a_completion_is_woken_by_the_finish_and_forgets_its_waker_when_dropped() {
+        let j = job();
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(counter.clone());
+        let mut cx = Context::from_waker(&waker);
+        // Dropped while pending (a client that went away): its waker goes with it.
+        let mut gone = JobCompletion::new(j.clone());
+        assert!(Pin::new(&mut gone).poll(&mut cx).is_pending());
+        assert_eq!(j.state().wakers.len(), 1);
+        drop(gone);
+        assert!(j.state().wakers.is_empty());
+        // Pending, polled twice (one waker kept), then woken once by the cancel.
+        let mut done = JobCompletion::new(j.clone());
+        assert!(Pin::new(&mut done).poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut done).poll(&mut cx).is_pending());
+        assert_eq!(j.state().wakers.len(), 1);
+        assert_eq!(done.snapshot().status, JobStatus::Queued);
+        assert_eq!(j.cancel("test"), (true, false));
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        match Pin::new(&mut done).poll(&mut cx) {
+            Poll::Ready(o) => assert_eq!((o.status, o.error.as_str()), (JobStatus::Cancelled, "test")),
+            Poll::Pending => panic!("a finished job's completion is pending"),
+        }
+        // Finished already: ready at once, no waker left behind.
+        assert!(Pin::new(&mut JobCompletion::new(j.clone())).poll(&mut cx).is_ready());
+        assert!(j.state().wakers.is_empty());
+    }
 }

@@ -1,46 +1,12 @@
-//! Proof kinds: how a request becomes partitions, and which parameters they need.
+//! Proof kinds: how a request becomes partitions, and which parameter set they need.
 
-use std::fmt;
 use std::sync::Arc;
 
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{ParameterSet, Scalar, SynthesizedCircuit};
 
 use crate::error::EngineError;
-use crate::job::JobRequest;
-
-/// The kinds a client can ask for (the wire enum, plus cuzk's synthetic test kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ProofKind {
-    PorepSealCommit,
-    SnapDealsUpdate,
-    WindowPostPartition,
-    WinningPost,
-    /// C2-shaped synthetic circuits (cuzk's own; for tests, demos and load tests).
-    Synthetic,
-}
-
-impl ProofKind {
-    pub const ALL: [ProofKind; 5] =
-        [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost, ProofKind::Synthetic];
-
-    /// The name used in status and metrics.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProofKind::PorepSealCommit => "porep_seal_commit",
-            ProofKind::SnapDealsUpdate => "snap_deals_update",
-            ProofKind::WindowPostPartition => "window_post_partition",
-            ProofKind::WinningPost => "winning_post",
-            ProofKind::Synthetic => "synthetic",
-        }
-    }
-}
-
-impl fmt::Display for ProofKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use crate::request::{JobRequest, ProofKind};
 
 /// One partition's circuit, synthesized on demand (so a queued job holds only its
 /// decoded payload, not gigabytes of witness).

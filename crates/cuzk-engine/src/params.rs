@@ -1,29 +1,39 @@
-//! Parameter sets: loaded on first use, shared by reference count, evicted on request
-//! or when idle.
+//! Parameter sets, cached: loaded on first use, shared while partitions use them,
+//! evicted on request or when idle. A set is named by its circuit id (one set per
+//! circuit); the wire calls a set an "SRS" (PreloadSRS, `loaded_srs`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::PreparedVerifyingKey;
 use cuzk_groth16::{ParameterSet, ProvingBackend};
 
-use crate::budget::{BudgetGuard, MemoryBudget};
 use crate::error::EngineError;
 use crate::kind::KindHandler;
+use crate::memory::{BudgetGuard, MemoryBudget};
 
-/// A parameter set ready for proving and for checking its proofs.
-pub struct LoadedParams {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A parameter set ready for proving and for checking its proofs. Its memory stays
+/// charged until its last user is done, even after it left the cache.
+pub(crate) struct LoadedParameterSet {
     pub circuit_id: String,
     pub set: ParameterSet,
     pub pvk: PreparedVerifyingKey,
+    /// Host memory it holds: the set, and the pinned copy of its points backends
+    /// streaming it share.
     pub size_bytes: u64,
     /// Told when the set is dropped (evicted and no longer used), to free what they
     /// hold for it (a GPU's copy of the points).
     backends: Vec<Arc<dyn ProvingBackend>>,
+    _charge: BudgetGuard,
 }
 
-impl Drop for LoadedParams {
+impl Drop for LoadedParameterSet {
     fn drop(&mut self) {
         for b in &self.backends {
             b.release_params(self.set.id());
@@ -31,16 +41,44 @@ impl Drop for LoadedParams {
     }
 }
 
-struct Entry {
-    params: Arc<LoadedParams>,
-    last_used: Instant,
-    /// The set's size, charged to the memory budget while it is cached.
-    _charge: BudgetGuard,
+/// A partition's (or a preload's) use of a set. Dropping it may make the set
+/// evictable, so waiters for memory are told.
+pub(crate) struct ParameterLease {
+    set: ManuallyDrop<Arc<LoadedParameterSet>>,
+    budget: Arc<MemoryBudget>,
 }
 
-/// Status of one loaded set.
+impl std::ops::Deref for ParameterLease {
+    type Target = LoadedParameterSet;
+    fn deref(&self) -> &LoadedParameterSet {
+        &self.set
+    }
+}
+
+impl Drop for ParameterLease {
+    fn drop(&mut self) {
+        // The reference goes first, so that a woken waiter sees the set unused.
+        // SAFETY: `set` is dropped once, here, and not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.set) };
+        self.budget.notify();
+    }
+}
+
+struct Entry {
+    set: Arc<LoadedParameterSet>,
+    last_used: Instant,
+}
+
+impl Entry {
+    /// Nobody but the cache holds it.
+    fn unused(&self) -> bool {
+        Arc::strong_count(&self.set) == 1
+    }
+}
+
+/// Status of one cached set.
 #[derive(Clone, Debug)]
-pub struct ParamStatus {
+pub struct ParameterSetStatus {
     pub circuit_id: String,
     pub size_bytes: u64,
     /// Users other than the cache itself (partitions being synthesized or proved).
@@ -48,52 +86,55 @@ pub struct ParamStatus {
     pub idle: Duration,
 }
 
-pub(crate) struct ParamCache {
+pub(crate) struct ParameterCache {
     handlers: Vec<Arc<dyn KindHandler>>,
     backends: Vec<Arc<dyn ProvingBackend>>,
     budget: Arc<MemoryBudget>,
-    min_idle: Duration,
     /// Every backend reads query points from their file itself (KindHandler::load_params).
     points_in_file: bool,
-    /// Frees other idle memory (pooled buffers) when a set does not fit.
-    on_pressure: Box<dyn Fn() + Send + Sync>,
     entries: Mutex<HashMap<String, Entry>>,
     /// Serializes loading, so two partitions needing the same set load it once.
     loading: Mutex<()>,
 }
 
-impl ParamCache {
-    /// Cached sets are charged to `budget`; to make room for a new one, sets idle for
-    /// `min_idle` are evicted and `on_pressure` is called first. `backends` are told
-    /// when a set is gone; when every one of them reads points from files itself, sets
-    /// are loaded with their points left in the file.
-    pub fn new(
-        handlers: Vec<Arc<dyn KindHandler>>,
-        backends: Vec<Arc<dyn ProvingBackend>>,
-        budget: Arc<MemoryBudget>,
-        min_idle: Duration,
-        on_pressure: Box<dyn Fn() + Send + Sync>,
-    ) -> Self {
+impl ParameterCache {
+    /// Cached sets are charged to `budget`. `backends` are told when a set is gone;
+    /// when every one of them reads points from files itself, sets are loaded with
+    /// their points left in the file.
+    pub fn new(handlers: Vec<Arc<dyn KindHandler>>, backends: Vec<Arc<dyn ProvingBackend>>, budget: Arc<MemoryBudget>) -> Self {
         let points_in_file = !backends.is_empty() && backends.iter().all(|b| b.reads_params_from_file());
-        ParamCache { handlers, backends, budget, min_idle, points_in_file, on_pressure, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
+        ParameterCache { handlers, backends, budget, points_in_file, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }
 
-    fn cached(&self, id: &str) -> Option<Arc<LoadedParams>> {
-        let mut g = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        g.get_mut(id).map(|e| {
+    fn lease(&self, set: Arc<LoadedParameterSet>) -> ParameterLease {
+        ParameterLease { set: ManuallyDrop::new(set), budget: self.budget.clone() }
+    }
+
+    fn cached(&self, id: &str) -> Option<ParameterLease> {
+        let mut g = lock(&self.entries);
+        let set = g.get_mut(id).map(|e| {
             e.last_used = Instant::now();
-            e.params.clone()
-        })
+            e.set.clone()
+        })?;
+        drop(g);
+        Some(self.lease(set))
     }
 
-    /// The set, loading it if needed; the duration is the load time spent here.
-    pub fn get(&self, id: &str) -> Result<(Arc<LoadedParams>, Duration), EngineError> {
+    /// The set, loading it if needed, and the load time spent here. A new set's memory
+    /// is waited for as [`MemoryBudget::wait_for`] does (`make_room` frees idle memory,
+    /// idle sets included); None if `give_up` said so meanwhile, or at shutdown.
+    pub fn get(
+        &self,
+        id: &str,
+        give_up: &dyn Fn() -> bool,
+        make_room: &dyn Fn() -> Option<Instant>,
+    ) -> Result<Option<(ParameterLease, Duration)>, EngineError> {
         if let Some(p) = self.cached(id) {
-            return Ok((p, Duration::ZERO));
+            return Ok(Some((p, Duration::ZERO)));
         }
-        let _one_loader = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_loader = lock(&self.loading);
         if let Some(p) = self.cached(id) {
-            return Ok((p, Duration::ZERO));
+            return Ok(Some((p, Duration::ZERO)));
         }
         let handler = self
             .handlers
@@ -106,69 +147,62 @@ impl ParamCache {
         let pvk = PreparedVerifyingKey::new(&set.vk);
         // What the host holds for the set, and the pinned copy of its points that
         // backends streaming it share.
-        let size_bytes = set.size_bytes() as u64 + self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
-        let params = Arc::new(LoadedParams { circuit_id: id.to_string(), set, pvk, size_bytes, backends: self.backends.clone() });
+        let pinned = self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
+        let size_bytes = set.size_bytes() as u64 + pinned;
         let took = t.elapsed();
         tracing::info!(circuit_id = id, size_bytes, ms = took.as_millis() as u64, "parameters loaded");
-        // Charge the set: room is made by evicting idle sets, else it waits for
-        // partitions in flight to finish.
-        let charge = loop {
-            if let Some(g) = self.budget.acquire(size_bytes, || true)? {
-                break g;
-            }
-            self.evict_idle(self.min_idle);
-            (self.on_pressure)();
-            let retry_at = Instant::now() + Duration::from_secs(1);
-            if let Some(g) = self.budget.acquire(size_bytes, || Instant::now() >= retry_at)? {
-                break g;
-            }
+        // Room is made by evicting idle sets, else this waits for partitions in flight
+        // to finish.
+        let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(size_bytes, pinned))? else {
+            return Ok(None);
         };
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), Entry { params: params.clone(), last_used: Instant::now(), _charge: charge });
-        Ok((params, took))
+        let loaded =
+            Arc::new(LoadedParameterSet { circuit_id: id.to_string(), set, pvk, size_bytes, backends: self.backends.clone(), _charge: charge });
+        lock(&self.entries).insert(id.to_string(), Entry { set: loaded.clone(), last_used: Instant::now() });
+        Ok(Some((self.lease(loaded), took)))
     }
 
     pub fn is_loaded(&self, id: &str) -> bool {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id)
+        lock(&self.entries).contains_key(id)
     }
 
-    /// Drops the cache's reference; partitions still using the set keep it alive
-    /// until they finish. Returns the size if it was loaded.
+    /// Drops the cache's reference; partitions still using the set keep it (and its
+    /// charge) until they finish. Returns the size if it was cached.
     pub fn evict(&self, id: &str) -> Option<u64> {
-        let e = self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(id)?;
+        let e = lock(&self.entries).remove(id)?;
         tracing::info!(circuit_id = id, "parameters evicted");
-        Some(e.params.size_bytes)
+        Some(e.set.size_bytes)
     }
 
-    /// Evicts sets nobody uses that have been idle at least `min_idle`.
-    pub fn evict_idle(&self, min_idle: Duration) -> u64 {
-        let mut g = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let idle: Vec<String> =
-            g.iter().filter(|(_, e)| Arc::strong_count(&e.params) == 1 && e.last_used.elapsed() >= min_idle).map(|(k, _)| k.clone()).collect();
-        let mut freed = 0;
-        for k in idle {
-            if let Some(e) = g.remove(&k) {
-                tracing::info!(circuit_id = k.as_str(), "idle parameters evicted");
-                freed += e.params.size_bytes;
-            }
+    /// Evicts the sets nobody uses that have been idle at least `min_idle`; returns
+    /// when the next unused set will have been idle that long (None: no unused set
+    /// left; a set in use becomes a candidate when its last lease is dropped).
+    pub fn evict_idle(&self, min_idle: Duration) -> Option<Instant> {
+        let evicted: Vec<Entry> = {
+            let mut g = lock(&self.entries);
+            let idle: Vec<String> = g.iter().filter(|(_, e)| e.unused() && e.last_used.elapsed() >= min_idle).map(|(k, _)| k.clone()).collect();
+            idle.iter().filter_map(|k| g.remove(k)).collect()
+        };
+        for e in &evicted {
+            tracing::info!(circuit_id = e.set.circuit_id.as_str(), "idle parameters evicted");
         }
-        freed
+        // Dropped outside the lock: each returns its charge.
+        drop(evicted);
+        lock(&self.entries).values().filter(|e| e.unused()).map(|e| e.last_used + min_idle).min()
     }
 
     pub fn knows(&self, id: &str) -> bool {
         self.handlers.iter().any(|h| h.owns_circuit(id))
     }
 
-    pub fn status(&self) -> Vec<ParamStatus> {
-        let g = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<ParamStatus> = g
+    pub fn status(&self) -> Vec<ParameterSetStatus> {
+        let g = lock(&self.entries);
+        let mut v: Vec<ParameterSetStatus> = g
             .values()
-            .map(|e| ParamStatus {
-                circuit_id: e.params.circuit_id.clone(),
-                size_bytes: e.params.size_bytes,
-                ref_count: (Arc::strong_count(&e.params) - 1) as u32,
+            .map(|e| ParameterSetStatus {
+                circuit_id: e.set.circuit_id.clone(),
+                size_bytes: e.set.size_bytes,
+                ref_count: (Arc::strong_count(&e.set) - 1) as u32,
                 idle: e.last_used.elapsed(),
             })
             .collect();

@@ -1,11 +1,15 @@
-//! The partition queue (priority order) and the bounded hand-off to the provers.
+//! Where partitions wait: the partition queue (priority order) before synthesis, and
+//! the bounded hand-off from synthesis to the prover workers.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::engine::Job;
-use crate::job::Priority;
+use cuzk_groth16::{Scalar, SynthesizedCircuit};
+
+use crate::job::Job;
+use crate::params::ParameterLease;
+use crate::request::Priority;
 
 /// One partition of one job, waiting for synthesis.
 pub(crate) struct PartitionTask {
@@ -90,6 +94,17 @@ impl PartitionQueue {
     }
 }
 
+/// A synthesized partition on its way to a prover. Its witness carries the
+/// partition's memory charge ([`SynthesizedCircuit::charge_witness`]); its a, b, c are
+/// pooled buffers, returned when the circuit is dropped.
+pub(crate) struct ReadyPartition {
+    pub task: PartitionTask,
+    pub circuit: SynthesizedCircuit,
+    /// The public inputs the proof is checked against (without the leading one).
+    pub inputs: Vec<Scalar>,
+    pub params: ParameterLease,
+}
+
 /// A bounded FIFO between synthesis and the provers: synthesis blocks when the
 /// provers are `capacity` partitions behind, so synthesized partitions never pile up.
 pub(crate) struct BoundedQueue<T> {
@@ -114,17 +129,20 @@ impl<T> BoundedQueue<T> {
             return Err(item);
         }
         g.0.push_back(item);
-        self.not_empty.notify_one();
+        // Every taker looks: one may not accept this item (`pop_where`).
+        self.not_empty.notify_all();
         Ok(())
     }
 
-    /// None once closed and drained.
-    pub fn pop(&self) -> Option<T> {
+    /// The oldest item `accept` takes, waiting for one; None once closed (and no
+    /// accepted item is left).
+    pub fn pop_where(&self, accept: impl Fn(&T) -> bool) -> Option<T> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(t) = g.0.pop_front() {
+            if let Some(i) = g.0.iter().position(&accept) {
+                let t = g.0.remove(i);
                 self.not_full.notify_one();
-                return Some(t);
+                return t;
             }
             if g.1 {
                 return None;
@@ -137,5 +155,29 @@ impl<T> BoundedQueue<T> {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
         self.not_empty.notify_all();
         self.not_full.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taker_waits_for_an_item_it_accepts_and_others_take_the_rest() {
+        let q = Arc::new(BoundedQueue::new(2));
+        q.push(1).unwrap();
+        // The even-taker waits (no poll) until an even item arrives.
+        let q2 = q.clone();
+        let even = std::thread::spawn(move || q2.pop_where(|x: &i32| x % 2 == 0));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert!(!even.is_finished());
+        q.push(4).unwrap();
+        assert_eq!(even.join().unwrap(), Some(4));
+        assert_eq!(q.pop_where(|_| true), Some(1));
+        q.push(3).unwrap();
+        q.close();
+        assert_eq!(q.pop_where(|x| x % 2 == 0), None, "closed: nothing acceptable is left");
+        assert_eq!(q.pop_where(|_| true), Some(3));
+        assert!(q.push(5).is_err());
     }
 }

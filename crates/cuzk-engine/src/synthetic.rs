@@ -17,14 +17,14 @@ use std::sync::{Arc, Mutex};
 use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::synthesis::{synthesize, synthesize_into, EvalBuffers};
 use cuzk_groth16::synthetic::SyntheticShape;
-use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit};
+use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit, SCALAR_BYTES};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
 
 use crate::error::EngineError;
-use crate::job::JobRequest;
-use crate::kind::{JobPlan, KindHandler, PartitionWork, ProofKind};
+use crate::kind::{JobPlan, KindHandler, PartitionWork};
+use crate::request::{JobRequest, ProofKind};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,10 +113,13 @@ impl SyntheticKind {
     }
 }
 
+/// Which instance a kept witness is: (constraints of its shape, witness seed).
+type InstanceKey = (usize, u64);
+
 /// The one pre-synthesized witness the kind keeps for `premade` requests.
 #[derive(Default)]
 struct Premade {
-    kept: Mutex<Option<((usize, u64), Arc<SynthesizedCircuit>)>>,
+    kept: Mutex<Option<(InstanceKey, Arc<SynthesizedCircuit>)>>,
 }
 
 impl Premade {
@@ -197,9 +200,9 @@ impl KindHandler for SyntheticKind {
                 Arc::new(SyntheticPartition { shape, witness_seed, premade: premade.clone() }) as Arc<dyn PartitionWork>
             })
             .collect();
-        // The aux assignment: 32 bytes per variable, about one per constraint.
+        // The aux assignment: one scalar per variable, about one per constraint.
         let eval_len = 1usize << p.log_size;
-        let partition_bytes = 32 * eval_len as u64;
+        let partition_bytes = (SCALAR_BYTES * eval_len) as u64;
         Ok(JobPlan { circuit_id, partitions, eval_len, partition_bytes, final_check: None, timing_note: None })
     }
 

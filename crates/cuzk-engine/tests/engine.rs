@@ -7,7 +7,9 @@ use std::time::Duration;
 use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit};
+use cuzk_groth16::{
+    synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, SCALAR_BYTES,
+};
 
 fn config() -> EngineConfig {
     EngineConfig { memory_budget_bytes: 1 << 30, ..EngineConfig::default() }
@@ -55,15 +57,15 @@ fn a_job_of_three_partitions_completes_with_verified_proofs_in_order() {
     assert!(out.timings.total_ms >= out.timings.gpu_compute_ms);
     let st = e.status();
     assert_eq!(st.completed, 1);
-    assert_eq!(st.params.len(), 1);
-    assert_eq!(st.params[0].circuit_id, "synthetic-2^8");
+    assert_eq!(st.parameter_sets.len(), 1);
+    assert_eq!(st.parameter_sets[0].circuit_id, "synthetic-2^8");
     assert!(e.metrics_text().contains("cuzk_proofs_completed_total{kind=\"synthetic\"} 1"));
     e.shutdown(Duration::from_secs(5));
 }
 
 #[test]
 fn critical_job_submitted_behind_normal_ones_finishes_first() {
-    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let cfg = EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
     e.preload("synthetic-2^10").unwrap();
     let normal: Vec<_> = (0..4).map(|i| e.submit(synthetic(10, 2, i * 10, Priority::Normal, "")).unwrap().job_id).collect();
@@ -76,6 +78,45 @@ fn critical_job_submitted_behind_normal_ones_finishes_first() {
     for id in &normal {
         assert_eq!(e.wait(id, None).unwrap().status, JobStatus::Completed);
     }
+    e.shutdown(Duration::from_secs(5));
+}
+
+/// Polls `f` on this thread, parked between wakes: resolves only if the future wakes
+/// its task (a future that never does would hang here).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+#[test]
+fn a_job_completion_resolves_when_the_job_completes_or_is_cancelled() {
+    let cfg = EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() };
+    let e = Arc::new(engine_with(Arc::new(CpuBackend::new()), cfg));
+    let s = e.submit(synthetic(8, 2, 7, Priority::Normal, "")).unwrap();
+    let out = block_on(e.completion(&s.job_id).unwrap());
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 2, 7);
+    // A long job, awaited on another thread, cancelled from this one.
+    let long = e.submit(synthetic(14, 4, 0, Priority::Normal, "")).unwrap().job_id;
+    let done = e.completion(&long).unwrap();
+    let waiter = std::thread::spawn(move || block_on(done));
+    std::thread::sleep(Duration::from_millis(50));
+    e.cancel(&long).unwrap();
+    assert_eq!(waiter.join().unwrap().status, JobStatus::Cancelled);
+    assert!(matches!(e.completion(&cuzk_engine::JobId("job-nope".into())), Err(EngineError::NotFound(_))));
     e.shutdown(Duration::from_secs(5));
 }
 
@@ -94,7 +135,7 @@ fn resubmitting_a_live_request_id_returns_the_same_job() {
 
 #[test]
 fn cancel_drops_queued_work_and_unknown_ids_are_not_found() {
-    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let cfg = EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
     let first = e.submit(synthetic(12, 2, 0, Priority::Normal, "")).unwrap().job_id;
     let second = e.submit(synthetic(12, 4, 0, Priority::Normal, "")).unwrap().job_id;
@@ -181,7 +222,7 @@ fn a_rejected_proof_is_retried_once_then_the_job_fails_without_a_proof() {
 
 #[test]
 fn shutdown_cancels_work_it_cannot_finish_in_the_grace_period() {
-    let cfg = EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() };
+    let cfg = EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
     let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(14, 2, i, Priority::Normal, "")).unwrap().job_id).collect();
     e.shutdown(Duration::from_millis(10));
@@ -197,7 +238,7 @@ fn shutdown_cancels_work_it_cannot_finish_in_the_grace_period() {
 fn the_timeline_records_every_stage_of_every_partition() {
     use cuzk_engine::timeline::{chrome_trace, gpu_busy, partition_waits, spans, svg_gantt};
     use cuzk_engine::EventKind;
-    let cfg = EngineConfig { synthesis_threads: 2, workers_per_backend: 2, ..config() };
+    let cfg = EngineConfig { synthesis_workers: 2, workers_per_backend: 2, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
     let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(10, 2, i * 5, Priority::Normal, "")).unwrap().job_id).collect();
     for id in &ids {
@@ -329,9 +370,9 @@ fn a_rejected_proof_is_retried_on_another_backend() {
 fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
     let log = 10u32;
     let params = SyntheticKind::parameters(log).unwrap().size_bytes() as u64;
-    let one = 4 * 32u64 << log; // three a/b/c buffers and the partition's own charge
+    let one = (4 * SCALAR_BYTES as u64) << log; // three a/b/c buffers and the partition's own charge
     let budget = params + one + one / 2;
-    let cfg = EngineConfig { memory_budget_bytes: budget, synthesis_threads: 2, workers_per_backend: 2, ..config() };
+    let cfg = EngineConfig { memory_budget_bytes: budget, synthesis_workers: 2, workers_per_backend: 2, ..config() };
     let e = engine_with(Arc::new(CpuBackend::new()), cfg);
     let ids: Vec<_> = (0..3u64).map(|j| e.submit(synthetic(log, 3, 10 * j, Priority::Normal, &format!("pressure-{j}"))).unwrap().job_id).collect();
     for (j, id) in ids.iter().enumerate() {
@@ -472,7 +513,7 @@ fn preloaded_sets_go_onto_the_backends_and_are_released_once_evicted_and_unused(
     let out = e.wait(&s.job_id, None).unwrap();
     assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
     assert!(b.released.lock().unwrap().is_empty(), "released while cached");
-    assert_eq!(e.evict("synthetic-2^8").unwrap().0, true);
+    assert!(e.evict("synthetic-2^8").unwrap().0);
     // The job is done; its workers drop their references as they return.
     let until = std::time::Instant::now() + Duration::from_secs(10);
     while b.released.lock().unwrap().is_empty() && std::time::Instant::now() < until {
@@ -511,7 +552,7 @@ fn host_memory_a_backend_pins_for_a_set_is_charged_with_it() {
     let charged = |b: Arc<dyn ProvingBackend>| {
         let e = engine_with(b, config());
         e.preload("synthetic-2^8").unwrap();
-        let size = e.status().params.iter().find(|p| p.circuit_id == "synthetic-2^8").map(|p| p.size_bytes);
+        let size = e.status().parameter_sets.iter().find(|p| p.circuit_id == "synthetic-2^8").map(|p| p.size_bytes);
         e.shutdown(Duration::from_secs(5));
         size.expect("the preloaded set is cached")
     };

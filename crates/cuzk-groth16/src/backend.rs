@@ -143,6 +143,19 @@ impl DeviceReport {
     }
 }
 
+/// The device a backend proves on, as status reports show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device's number as its driver counts devices (the CUDA ordinal), which is
+    /// what an operator's device list (`gpus.devices`) names.
+    pub ordinal: usize,
+    pub name: String,
+    /// The device's memory and how much of it is free now, in bytes, as the driver
+    /// reports them when asked; 0 where the driver could not be asked.
+    pub total_memory: u64,
+    pub free_memory: u64,
+}
+
 /// What a backend returns: one proof per circuit, in order, and where the time went.
 #[derive(Debug)]
 pub struct ProveOutput {
@@ -218,10 +231,17 @@ pub trait ProvingBackend: Send + Sync {
     /// Host memory this backend would keep for the set's points besides the set itself,
     /// for the engine's memory budget: a GPU backend streaming a set too large for its
     /// device keeps them pinned (one copy, shared by every backend of the process that
-    /// streams it). By default none.
+    /// streams it). This memory is page-locked: the engine reports it as pinned. By
+    /// default none.
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
         let _ = params;
         0
+    }
+
+    /// The device this backend proves on (its driver's ordinal, name and memory, asked
+    /// now), for status reports; None for a backend without one (the CPU backend).
+    fn device(&self) -> Option<DeviceInfo> {
+        None
     }
 
     /// Whether this backend reads a set's query points from their `.params` file

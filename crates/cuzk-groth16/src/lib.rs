@@ -31,7 +31,7 @@ pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;
 
-pub use backend::{DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+pub use backend::{DeviceInfo, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
 pub use progress::{NoProgress, Progress};
 pub use proof::Proof;
@@ -40,6 +40,13 @@ pub use synthesis::{synthesize, synthesize_many, Density, ScalarClasses, Synthes
 
 /// Re-exported curve types so downstream crates name one version.
 pub use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+
+/// Bytes of one [`Scalar`] in memory (and of its 32-byte encoding): what a, b, c, a
+/// witness or an MSM's scalars take per value. Every size computed from a count of
+/// scalars uses this.
+pub const SCALAR_BYTES: usize = 32;
+
+const _: () = assert!(std::mem::size_of::<Scalar>() == SCALAR_BYTES);
 
 /// The message of a caught panic (`catch_unwind`'s payload), for the error that
 /// replaces it.

@@ -1,10 +1,13 @@
 //! The daemon's TOML configuration. It accepts the reference daemon's layout (so an
 //! operator's existing file keeps working); keys that mean nothing to cuzk draw a
 //! warning, not an error. `cuzk.example.toml` at the repository root documents every
-//! key with its default.
+//! key with its default. The reference keys are mapped onto cuzk's names here, in
+//! [`DaemonConfig::from_toml`] and nowhere else (each field says its key).
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+use cuzk_engine::EngineConfig;
 
 use crate::ListenAddr;
 
@@ -14,16 +17,16 @@ pub const PARAMETER_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
 /// srs.param_cache when neither the file nor the environment names one (the reference
 /// daemon's default).
-pub const DEFAULT_PARAM_CACHE: &str = "/data/zk/params";
+pub const DEFAULT_PARAMETER_DIR: &str = "/data/zk/params";
 
 /// Where srs.param_cache came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamCacheOrigin {
+pub enum ParameterDirOrigin {
     /// The configuration file's srs.param_cache.
     File,
     /// [`PARAMETER_CACHE_ENV`], the file naming none.
     Environment,
-    /// [`DEFAULT_PARAM_CACHE`].
+    /// [`DEFAULT_PARAMETER_DIR`].
     Default,
 }
 
@@ -34,27 +37,28 @@ pub struct DaemonConfig {
     /// daemon.status_listen: HTTP status endpoint (host:port); None = off.
     pub status_listen: Option<std::net::SocketAddr>,
     /// srs.param_cache: the Filecoin parameter directory.
-    pub param_cache: PathBuf,
-    /// Where `param_cache` came from.
-    pub param_cache_origin: ParamCacheOrigin,
+    pub parameter_dir: PathBuf,
+    /// Where `parameter_dir` came from.
+    pub parameter_dir_origin: ParameterDirOrigin,
     /// srs.preload: Filecoin circuit ids ("porep-32g", …) whose files are checked and
     /// loaded at start (in the background: the socket opens at once).
     pub preload: Vec<String>,
     /// memory.total_budget: None = auto (MemTotal − safety margin).
-    pub total_budget: Option<u64>,
+    pub memory_budget: Option<u64>,
     /// memory.safety_margin.
     pub safety_margin: u64,
     /// memory.eviction_min_idle.
     pub eviction_min_idle: Duration,
     /// gpus.devices: ordinals to use; empty = all.
     pub gpu_devices: Vec<u32>,
-    /// gpus.gpu_workers_per_device.
-    pub workers_per_device: usize,
+    /// gpus.gpu_workers_per_device: prover workers per backend (one backend per GPU).
+    pub workers_per_backend: usize,
     /// gpus.gpu_threads / synthesis.threads: CPU threads for synthesis and CPU
     /// proving; 0 = all.
     pub cpu_threads: usize,
-    /// pipeline.synthesis_concurrency: partitions synthesized at once.
-    pub synthesis_concurrency: usize,
+    /// pipeline.synthesis_concurrency (capped by pipeline.max_parallel_synthesis):
+    /// synthesis workers, partitions synthesized at once.
+    pub synthesis_workers: usize,
     /// pipeline.synthesis_lookahead: synthesized partitions waiting for a prover.
     pub synthesis_lookahead: usize,
     /// synthetic.max_log_size: largest synthetic circuit accepted (cuzk's own key).
@@ -74,16 +78,16 @@ impl Default for DaemonConfig {
         DaemonConfig {
             listen: ListenAddr::Unix("/run/curio/cuzk.sock".into()),
             status_listen: None,
-            param_cache: DEFAULT_PARAM_CACHE.into(),
-            param_cache_origin: ParamCacheOrigin::Default,
+            parameter_dir: DEFAULT_PARAMETER_DIR.into(),
+            parameter_dir_origin: ParameterDirOrigin::Default,
             preload: Vec::new(),
-            total_budget: None,
+            memory_budget: None,
             safety_margin: 5 << 30,
             eviction_min_idle: Duration::from_secs(300),
             gpu_devices: Vec::new(),
-            workers_per_device: 2,
+            workers_per_backend: 2,
             cpu_threads: 0,
-            synthesis_concurrency: 1,
+            synthesis_workers: 1,
             synthesis_lookahead: 1,
             synthetic_max_log_size: 20,
             synthetic_allow_premade: false,
@@ -157,16 +161,29 @@ fn as_bool(key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
 }
 
 /// [`PARAMETER_CACHE_ENV`] of this process, when set and not empty.
-pub fn param_cache_from_env() -> Option<PathBuf> {
+pub fn parameter_dir_from_env() -> Option<PathBuf> {
     std::env::var_os(PARAMETER_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 impl DaemonConfig {
-    /// The defaults, srs.param_cache taken from `env_param_cache` (the value of
+    /// The engine's settings, with the memory budget resolved (memory.total_budget, or
+    /// "auto" worked out by the caller from the machine's limits).
+    pub fn engine_config(&self, memory_budget_bytes: u64) -> EngineConfig {
+        EngineConfig {
+            synthesis_workers: self.synthesis_workers,
+            synthesis_lookahead: self.synthesis_lookahead,
+            workers_per_backend: self.workers_per_backend,
+            memory_budget_bytes,
+            eviction_min_idle: self.eviction_min_idle,
+            ..EngineConfig::default()
+        }
+    }
+
+    /// The defaults, srs.param_cache taken from `env_parameter_dir` (the value of
     /// [`PARAMETER_CACHE_ENV`]) when there is one.
-    pub fn defaults_with(env_param_cache: Option<PathBuf>) -> DaemonConfig {
-        match env_param_cache {
-            Some(dir) => DaemonConfig { param_cache: dir, param_cache_origin: ParamCacheOrigin::Environment, ..DaemonConfig::default() },
+    pub fn defaults_with(env_parameter_dir: Option<PathBuf>) -> DaemonConfig {
+        match env_parameter_dir {
+            Some(dir) => DaemonConfig { parameter_dir: dir, parameter_dir_origin: ParameterDirOrigin::Environment, ..DaemonConfig::default() },
             None => DaemonConfig::default(),
         }
     }
@@ -206,8 +223,8 @@ impl DaemonConfig {
                         if s.is_empty() {
                             return Err(bad(k, "is empty; leave the key out for the default"));
                         }
-                        c.param_cache = s.into();
-                        c.param_cache_origin = ParamCacheOrigin::File;
+                        c.parameter_dir = s.into();
+                        c.parameter_dir_origin = ParameterDirOrigin::File;
                     }
                     "srs.preload" => {
                         let arr = v.as_array().ok_or_else(|| bad(k, "expected a list of circuit ids like [\"porep-32g\", \"wpost-32g\"]"))?;
@@ -224,7 +241,7 @@ impl DaemonConfig {
                     }
                     "memory.total_budget" => {
                         let s = as_str(k, v)?;
-                        c.total_budget = if s.eq_ignore_ascii_case("auto") {
+                        c.memory_budget = if s.eq_ignore_ascii_case("auto") {
                             None
                         } else {
                             Some(parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not \"auto\" or a size like \"256GiB\"")))?)
@@ -255,14 +272,14 @@ impl DaemonConfig {
                         }
                     }
                     "gpus.gpu_workers_per_device" => {
-                        c.workers_per_device = as_count(k, v)?;
-                        if c.workers_per_device == 0 {
+                        c.workers_per_backend = as_count(k, v)?;
+                        if c.workers_per_backend == 0 {
                             return Err(bad(k, "must be at least 1"));
                         }
                     }
                     "pipeline.enabled" => pipeline_enabled = as_bool(k, v)?,
                     "pipeline.synthesis_lookahead" => c.synthesis_lookahead = as_count(k, v)?.max(1),
-                    "pipeline.synthesis_concurrency" => c.synthesis_concurrency = as_count(k, v)?.max(1),
+                    "pipeline.synthesis_concurrency" => c.synthesis_workers = as_count(k, v)?.max(1),
                     "pipeline.max_parallel_synthesis" => max_parallel_synthesis = Some(as_count(k, v)?.max(1)),
                     "scheduler.max_batch_size" | "scheduler.max_batch_wait_ms" | "scheduler.sort_by_type" => {
                         warnings.push(format!("{k}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
@@ -286,7 +303,7 @@ impl DaemonConfig {
             c.synthesis_lookahead = 1;
         }
         if let Some(cap) = max_parallel_synthesis {
-            c.synthesis_concurrency = c.synthesis_concurrency.min(cap);
+            c.synthesis_workers = c.synthesis_workers.min(cap);
         }
         Ok((c, warnings))
     }
@@ -324,13 +341,13 @@ impl DaemonConfig {
     /// with [`DaemonConfig::from_toml`] it gives this configuration again (with
     /// srs.param_cache then coming from the file).
     pub fn to_toml(&self) -> String {
-        let origin = match self.param_cache_origin {
-            ParamCacheOrigin::File => String::new(),
-            ParamCacheOrigin::Environment => format!("  # from {PARAMETER_CACHE_ENV}"),
-            ParamCacheOrigin::Default => format!("  # the default ({PARAMETER_CACHE_ENV} is not set)"),
+        let origin = match self.parameter_dir_origin {
+            ParameterDirOrigin::File => String::new(),
+            ParameterDirOrigin::Environment => format!("  # from {PARAMETER_CACHE_ENV}"),
+            ParameterDirOrigin::Default => format!("  # the default ({PARAMETER_CACHE_ENV} is not set)"),
         };
         let list = |items: Vec<String>| format!("[{}]", items.join(", "));
-        let budget = self.total_budget.map(size_text).unwrap_or_else(|| "auto".into());
+        let budget = self.memory_budget.map(size_text).unwrap_or_else(|| "auto".into());
         let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
         format!(
             "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\n\n\
@@ -343,16 +360,16 @@ impl DaemonConfig {
             quoted(&self.listen.to_string()),
             quoted(&status),
             self.timing_only,
-            quoted(&self.param_cache.to_string_lossy()),
+            quoted(&self.parameter_dir.to_string_lossy()),
             list(self.preload.iter().map(|p| quoted(p)).collect()),
             quoted(&budget),
             quoted(&size_text(self.safety_margin)),
             quoted(&duration_text(self.eviction_min_idle)),
             list(self.gpu_devices.iter().map(|d| d.to_string()).collect()),
             self.cpu_threads,
-            self.workers_per_device,
+            self.workers_per_backend,
             self.synthesis_lookahead,
-            self.synthesis_concurrency,
+            self.synthesis_workers,
             quoted(&self.log_level),
             self.synthetic_max_log_size,
             self.synthetic_allow_premade,
@@ -406,15 +423,15 @@ old_key = 1
         let (c, w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:9820".parse().unwrap()));
         assert_eq!(c.status_listen, Some("127.0.0.1:9821".parse().unwrap()));
-        assert_eq!(c.param_cache, PathBuf::from("/var/tmp/params"));
-        assert_eq!(c.total_budget, Some(256 << 30));
+        assert_eq!(c.parameter_dir, PathBuf::from("/var/tmp/params"));
+        assert_eq!(c.memory_budget, Some(256 << 30));
         assert_eq!(c.safety_margin, 10 << 30);
         assert_eq!(c.eviction_min_idle, Duration::from_secs(600));
         assert_eq!(c.gpu_devices, vec![0, 1]);
         assert_eq!(c.cpu_threads, 32);
-        assert_eq!(c.workers_per_device, 3);
+        assert_eq!(c.workers_per_backend, 3);
         assert_eq!(c.synthesis_lookahead, 2);
-        assert_eq!(c.synthesis_concurrency, 3);
+        assert_eq!(c.synthesis_workers, 3);
         assert_eq!(c.log_level, "debug");
         assert_eq!(w.iter().filter(|m| m.starts_with("scheduler.")).count(), 3);
         assert!(w.iter().any(|m| m.starts_with("gpu.old_key: unknown key")));
@@ -444,12 +461,12 @@ old_key = 1
     fn the_parameter_directory_defaults_to_the_environment_and_the_file_wins() {
         let env = Some(PathBuf::from("/var/tmp/filecoin-proof-parameters"));
         let (c, _) = DaemonConfig::from_toml_over("[daemon]\nlisten = \"127.0.0.1:1\"", DaemonConfig::defaults_with(env.clone())).unwrap();
-        assert_eq!(c.param_cache, PathBuf::from("/var/tmp/filecoin-proof-parameters"));
-        assert_eq!(c.param_cache_origin, ParamCacheOrigin::Environment);
+        assert_eq!(c.parameter_dir, PathBuf::from("/var/tmp/filecoin-proof-parameters"));
+        assert_eq!(c.parameter_dir_origin, ParameterDirOrigin::Environment);
         let (c, _) = DaemonConfig::from_toml_over("[srs]\nparam_cache = \"/p\"", DaemonConfig::defaults_with(env)).unwrap();
-        assert_eq!((c.param_cache, c.param_cache_origin), (PathBuf::from("/p"), ParamCacheOrigin::File));
+        assert_eq!((c.parameter_dir, c.parameter_dir_origin), (PathBuf::from("/p"), ParameterDirOrigin::File));
         let c = DaemonConfig::defaults_with(None);
-        assert_eq!((c.param_cache, c.param_cache_origin), (PathBuf::from(DEFAULT_PARAM_CACHE), ParamCacheOrigin::Default));
+        assert_eq!((c.parameter_dir, c.parameter_dir_origin), (PathBuf::from(DEFAULT_PARAMETER_DIR), ParameterDirOrigin::Default));
         assert!(DaemonConfig::from_toml("[srs]\nparam_cache = \"\"").is_err());
     }
 
@@ -496,7 +513,7 @@ allow_premade = true
         assert!(w.is_empty(), "{w:?}");
         assert!(shown.contains("total_budget = \"1536MiB\"") && shown.contains("eviction_min_idle = \"90s\""), "{shown}");
         let (d, _) = DaemonConfig::from_toml(&DaemonConfig::defaults_with(Some("/e".into())).to_toml()).unwrap();
-        assert_eq!(d.param_cache, PathBuf::from("/e"));
+        assert_eq!(d.parameter_dir, PathBuf::from("/e"));
         assert!(DaemonConfig::default().to_toml().contains(&format!("# the default ({PARAMETER_CACHE_ENV} is not set)")));
     }
 

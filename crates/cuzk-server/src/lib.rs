@@ -1,5 +1,8 @@
 //! The gRPC service `cuzk.v1.ProvingEngine` (proto/cuzk/v1/proving.proto) over
 //! [`cuzk_engine::Engine`]: request checking and conversion only, no proving logic.
+//! The wire's names are mapped onto the engine's here, and only here: an SRS is a
+//! parameter set (PreloadSRS → `Engine::preload`, `loaded_srs` ← the cached parameter
+//! sets, `srs_load_ms` ← `parameter_load_ms`); a GPUStatus is a proving backend.
 
 pub mod config;
 pub mod status_http;
@@ -7,9 +10,9 @@ pub mod status_http;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cuzk_engine::{Engine, EngineError, JobId, JobOutcome, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_engine::{Engine, EngineError, EngineStatus, JobId, JobOutcome, JobRequest, JobStatus, Payload, Priority, ProofKind};
 use tonic::{Request, Response, Status};
 
 pub mod pb {
@@ -183,33 +186,67 @@ fn await_response(o: JobOutcome) -> pb::AwaitProofResponse {
         proof: o.proof,
         error_message: o.error,
         queue_wait_ms: o.timings.queue_wait_ms,
-        srs_load_ms: o.timings.srs_load_ms,
+        srs_load_ms: o.timings.parameter_load_ms,
         synthesis_ms: o.timings.synthesis_ms,
         gpu_compute_ms: o.timings.gpu_compute_ms,
         total_ms: o.timings.total_ms,
     }
 }
 
+/// GetStatus from the engine's status; what each field reports is documented in
+/// proving.proto.
+fn status_response(s: &EngineStatus) -> pb::GetStatusResponse {
+    pb::GetStatusResponse {
+        gpus: s
+            .backends
+            .iter()
+            .map(|b| pb::GpuStatus {
+                // A backend without a device (the CPU backend, where there is no usable
+                // GPU) reports 0 for the ordinal and the memory.
+                ordinal: b.device.as_ref().map_or(0, |d| d.ordinal as u32),
+                name: b.name.clone(),
+                vram_total_bytes: b.device.as_ref().map_or(0, |d| d.total_memory),
+                vram_free_bytes: b.device.as_ref().map_or(0, |d| d.free_memory),
+                current_job_id: b.current_job.as_ref().map(|(j, _)| j.0.clone()).unwrap_or_default(),
+                current_proof_kind: b.current_job.as_ref().map(|(_, k)| k.to_string()).unwrap_or_default(),
+            })
+            .collect(),
+        loaded_srs: s
+            .parameter_sets
+            .iter()
+            .map(|p| pb::SrsStatus {
+                circuit_id: p.circuit_id.clone(),
+                tier: pb::srs_status::Tier::Hot as i32,
+                size_bytes: p.size_bytes,
+                ref_count: p.ref_count,
+            })
+            .collect(),
+        queues: s.queues.iter().map(|q| pb::QueueStatus { proof_kind: q.kind.to_string(), pending: q.pending, in_progress: q.in_progress }).collect(),
+        total_proofs_completed: s.completed,
+        total_proofs_failed: s.failed,
+        uptime_seconds: s.uptime.as_secs(),
+        pinned_memory_bytes: s.memory_pinned_bytes,
+        // Pinned memory has no limit of its own: it is charged to the memory budget
+        // with the rest of the engine's host memory, so the budget bounds it.
+        pinned_memory_limit_bytes: s.memory_budget_bytes,
+    }
+}
+
 impl ProvingService {
-    /// Waits in slices of a second on the blocking pool, so an abandoned call (the
-    /// client went away and tonic dropped this future) stops waiting within a second.
+    /// AwaitProof: the job's outcome once it has finished, or its state when
+    /// `timeout_ms` (0 = no limit) runs out first. Waits on the job's completion
+    /// future: no thread is held and nothing polls; a call whose client went away is
+    /// dropped by tonic, and its waker with it.
     async fn await_job(&self, id: JobId, timeout_ms: u64) -> Result<pb::AwaitProofResponse, Status> {
-        let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
-        loop {
-            let slice = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(Duration::from_secs(1)),
-                None => Duration::from_secs(1),
-            };
-            let (engine, id2) = (self.engine.clone(), id.clone());
-            let out = tokio::task::spawn_blocking(move || engine.wait(&id2, Some(slice)))
-                .await
-                .map_err(|e| Status::internal(format!("waiting for the job: {e}")))?
-                .map_err(status_of)?;
-            let expired = deadline.is_some_and(|d| Instant::now() >= d);
-            if out.status.is_finished() || expired {
-                return Ok(await_response(out));
-            }
-        }
+        let mut done = self.engine.completion(&id).map_err(status_of)?;
+        let outcome = match timeout_ms {
+            0 => (&mut done).await,
+            ms => match tokio::time::timeout(Duration::from_millis(ms), &mut done).await {
+                Ok(o) => o,
+                Err(_) => done.snapshot(),
+            },
+        };
+        Ok(await_response(outcome))
     }
 
     /// Decoding a request can take a while (a 32 GiB C1 is tens of MB of JSON whose
@@ -252,42 +289,7 @@ impl ProvingEngine for ProvingService {
     }
 
     async fn get_status(&self, _req: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
-        let s = self.engine.status();
-        Ok(Response::new(pb::GetStatusResponse {
-            gpus: s
-                .backends
-                .iter()
-                .enumerate()
-                .map(|(i, b)| pb::GpuStatus {
-                    ordinal: i as u32,
-                    name: b.name.clone(),
-                    vram_total_bytes: 0,
-                    vram_free_bytes: 0,
-                    current_job_id: b.current_job.as_ref().map(|(j, _)| j.0.clone()).unwrap_or_default(),
-                    current_proof_kind: b.current_job.as_ref().map(|(_, k)| k.to_string()).unwrap_or_default(),
-                })
-                .collect(),
-            loaded_srs: s
-                .params
-                .iter()
-                .map(|p| pb::SrsStatus {
-                    circuit_id: p.circuit_id.clone(),
-                    tier: pb::srs_status::Tier::Hot as i32,
-                    size_bytes: p.size_bytes,
-                    ref_count: p.ref_count,
-                })
-                .collect(),
-            queues: s
-                .queues
-                .iter()
-                .map(|q| pb::QueueStatus { proof_kind: q.kind.to_string(), pending: q.pending, in_progress: q.in_progress })
-                .collect(),
-            total_proofs_completed: s.completed,
-            total_proofs_failed: s.failed,
-            uptime_seconds: s.uptime.as_secs(),
-            pinned_memory_bytes: s.memory_used_bytes,
-            pinned_memory_limit_bytes: s.memory_budget_bytes,
-        }))
+        Ok(Response::new(status_response(&self.engine.status())))
     }
 
     async fn get_metrics(&self, _req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {

@@ -1,5 +1,5 @@
 //! The HTTP status endpoint (daemon.status_listen): `GET /status` answers JSON (queues,
-//! backends, parameter sets, memory, per-job partition state), `GET /metrics` the
+//! backends and their devices, parameter sets, memory, per-job partition state), `GET /metrics` the
 //! Prometheus text, `GET /timeline` the stage events as JSON lines (the input of
 //! `cuzk timeline`). Plain HTTP/1.1, one request per connection, GET only.
 
@@ -17,16 +17,23 @@ pub fn status_json(engine: &Engine) -> serde_json::Value {
         "uptime_seconds": s.uptime.as_secs(),
         "proofs_completed": s.completed,
         "proofs_failed": s.failed,
-        "memory": { "budget_bytes": s.memory_budget_bytes, "used_bytes": s.memory_used_bytes },
+        "memory": {
+            "budget_bytes": s.memory_budget_bytes, "used_bytes": s.memory_used_bytes,
+            "peak_bytes": s.memory_peak_bytes, "pinned_bytes": s.memory_pinned_bytes,
+        },
+        // One entry per proving backend (the key predates the name).
         "workers": s.backends.iter().map(|b| json!({
             "backend": b.name,
+            "device": b.device.as_ref().map(|d| json!({
+                "ordinal": d.ordinal, "name": d.name, "total_memory_bytes": d.total_memory, "free_memory_bytes": d.free_memory,
+            })),
             "current_job": b.current_job.as_ref().map(|(j, _)| j.0.clone()),
             "current_kind": b.current_job.as_ref().map(|(_, k)| k.to_string()),
         })).collect::<Vec<_>>(),
         "queues": s.queues.iter().map(|q| json!({
             "kind": q.kind.to_string(), "pending": q.pending, "in_progress": q.in_progress,
         })).collect::<Vec<_>>(),
-        "parameters": s.params.iter().map(|p| json!({
+        "parameters": s.parameter_sets.iter().map(|p| json!({
             "circuit_id": p.circuit_id, "size_bytes": p.size_bytes, "ref_count": p.ref_count,
             "idle_seconds": p.idle.as_secs(),
         })).collect::<Vec<_>>(),

@@ -66,7 +66,7 @@ async fn submit_await_status_metrics_preload_evict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_critical_job_behind_normal_ones_finishes_first() {
-    let d = Daemon::start(EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() }).await;
+    let d = Daemon::start(EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() }).await;
     let mut c = d.client().await;
     c.preload_srs(pb::PreloadSrsRequest { circuit_id: "synthetic-2^10".into() }).await.unwrap();
     let mut normal = Vec::new();
@@ -87,7 +87,7 @@ async fn a_critical_job_behind_normal_ones_finishes_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idempotent_request_ids_and_cancel() {
-    let d = Daemon::start(EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() }).await;
+    let d = Daemon::start(EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() }).await;
     let mut c = d.client().await;
     let a = c.submit_proof(synthetic(12, 6, 0, pb::Priority::Normal, "sector-7")).await.unwrap().into_inner().job_id;
     let b = c.submit_proof(synthetic(12, 6, 0, pb::Priority::Normal, "sector-7")).await.unwrap().into_inner().job_id;
@@ -159,7 +159,7 @@ async fn bad_requests_get_clear_errors_and_the_daemon_keeps_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn fifty_concurrent_clients_all_get_verified_proofs() {
     let budget = 256 << 20;
-    let d = Daemon::start(EngineConfig { memory_budget_bytes: budget, synthesis_threads: 2, ..config() }).await;
+    let d = Daemon::start(EngineConfig { memory_budget_bytes: budget, synthesis_workers: 2, ..config() }).await;
     let mut tasks = Vec::new();
     for i in 0..50u64 {
         let mut c = d.client().await;
@@ -185,7 +185,7 @@ async fn fifty_concurrent_clients_all_get_verified_proofs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shutdown_with_work_in_flight_answers_every_waiting_client() {
-    let d = Daemon::start(EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() }).await;
+    let d = Daemon::start(EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() }).await;
     let mut waits = Vec::new();
     for i in 0..3 {
         let mut c = d.client().await;
@@ -214,7 +214,7 @@ async fn http_get(addr: SocketAddr, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn http_status_endpoint_shows_queues_jobs_and_metrics() {
-    let d = Daemon::start(EngineConfig { synthesis_threads: 1, workers_per_backend: 1, ..config() }).await;
+    let d = Daemon::start(EngineConfig { synthesis_workers: 1, workers_per_backend: 1, ..config() }).await;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = l.local_addr().unwrap();
     tokio::spawn(cuzk_server::status_http::serve_status(l, d.engine.clone()));

@@ -27,7 +27,7 @@ async fn daemon(param_dir: &std::path::Path) -> Daemon {
         .into_iter()
         .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
         .collect();
-    Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
+    Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 
 fn request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {

@@ -34,7 +34,7 @@ async fn daemon(f: &Fixtures) -> Daemon {
         .collect();
     // 8 MiB PoRep is a 2^22 domain: a, b, c and the witness take about 0.5 GiB.
     let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: 4 << 30, ..config() };
-    Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
+    Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 
 async fn prove(

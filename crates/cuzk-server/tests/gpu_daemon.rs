@@ -23,8 +23,9 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
     let Some(gpu) = gpu() else { return };
     // a, b, c in pinned buffers, as `cuzk daemon` does on GPUs.
     let g = gpu.clone();
-    let pinned: Box<cuzk_engine::BufferMaker> =
-        Box::new(move |len| cuzk_cuda::PinnedScalars::storage(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string())));
+    let pinned = cuzk_engine::Buffers::pinned(Box::new(move |len| {
+        cuzk_cuda::PinnedScalars::storage(&g, len).map_err(|e| cuzk_engine::EngineError::ResourceExhausted(e.to_string()))
+    }));
     let d = Daemon::start_with_buffers(config(), vec![Arc::new(CudaBackend::new(gpu))], pinned).await;
     let mut c = d.client().await;
     // Two jobs of three partitions each, in flight together: both workers share the GPU.
@@ -41,6 +42,10 @@ async fn the_daemon_proves_on_the_gpu_and_every_proof_verifies() {
     let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
     assert_eq!(st.total_proofs_completed, 2);
     assert!(st.gpus.iter().all(|g| g.name.starts_with("cuda")), "{:?}", st.gpus);
+    // The device's own ordinal and memory, asked now; the pooled a/b/c are pinned.
+    assert_eq!(st.gpus[0].ordinal, 0);
+    assert!(st.gpus.iter().all(|g| g.vram_total_bytes > 0 && g.vram_free_bytes <= g.vram_total_bytes), "{:?}", st.gpus);
+    assert!(st.pinned_memory_bytes > 0 && st.pinned_memory_bytes <= st.pinned_memory_limit_bytes, "{st:?}");
     eprintln!("daemon on {:?}: 2 jobs × 3 partitions proved on the GPU and verified", st.gpus.iter().map(|g| &g.name).collect::<Vec<_>>());
     d.stop(Duration::from_secs(5)).await;
 }
@@ -76,7 +81,7 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
         .into_iter()
         .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
         .collect();
-    let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::vec_buffers()).await;
+    let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::Buffers::plain()).await;
     let mut c = d.client().await;
     let p = &f.porep;
     let porep = pb::SubmitProofRequest {

@@ -27,7 +27,7 @@ async fn daemon(dir: &Path, checks: InputChecks) -> Daemon {
         .map(|k| Arc::new(FilecoinKind::new(k, dir.to_owned(), checks).unwrap()) as Arc<dyn KindHandler>)
         .collect();
     let files = ParameterFiles { dir: dir.to_owned(), timing_points_allowed: checks == InputChecks::TimingOnly };
-    Daemon::start_checking(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers(), Some(files)).await
+    Daemon::start_checking(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain(), Some(files)).await
 }
 
 async fn preload(d: &Daemon, id: &str) -> Result<pb::PreloadSrsResponse, tonic::Status> {

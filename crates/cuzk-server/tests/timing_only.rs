@@ -25,7 +25,7 @@ async fn daemon(param_dir: &Path, checks: InputChecks) -> Daemon {
         .into_iter()
         .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), checks).unwrap()) as Arc<dyn KindHandler>)
         .collect();
-    Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::vec_buffers()).await
+    Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 
 /// Timing parameters of `circuit` in `dir`, under filecoin-proofs' names.

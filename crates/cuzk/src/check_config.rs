@@ -26,7 +26,7 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
     match crate::memory::budget_bytes(config) {
         Ok(b) => {
             let limit = crate::memory::usable_memory().map(|l| format!(" (of {} bytes, {})", l.bytes, l.source)).unwrap_or_default();
-            let how = if config.total_budget.is_some() { "memory.total_budget" } else { "auto" };
+            let how = if config.memory_budget.is_some() { "memory.total_budget" } else { "auto" };
             println!("# memory budget: {b} bytes = {:.1} GiB, {how}{limit}", b as f64 / (1u64 << 30) as f64);
         }
         Err(e) => failures.push(format!("{e:#}")),
@@ -59,7 +59,7 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
         failures.push(format!("gpus.devices names GPU {d}, which this machine does not have"));
     }
 
-    let dir = &config.param_cache;
+    let dir = &config.parameter_dir;
     if !dir.is_dir() {
         let m = format!("parameter directory {} does not exist", dir.display());
         if config.preload.is_empty() {

@@ -8,10 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{vec_buffers, BufferMaker, Engine, EngineConfig, EngineError, KindHandler, ProofKind};
+use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
-use cuzk_server::config::{param_cache_from_env, DaemonConfig};
+use cuzk_server::config::{parameter_dir_from_env, DaemonConfig};
 use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 #[derive(Args, Debug)]
@@ -37,7 +37,7 @@ pub struct DaemonArgs {
 /// Reads a configuration file (the defaults without one); srs.param_cache defaults to
 /// $FIL_PROOFS_PARAMETER_CACHE when the file names none. Returns the warnings to log.
 pub fn read_config(path: Option<&Path>) -> Result<(DaemonConfig, Vec<String>)> {
-    let base = DaemonConfig::defaults_with(param_cache_from_env());
+    let base = DaemonConfig::defaults_with(parameter_dir_from_env());
     match path {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -72,18 +72,18 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     };
     // filecoin-proofs reads its parameter directory from the environment once; set it
     // before any thread starts (its verifiers read the .vk files from there).
-    cuzk_filecoin::env::use_parameter_dir(&config.param_cache).context("srs.param_cache")?;
+    cuzk_filecoin::env::use_parameter_dir(&config.parameter_dir).context("srs.param_cache")?;
     // Presence, length and timing marker of the files (a few pages read), logged per
     // circuit; srs.preload's circuits that pass are loaded once the engine runs.
     let preload = crate::params::start_check(&config);
     if config.cpu_threads > 0 {
         rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
     }
-    let budget = crate::memory::budget_bytes(&config)?;
+    let engine_config = config.engine_config(crate::memory::budget_bytes(&config)?);
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
-    let (backends, make_buffer): (Vec<Arc<dyn ProvingBackend>>, Box<BufferMaker>) = match crate::cuda_backends(&config.gpu_devices)? {
+    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
             // Synthetic setups' fixed-base multiplications on the first GPU, taking
@@ -93,42 +93,27 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
                     as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
             }));
-            let make: Box<BufferMaker> = Box::new(move |len| {
+            let pinned = Buffers::pinned(Box::new(move |len| {
                 cuzk_cuda::PinnedScalars::storage(&gpu, len)
                     .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
-            });
-            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), make)
+            }));
+            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
         }
-        None => (vec![Arc::new(CpuBackend::new())], vec_buffers()),
+        None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
     };
     tracing::info!(
         config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
-        memory_budget_bytes = budget,
-        param_cache = %config.param_cache.display(),
+        memory_budget_bytes = engine_config.memory_budget_bytes,
+        parameter_dir = %config.parameter_dir.display(),
         backends = %backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
-        workers_per_backend = config.workers_per_device,
+        workers_per_backend = engine_config.workers_per_backend,
         "proving backends ready"
     );
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
     for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        kinds.push(Arc::new(FilecoinKind::new(k, config.param_cache.clone(), checks)?));
+        kinds.push(Arc::new(FilecoinKind::new(k, config.parameter_dir.clone(), checks)?));
     }
-    let engine = Arc::new(
-        Engine::start_with_buffers(
-            EngineConfig {
-                synthesis_threads: config.synthesis_concurrency,
-                synthesis_lookahead: config.synthesis_lookahead,
-                workers_per_backend: config.workers_per_device,
-                memory_budget_bytes: budget,
-                eviction_min_idle: config.eviction_min_idle,
-                ..EngineConfig::default()
-            },
-            backends,
-            kinds,
-            make_buffer,
-        )
-        .context("starting the engine")?,
-    );
+    let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
         let listener = Listener::bind(&config.listen).await?;
@@ -158,7 +143,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 .context("starting the preload thread")?;
         }
         let service = ProvingService::new(engine.clone())
-            .checking_parameters(ParameterFiles { dir: config.param_cache.clone(), timing_points_allowed: config.timing_only });
+            .checking_parameters(ParameterFiles { dir: config.parameter_dir.clone(), timing_points_allowed: config.timing_only });
         let e = engine.clone();
         serve_service(listener, service, async move {
             shutdown_signal().await;

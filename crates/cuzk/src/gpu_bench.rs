@@ -15,7 +15,7 @@ use cuzk_cuda::{Gpu, GpuMsm, GpuNtt, MsmGroup, MsmTimings, PinnedScalars, G1, G2
 use cuzk_groth16::domain::Domain;
 use cuzk_groth16::generator::{self, BatchAffine};
 use cuzk_groth16::NoProgress;
-use cuzk_groth16::Scalar;
+use cuzk_groth16::{Scalar, SCALAR_BYTES};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -145,12 +145,12 @@ fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     let max_n = 1usize << max_log;
 
     // The ceiling: a device-to-device copy of the largest vector, bytes read + written.
-    let copy_bytes = (max_n * 32) as f64;
+    let copy_bytes = (max_n * SCALAR_BYTES) as f64;
     let src = s.alloc_zeros::<DeviceFr>(max_n)?;
     let mut dst = s.alloc_zeros::<DeviceFr>(max_n)?;
     let copy_ms = time_ms(&gpu, args.reps, || Ok(s.memcpy_dtod(&src, &mut dst)?))?;
     let copy_bw = 2.0 * copy_bytes / (copy_ms / 1e3);
-    println!("device copy 2^{max_log} x 32 B: {copy_ms:.3} ms = {:.0} GB/s (read + write)", copy_bw / 1e9);
+    println!("device copy 2^{max_log} x {SCALAR_BYTES} B: {copy_ms:.3} ms = {:.0} GB/s (read + write)", copy_bw / 1e9);
     drop((src, dst));
 
     let ntt = GpuNtt::new(gpu.clone());
@@ -174,7 +174,7 @@ fn run_ntt(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
         drop((want, got));
         let fwd = time_ms(&gpu, args.reps, || Ok(ntt.fft(&mut view)?))?;
         let inv = time_ms(&gpu, args.reps, || Ok(ntt.ifft(&mut view)?))?;
-        let eff = 2.0 * (n * 32) as f64 / (fwd / 1e3);
+        let eff = 2.0 * (n * SCALAR_BYTES) as f64 / (fwd / 1e3);
         println!(
             "{:>6} {fwd:>11.3} {inv:>11.3} {:>12.0} {:>9.1}% {:>9}",
             format!("2^{log}"),

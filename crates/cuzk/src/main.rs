@@ -506,9 +506,12 @@ fn info() -> Result<()> {
     } else {
         println!("cuda kernels: not built (no nvcc at build time; scripts/install-cuda-toolchain.sh installs one)");
     }
-    match cuzk_cuda::probe() {
+    // What proves here: the usable GPUs (the daemon takes all of them unless
+    // gpus.devices names some; the other commands with `--backend auto` take GPU 0),
+    // else the CPU.
+    let backend = match cuzk_cuda::probe() {
         Ok(devices) => {
-            for d in devices {
+            for d in &devices {
                 println!(
                     "gpu {}: {}, {:.1} GiB ({:.1} GiB free)",
                     d.ordinal,
@@ -517,14 +520,13 @@ fn info() -> Result<()> {
                     d.free_memory as f64 / (1u64 << 30) as f64
                 );
             }
+            format!("cuda on {} usable GPU(s) (the daemon: those gpus.devices names, all when empty; other commands: GPU 0)", devices.len())
         }
-        Err(e) => println!("gpus: none usable ({e})"),
-    }
-    let gpu_prover = match cuzk_cuda::device_count() {
-        Ok(n) if cuzk_cuda::kernels_built() => format!("cuda on {n} GPU(s), cpu as the fallback"),
-        Ok(_) => "cpu (this build has no CUDA kernels)".to_string(),
-        Err(why) => format!("cpu (no usable GPU: {why})"),
+        Err(why) => {
+            println!("gpus: none usable ({why})");
+            format!("cpu (no usable GPU: {why})")
+        }
     };
-    println!("proving backend: {gpu_prover}");
+    println!("proving backend: {backend}");
     Ok(())
 }

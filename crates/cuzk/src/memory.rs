@@ -9,7 +9,7 @@ use cuzk_server::config::DaemonConfig;
 
 /// The budget in bytes for `config`.
 pub fn budget_bytes(config: &DaemonConfig) -> Result<u64> {
-    if let Some(b) = config.total_budget {
+    if let Some(b) = config.memory_budget {
         return Ok(b);
     }
     let Some(limit) = usable_memory() else {
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn a_size_is_taken_as_it_is_and_auto_leaves_the_margin() {
-        let sized = DaemonConfig { total_budget: Some(123), ..DaemonConfig::default() };
+        let sized = DaemonConfig { memory_budget: Some(123), ..DaemonConfig::default() };
         assert_eq!(budget_bytes(&sized).unwrap(), 123);
         if let Some(limit) = usable_memory() {
             let auto = DaemonConfig { safety_margin: 1 << 20, ..DaemonConfig::default() };

@@ -129,8 +129,8 @@ fn check(args: &CheckArgs) -> Result<()> {
     };
     let dir = match (&args.dir, &config) {
         (Some(d), _) => d.clone(),
-        (None, Some(c)) => c.param_cache.clone(),
-        (None, None) => DaemonConfig::defaults_with(cuzk_server::config::param_cache_from_env()).param_cache,
+        (None, Some(c)) => c.parameter_dir.clone(),
+        (None, None) => DaemonConfig::defaults_with(cuzk_server::config::parameter_dir_from_env()).parameter_dir,
     };
     let ids: &[String] = if !args.circuits.is_empty() { &args.circuits } else { config.as_ref().map(|c| c.preload.as_slice()).unwrap_or(&[]) };
     if !dir.is_dir() {
@@ -200,7 +200,7 @@ fn detail(v: &Verdict) -> String {
 /// prove one kind still proves the others (a WindowPoSt deadline must not be missed
 /// over a bad PoRep file).
 pub fn start_check(config: &DaemonConfig) -> Vec<Circuit> {
-    let dir = &config.param_cache;
+    let dir = &config.parameter_dir;
     if !dir.is_dir() {
         tracing::error!(
             dir = %dir.display(),

@@ -186,6 +186,15 @@ impl ProvingBackend for CudaBackend {
         true // a, b, c are only read, for the upload
     }
 
+    fn device(&self) -> Option<cuzk_groth16::DeviceInfo> {
+        let gpu = self.gpu();
+        let (free, total) = gpu.memory().unwrap_or_else(|e| {
+            tracing::warn!(backend = %self.name(), error = %e, "device memory query failed");
+            (0, 0)
+        });
+        Some(cuzk_groth16::DeviceInfo { ordinal: gpu.ordinal, name: gpu.name.clone(), total_memory: total as u64, free_memory: free as u64 })
+    }
+
     fn reads_params_from_file(&self) -> bool {
         true
     }

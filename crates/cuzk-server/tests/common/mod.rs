@@ -30,12 +30,12 @@ impl Daemon {
     }
 
     pub async fn start_with(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>) -> Daemon {
-        Daemon::start_with_buffers(cfg, backends, cuzk_engine::vec_buffers()).await
+        Daemon::start_with_buffers(cfg, backends, cuzk_engine::Buffers::plain()).await
     }
 
-    /// With a, b, c in buffers from `make_buffer` (pinned memory on a GPU).
-    pub async fn start_with_buffers(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, make_buffer: Box<cuzk_engine::BufferMaker>) -> Daemon {
-        Daemon::start_with_kinds(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], make_buffer).await
+    /// With a, b, c in `buffers` (pinned memory on a GPU).
+    pub async fn start_with_buffers(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, buffers: cuzk_engine::Buffers) -> Daemon {
+        Daemon::start_with_kinds(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], buffers).await
     }
 
     /// With the given proof kinds.
@@ -43,9 +43,9 @@ impl Daemon {
         cfg: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
         kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
-        make_buffer: Box<cuzk_engine::BufferMaker>,
+        buffers: cuzk_engine::Buffers,
     ) -> Daemon {
-        Daemon::start_checking(cfg, backends, kinds, make_buffer, None).await
+        Daemon::start_checking(cfg, backends, kinds, buffers, None).await
     }
 
     /// With the given proof kinds, PreloadSRS checking parameter files when `files` is given.
@@ -53,10 +53,10 @@ impl Daemon {
         cfg: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
         kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
-        make_buffer: Box<cuzk_engine::BufferMaker>,
+        buffers: cuzk_engine::Buffers,
         files: Option<ParameterFiles>,
     ) -> Daemon {
-        let engine = Arc::new(Engine::start_with_buffers(cfg, backends, kinds, make_buffer).unwrap());
+        let engine = Arc::new(Engine::start_with_buffers(cfg, backends, kinds, buffers).unwrap());
         let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

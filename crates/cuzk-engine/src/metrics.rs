@@ -1,0 +1,109 @@
+//! Counters and latency histograms per proof kind, and their Prometheus text. The
+//! metric names are a contract (dashboards read them): change none.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::request::ProofKind;
+use crate::status::EngineStatus;
+
+/// Upper bounds (seconds) of the latency histogram buckets: 10 ms to 30 min.
+const BUCKETS: [f64; 14] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0];
+
+#[derive(Default, Clone)]
+pub(crate) struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, d: Duration) {
+        let v = d.as_secs_f64();
+        for (c, b) in self.counts.iter_mut().zip(BUCKETS) {
+            if v <= b {
+                *c += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// What the engine has done since it started.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub completed: HashMap<ProofKind, u64>,
+    pub failed: HashMap<ProofKind, u64>,
+    pub cancelled: HashMap<ProofKind, u64>,
+    /// Stage latencies per kind.
+    pub synthesis: HashMap<ProofKind, Histogram>,
+    pub prove: HashMap<ProofKind, Histogram>,
+    pub queue_wait: HashMap<ProofKind, Histogram>,
+    pub total: HashMap<ProofKind, Histogram>,
+    pub verify_failures: u64,
+}
+
+/// The Prometheus text exposition of `stats` and `st`; `gpu_busy` is the prover
+/// lanes' merged busy time and the wall time over the recorded timeline.
+pub(crate) fn prometheus_text(st: &EngineStatus, stats: &Stats, gpu_busy: (u64, u64)) -> String {
+    let mut o = String::new();
+    let kinds: Vec<ProofKind> = st.queues.iter().map(|q| q.kind).collect();
+    let counter = |o: &mut String, name: &str, help: &str, map: &HashMap<ProofKind, u64>| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+        for k in &kinds {
+            let _ = writeln!(o, "{name}{{kind=\"{k}\"}} {}", map.get(k).copied().unwrap_or(0));
+        }
+    };
+    counter(&mut o, "cuzk_proofs_completed_total", "Jobs completed with a verified proof.", &stats.completed);
+    counter(&mut o, "cuzk_proofs_failed_total", "Jobs that failed.", &stats.failed);
+    counter(&mut o, "cuzk_proofs_cancelled_total", "Jobs cancelled.", &stats.cancelled);
+    for (name, help, pick) in [
+        ("cuzk_queue_pending_partitions", "Partitions not yet started.", 0),
+        ("cuzk_queue_in_progress_partitions", "Partitions being synthesized or proved.", 1),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for q in &st.queues {
+            let _ = writeln!(o, "{name}{{kind=\"{}\"}} {}", q.kind, if pick == 0 { q.pending } else { q.in_progress });
+        }
+    }
+    for (name, help, map) in [
+        ("cuzk_partition_synthesis_seconds", "Synthesis time per partition.", &stats.synthesis),
+        ("cuzk_partition_prove_seconds", "Backend time per partition (device lock held).", &stats.prove),
+        ("cuzk_job_queue_wait_seconds", "Submission to the first partition's synthesis.", &stats.queue_wait),
+        ("cuzk_job_total_seconds", "Submission to completion of jobs that completed.", &stats.total),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for k in &kinds {
+            let h = map.get(k).cloned().unwrap_or_default();
+            for (b, c) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(o, "{name}_bucket{{kind=\"{k}\",le=\"{b}\"}} {c}");
+            }
+            let _ = writeln!(o, "{name}_bucket{{kind=\"{k}\",le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(o, "{name}_sum{{kind=\"{k}\"}} {}\n{name}_count{{kind=\"{k}\"}} {}", h.sum, h.count);
+        }
+    }
+    let (busy, wall) = gpu_busy;
+    let _ = writeln!(
+        o,
+        "# HELP cuzk_gpu_busy_ratio Merged prover busy time over wall time, over the recorded timeline.\n# TYPE cuzk_gpu_busy_ratio gauge\ncuzk_gpu_busy_ratio {}",
+        if wall > 0 { busy as f64 / wall as f64 } else { 0.0 }
+    );
+    let _ = writeln!(
+        o,
+        "# HELP cuzk_verify_failures_total Partition proofs that failed self-verification.\n# TYPE cuzk_verify_failures_total counter\ncuzk_verify_failures_total {}",
+        stats.verify_failures
+    );
+    let _ = writeln!(
+        o,
+        "# HELP cuzk_memory_budget_bytes Host memory budget.\n# TYPE cuzk_memory_budget_bytes gauge\ncuzk_memory_budget_bytes {}\n# HELP cuzk_memory_used_bytes Host memory charged (partitions and parameters).\n# TYPE cuzk_memory_used_bytes gauge\ncuzk_memory_used_bytes {}",
+        st.memory_budget_bytes, st.memory_used_bytes
+    );
+    let _ = writeln!(
+        o,
+        "# HELP cuzk_uptime_seconds Seconds since the engine started.\n# TYPE cuzk_uptime_seconds gauge\ncuzk_uptime_seconds {}",
+        st.uptime.as_secs()
+    );
+    o
+}

@@ -1,0 +1,179 @@
+//! What the engine's threads share, and what several of them do with it: getting
+//! memory and parameter sets (through the one memory wait), failing and cancelling
+//! jobs, the status snapshot.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::ProvingBackend;
+
+use crate::config::EngineConfig;
+use crate::error::EngineError;
+use crate::job::{Job, JobTable};
+use crate::kind::KindHandler;
+use crate::memory::{BudgetGuard, MemoryBudget};
+use crate::metrics::Stats;
+use crate::params::{ParameterCache, ParameterLease};
+use crate::pool::{BufferPool, Buffers};
+use crate::request::{JobId, ProofKind};
+use crate::scheduler::{BoundedQueue, PartitionQueue, ReadyPartition};
+use crate::status::{BackendStatus, EngineStatus, QueueStatus};
+use crate::timeline::Timeline;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Timeline events kept (the oldest are dropped first): about 20 MB.
+const TIMELINE_EVENTS: usize = 200_000;
+
+/// One proving backend and what it is doing.
+pub(crate) struct BackendSlot {
+    pub backend: Arc<dyn ProvingBackend>,
+    pub current: Mutex<Option<(JobId, ProofKind)>>,
+}
+
+pub(crate) struct Shared {
+    pub config: EngineConfig,
+    pub handlers: HashMap<ProofKind, Arc<dyn KindHandler>>,
+    pub params: ParameterCache,
+    pub budget: Arc<MemoryBudget>,
+    pub buffers: Arc<BufferPool>,
+    /// Held while a synthesis worker gathers a partition's memory.
+    pub admit: Mutex<()>,
+    pub queue: PartitionQueue,
+    pub ready: BoundedQueue<ReadyPartition>,
+    pub jobs: Mutex<JobTable>,
+    pub backends: Vec<Arc<BackendSlot>>,
+    pub stats: Arc<Mutex<Stats>>,
+    pub timeline: Arc<Timeline>,
+    pub started: Instant,
+    pub accepting: AtomicBool,
+    pub next_seq: AtomicU64,
+    /// Random, per process: job ids from before a restart are not mistaken for new ones.
+    pub tag: u32,
+}
+
+impl Shared {
+    pub fn new(config: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, handlers: Vec<Arc<dyn KindHandler>>, buffers: Buffers) -> Shared {
+        let budget = MemoryBudget::new(config.memory_budget_bytes);
+        // Enough idle buffers for every partition that can be in flight at once.
+        let in_flight = config.synthesis_workers.max(1) + config.synthesis_lookahead.max(1) + backends.len() * config.workers_per_backend.max(1);
+        Shared {
+            buffers: BufferPool::new(buffers, budget.clone(), 3 * in_flight),
+            admit: Mutex::new(()),
+            handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
+            // GPU backends read a set's points from its file onto their devices: the host
+            // then keeps only the header (a C2 set: 47 GB less host memory, no decoding).
+            params: ParameterCache::new(handlers, backends.clone(), budget.clone()),
+            budget,
+            queue: PartitionQueue::new(),
+            ready: BoundedQueue::new(config.synthesis_lookahead),
+            jobs: Mutex::new(JobTable::default()),
+            backends: backends.into_iter().map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None) })).collect(),
+            stats: Arc::new(Mutex::new(Stats::default())),
+            timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
+            started: Instant::now(),
+            accepting: AtomicBool::new(true),
+            next_seq: AtomicU64::new(1),
+            tag: rand::random(),
+            config,
+        }
+    }
+
+    /// Frees what only holds memory: idle pooled buffers, and parameter sets nobody
+    /// has used for `eviction_min_idle`. Returns when the next unused set will be old
+    /// enough to evict: the latest a waiter for memory needs to look again.
+    pub fn make_room(&self) -> Option<Instant> {
+        self.buffers.release_idle();
+        self.params.evict_idle(self.config.eviction_min_idle)
+    }
+
+    /// The parameter set `circuit_id` (loaded and charged if needed) and the load time
+    /// spent here; None if `give_up` said so while it waited for memory.
+    pub fn parameters(&self, circuit_id: &str, give_up: &dyn Fn() -> bool) -> Result<Option<(ParameterLease, Duration)>, EngineError> {
+        self.params.get(circuit_id, give_up, &|| self.make_room())
+    }
+
+    /// `bytes` of the budget, making room as needed; None if `give_up` said so.
+    pub fn charge(&self, bytes: u64, give_up: &dyn Fn() -> bool) -> Result<Option<BudgetGuard>, EngineError> {
+        self.budget.wait_for(give_up, &|| self.make_room(), || self.budget.try_charge(bytes, 0))
+    }
+
+    /// a, b, c of `len` scalars from the pool, making room as needed.
+    pub fn take_abc(&self, len: usize, give_up: &dyn Fn() -> bool) -> Result<Option<EvalBuffers>, EngineError> {
+        self.buffers.take_abc(len, give_up, &|| self.make_room())
+    }
+
+    pub fn fail_job(&self, job: &Job, error: String) {
+        if job.fail(error.clone()) {
+            self.job_ended(job);
+            tracing::error!(job = %job.id, error = error.as_str(), "job failed");
+        }
+    }
+
+    /// (cancelled now, was running).
+    pub fn cancel_job(&self, job: &Job, why: &str) -> (bool, bool) {
+        let r = job.cancel(why);
+        if r.0 {
+            self.job_ended(job);
+        }
+        r
+    }
+
+    /// A job failed or was cancelled: its queued partitions go, and a worker waiting
+    /// for memory on its behalf gives up.
+    fn job_ended(&self, job: &Job) {
+        self.queue.remove_job(job.seq);
+        self.budget.notify();
+    }
+
+    /// Shutdown: the queues take nothing more and every wait for memory gives up.
+    pub fn close(&self) {
+        self.accepting.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.queue.close();
+        self.ready.close();
+        self.budget.close();
+    }
+
+    pub fn status(&self) -> EngineStatus {
+        let mut queues: HashMap<ProofKind, (u32, u32)> = HashMap::new();
+        for j in lock(&self.jobs).live() {
+            if let Some((pending, in_flight)) = j.progress() {
+                let q = queues.entry(j.kind).or_default();
+                q.0 += pending as u32;
+                q.1 += in_flight as u32;
+            }
+        }
+        let (completed, failed) = {
+            let stats = lock(&self.stats);
+            (stats.completed.values().sum(), stats.failed.values().sum())
+        };
+        EngineStatus {
+            backends: self
+                .backends
+                .iter()
+                .map(|b| BackendStatus { name: b.backend.name(), device: b.backend.device(), current_job: lock(&b.current).clone() })
+                .collect(),
+            parameter_sets: self.params.status(),
+            queues: ProofKind::ALL
+                .iter()
+                .filter(|k| self.handlers.contains_key(k))
+                .map(|&k| {
+                    let (pending, in_progress) = queues.get(&k).copied().unwrap_or_default();
+                    QueueStatus { kind: k, pending, in_progress }
+                })
+                .collect(),
+            completed,
+            failed,
+            uptime: self.started.elapsed(),
+            memory_budget_bytes: self.budget.total(),
+            memory_used_bytes: self.budget.used(),
+            memory_peak_bytes: self.budget.peak(),
+            memory_pinned_bytes: self.budget.pinned(),
+        }
+    }
+}

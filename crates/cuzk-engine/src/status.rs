@@ -1,0 +1,43 @@
+//! What the engine reports about itself: its backends (and their devices), cached
+//! parameter sets, queues and memory.
+
+use std::time::Duration;
+
+use cuzk_groth16::DeviceInfo;
+
+use crate::params::ParameterSetStatus;
+use crate::request::{JobId, ProofKind};
+
+#[derive(Clone, Debug)]
+pub struct BackendStatus {
+    pub name: String,
+    /// The device it proves on, asked now (None for the CPU backend).
+    pub device: Option<DeviceInfo>,
+    /// The job whose partition it is proving now.
+    pub current_job: Option<(JobId, ProofKind)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct QueueStatus {
+    pub kind: ProofKind,
+    pub pending: u32,
+    pub in_progress: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineStatus {
+    pub backends: Vec<BackendStatus>,
+    pub parameter_sets: Vec<ParameterSetStatus>,
+    pub queues: Vec<QueueStatus>,
+    pub completed: u64,
+    pub failed: u64,
+    pub uptime: Duration,
+    pub memory_budget_bytes: u64,
+    /// Host memory charged now: witnesses, pooled a/b/c buffers, parameter sets.
+    pub memory_used_bytes: u64,
+    /// The most host memory ever charged at once.
+    pub memory_peak_bytes: u64,
+    /// The page-locked part of `memory_used_bytes`: pooled a/b/c buffers where they
+    /// are pinned (a GPU daemon's), and the pinned copies of streamed parameter points.
+    pub memory_pinned_bytes: u64,
+}

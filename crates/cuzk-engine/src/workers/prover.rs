@@ -1,0 +1,159 @@
+//! A prover worker: a synthesized partition → its proof on this worker's backend →
+//! the proof verified against the partition's public inputs → kept (the job completes
+//! when its last one is in and the kind's final check accepts the whole), or proved
+//! again once (on another backend where there is one), then the job fails.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::verifier::verify_proof;
+use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use super::catch_panic;
+use crate::error::EngineError;
+use crate::job::{Job, PartitionState};
+use crate::scheduler::{PartitionTask, ReadyPartition};
+use crate::shared::{lock, BackendSlot, Shared};
+use crate::timeline::EventKind;
+
+/// Runs until the hand-off queue closes. `backend_index` is the slot's place in the
+/// engine's backends; `lane` names this worker in the timeline ("prove-b.w").
+pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: usize, lane: &str) {
+    let mut rng = ChaCha20Rng::from_entropy();
+    // A retry of a proof this backend got wrong is left to another backend, if any.
+    let several = shared.backends.len() > 1;
+    let mine = |r: &ReadyPartition| !several || r.task.avoid_backend != Some(backend_index);
+    while let Some(ready) = shared.ready.pop_where(mine) {
+        let ReadyPartition { task, mut circuit, inputs, params } = ready;
+        let job = task.job.clone();
+        if job.is_finished() {
+            job.end_partition();
+            continue;
+        }
+        let randomness = ProofRandomness::random(&mut rng);
+        *lock(&slot.current) = Some((job.id.clone(), job.kind));
+        job.set_part(task.index, PartitionState::Proving);
+        let (result, took) = prove(shared, slot, &job, task.index, lane, || {
+            slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &[randomness]).map_err(|e| e.to_string())
+        });
+        *lock(&slot.current) = None;
+        // The witness and a/b/c are no longer needed: their memory goes back before
+        // verifying.
+        drop(circuit);
+        job.add_gpu(took);
+        lock(&shared.stats).prove.entry(job.kind).or_default().observe(took);
+        let proof = match result {
+            Ok(out) if out.proofs.len() == 1 => out.proofs[0],
+            Ok(out) => {
+                job.end_partition();
+                shared.fail_job(&job, format!("partition {}: the backend returned {} proofs for one circuit", task.index, out.proofs.len()));
+                continue;
+            }
+            Err(e) => {
+                job.end_partition();
+                shared.fail_job(&job, format!("partition {}: proving failed on {}: {e}", task.index, slot.backend.name()));
+                continue;
+            }
+        };
+        if job.timing_note.is_some() {
+            // Timing only: the proof is not checked, and it is never returned.
+            if job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some() && job.complete(Vec::new()) {
+                tracing::info!(job = %job.id, kind = %job.kind, "timing-only job completed; no proof is returned");
+            }
+            continue;
+        }
+        match verify_proof(&params.pvk, &proof, &inputs) {
+            Ok(true) => keep(shared, &job, task.index, &proof, lane),
+            bad => {
+                let why = match bad {
+                    Err(e) => format!("verification error: {e}"),
+                    _ => "the proof does not verify".to_string(),
+                };
+                reject(shared, slot, task, backend_index, why, lane);
+            }
+        }
+    }
+}
+
+/// Runs the backend's proof and records it in the timeline; the result and the
+/// device's own time (the call's where the backend reports none).
+fn prove(
+    shared: &Shared,
+    slot: &BackendSlot,
+    job: &Job,
+    index: usize,
+    lane: &str,
+    call: impl FnOnce() -> Result<ProveOutput, String>,
+) -> (Result<ProveOutput, EngineError>, Duration) {
+    let t = Instant::now();
+    let r = catch_panic("the backend", call);
+    // The prover lane shows the device's compute region where the backend reports it
+    // (its preparation overlaps the other worker's kernels).
+    let (from, to) = match &r {
+        Ok(ProveOutput { device: Some(DeviceReport { held_from: Some(a), held_to: Some(b), .. }), .. }) => (*a, *b),
+        _ => (t, Instant::now()),
+    };
+    if let Ok(out) = &r {
+        // The host preparation before the compute region, on the worker's host lane:
+        // as the backend reports it, else from the call's start.
+        let prepare = match out.device {
+            Some(DeviceReport { prepared_from: Some(a), prepared_to: Some(b), .. }) => Some((a, b)),
+            _ => Some(out.timings.get(Stage::Prepare)).filter(|d| !d.is_zero()).map(|d| (t, t + d)),
+        };
+        if let Some((a, b)) = prepare {
+            let host = lane.replacen("prove", "host", 1);
+            shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareStart, &host, a);
+            shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareEnd, &host, b);
+        }
+        tracing::debug!(job = %job.id, partition = index, backend = slot.backend.name(), timings = ?out.timings, device = ?out.device, "proved");
+    }
+    shared.timeline.record_at(&job.id.0, Some(index), EventKind::ProveStart, lane, from);
+    shared.timeline.record_at(&job.id.0, Some(index), EventKind::ProveEnd, lane, to);
+    // The device's own time where the backend reports it (the call also includes host
+    // preparation that overlaps other workers' kernels).
+    let took = match &r {
+        Ok(out) => out.device.map_or(t.elapsed(), |d| d.held),
+        _ => t.elapsed(),
+    };
+    (r, took)
+}
+
+/// A verified partition proof: kept; the last one completes the job once the kind's
+/// final check accepts the assembled proof.
+fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str) {
+    shared.timeline.record(&job.id.0, Some(index), EventKind::Verified, lane);
+    let Some(assembled) = job.partition_done(index, proof.to_bytes().to_vec(), PartitionState::Verified) else { return };
+    let checked = match &job.final_check {
+        None => Ok("every partition proof verified".to_string()),
+        Some(check) => check(&assembled),
+    };
+    match checked {
+        Ok(how) => {
+            if job.complete(assembled) {
+                tracing::info!(job = %job.id, kind = %job.kind, checked = how.as_str(), "job completed");
+            }
+        }
+        Err(why) => {
+            lock(&shared.stats).verify_failures += 1;
+            shared.fail_job(job, format!("the assembled proof was refused: {why}; no proof is returned"));
+        }
+    }
+}
+
+/// A partition proof that failed verification: queued again once, to be proved on
+/// another backend where there is one; the second failure fails the job.
+fn reject(shared: &Shared, slot: &BackendSlot, task: PartitionTask, backend_index: usize, why: String, lane: &str) {
+    let job = task.job;
+    lock(&shared.stats).verify_failures += 1;
+    shared.timeline.record(&job.id.0, Some(task.index), EventKind::Rejected, lane);
+    job.end_partition();
+    if task.attempt == 0 {
+        tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), why = why.as_str(), "partition proof rejected; proving it again");
+        job.set_part(task.index, PartitionState::Queued);
+        shared.queue.push(PartitionTask { job: job.clone(), index: task.index, attempt: 1, avoid_backend: Some(backend_index) });
+    } else {
+        shared.fail_job(&job, format!("partition {}: {why} (twice); no proof is returned", task.index));
+    }
+}

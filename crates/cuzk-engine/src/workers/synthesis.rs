@@ -1,0 +1,121 @@
+//! A synthesis worker: the next partition by priority → its parameter set → its
+//! memory (admission) → synthesis → its public inputs checked → the hand-off to the
+//! provers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::{Scalar, SynthesizedCircuit};
+
+use super::catch_panic;
+use crate::error::EngineError;
+use crate::job::{Job, PartitionState};
+use crate::memory::BudgetGuard;
+use crate::params::ParameterLease;
+use crate::scheduler::ReadyPartition;
+use crate::shared::{lock, Shared};
+use crate::timeline::EventKind;
+
+/// What a partition needs before its synthesis starts.
+struct Admitted {
+    params: ParameterLease,
+    /// Load time spent on this partition's behalf.
+    load: Duration,
+    /// The partition's own memory (its witness), besides a, b, c.
+    charge: BudgetGuard,
+    abc: EvalBuffers,
+}
+
+/// Runs until the partition queue closes. `lane` names this worker in the timeline.
+pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
+    while let Some(task) = shared.queue.pop() {
+        let job = task.job.clone();
+        if job.is_finished() {
+            continue;
+        }
+        shared.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
+        let Some(Admitted { params, load, charge, abc }) = admit(shared, &job) else { continue };
+        if !job.begin_partition(task.index, task.attempt, load) {
+            continue;
+        }
+        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, lane) else { continue };
+        // The witness's memory goes back as soon as the backend has read it (a GPU
+        // backend, once it is on the device), so the next partition's synthesis can
+        // start during this proof.
+        circuit.charge_witness(charge);
+        job.set_part(task.index, PartitionState::WaitingForProver);
+        if let Err(r) = shared.ready.push(ReadyPartition { task, circuit, inputs, params }) {
+            // Closed: the engine is shutting down.
+            r.task.job.end_partition();
+            return;
+        }
+    }
+}
+
+/// The partition's parameter set, then its memory: None when the job finished while
+/// it waited (or failed: then it is failed here).
+fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
+    let give_up = || job.is_finished();
+    let fail = |error: String| {
+        shared.fail_job(job, error);
+        None
+    };
+    // Parameters first: loading them may wait for memory, which partitions holding
+    // memory while waiting for parameters would never free.
+    let (params, load) = match shared.parameters(&job.circuit_id, &give_up) {
+        Ok(p) => p?,
+        Err(e) => return fail(format!("loading parameters {}: {e}", job.circuit_id)),
+    };
+    // One synthesis worker at a time gathers a partition's memory (its charge, then
+    // three buffers): two gathering at once could each hold part of what the budget
+    // has room for and wait for the rest forever.
+    let _admit = lock(&shared.admit);
+    let charge = match shared.charge(job.partition_bytes, &give_up) {
+        Ok(c) => c?,
+        Err(e) => return fail(e.to_string()),
+    };
+    let abc = match shared.take_abc(job.eval_len, &give_up) {
+        Ok(b) => b?,
+        Err(e) => return fail(e.to_string()),
+    };
+    Some(Admitted { params, load, charge, abc })
+}
+
+/// Synthesizes partition `index` into `abc` and checks its public inputs against
+/// those the kind computes; the circuit and the inputs to verify its proof against,
+/// or None (the job failed).
+fn synthesize(shared: &Shared, job: &Arc<Job>, index: usize, abc: EvalBuffers, lane: &str) -> Option<(SynthesizedCircuit, Vec<Scalar>)> {
+    shared.timeline.record(&job.id.0, Some(index), EventKind::SynthesisStart, lane);
+    let t = Instant::now();
+    let work = job.partitions[index].clone();
+    let result = catch_panic("synthesis", move || work.synthesize(abc));
+    let took = t.elapsed();
+    shared.timeline.record(&job.id.0, Some(index), EventKind::SynthesisEnd, lane);
+    job.add_synthesis(took);
+    lock(&shared.stats).synthesis.entry(job.kind).or_default().observe(took);
+    // The inputs to check the proof against, here rather than in the prover loop
+    // (which feeds the device): the kind's own where it computes them.
+    let result = result.and_then(|circuit| {
+        let own = circuit.input.get(1..).unwrap_or_default();
+        let work = job.partitions[index].clone();
+        match catch_panic("computing public inputs", move || work.public_inputs().transpose())? {
+            None => Ok((own.to_vec(), circuit)),
+            Some(expected) if expected == own => Ok((expected, circuit)),
+            Some(_) => Err(EngineError::Internal(
+                "the circuit's public inputs differ from those its verifier computes from the request; the vanilla proofs do not belong to these public values".into(),
+            )),
+        }
+    });
+    match result {
+        Ok((inputs, circuit)) => {
+            tracing::debug!(job = %job.id, partition = index, ms = took.as_millis() as u64, "synthesized");
+            Some((circuit, inputs))
+        }
+        Err(e) => {
+            job.end_partition();
+            shared.fail_job(job, format!("partition {index}: synthesis failed: {e}"));
+            None
+        }
+    }
+}

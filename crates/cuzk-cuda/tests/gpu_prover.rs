@@ -289,7 +289,9 @@ fn parameters_read_from_a_file_onto_the_gpu_prove_as_on_the_host() {
     let clean = std::fs::read(&path).unwrap();
     let at = |s: &Section, i: usize| s.point_offset(i) as usize;
     let l = &f.layout;
-    let cases: Vec<(&str, usize, Box<dyn Fn(&mut [u8])>)> = vec![
+    /// The error's start, where the damaged point lies, and the damage done to its bytes.
+    type Corruption<'a> = (&'a str, usize, Box<dyn Fn(&mut [u8])>);
+    let cases: Vec<Corruption> = vec![
         ("section l, point 5", at(&l.l, 5), Box::new(|b| b[90] ^= 1)),
         ("section b_g2, point 1", at(&l.b_g2, 1), Box::new(|b| b[0] |= 0x80)),
         ("section h, point 2", at(&l.h, 2), Box::new(|b| b[0] = 0x40)),

@@ -538,7 +538,7 @@ where
         let proj: Vec<A::Curve> = (0..o.len())
             .map(|_| {
                 let r = acc;
-                acc = acc + q_affine;
+                acc += q_affine;
                 r
             })
             .collect();

@@ -126,7 +126,7 @@ pub fn split_msm<A: MsmAffine>(bases: &[A], scalars: &[Scalar], classes: &Scalar
             let mut sig_bases = Vec::new();
             let mut sig_scalars = Vec::new();
             let mut counts = SplitCounts::default();
-            for i in lo..hi {
+            for (i, scalar) in scalars.iter().enumerate().take(hi).skip(lo) {
                 if let Some(d) = density {
                     if !d.get(i) {
                         continue;
@@ -142,7 +142,7 @@ pub fn split_msm<A: MsmAffine>(bases: &[A], scalars: &[Scalar], classes: &Scalar
                 } else {
                     counts.significant += 1;
                     sig_bases.push(base);
-                    sig_scalars.extend_from_slice(&scalars[i].to_repr());
+                    sig_scalars.extend_from_slice(&scalar.to_repr());
                 }
             }
             Part { ones: A::sum(&one_bases), sig_bases, sig_scalars, counts }

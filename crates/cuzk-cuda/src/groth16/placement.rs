@@ -108,7 +108,7 @@ mod tests {
         // 20 bits from 2^24 scalars, 16 of 16 bits below.
         assert_eq!(working_bytes(C2, 0), 6 * 32 * C2 + (2 << 30));
         assert_eq!(working_bytes(C2, C2) - working_bytes(C2, 0), 8 * 13 * C2);
-        assert_eq!(working_bytes(C2, 1 << 22) - working_bytes(C2, 0), 8 * 16 << 22);
+        assert_eq!(working_bytes(C2, 1 << 22) - working_bytes(C2, 0), (8 * 16) << 22);
     }
 
     #[test]

@@ -462,7 +462,7 @@ impl GpuMsm {
         // each must hold the largest output it receives (outputs grow when buckets are
         // smaller than two entries).
         let cap_of = |parity: usize| caps.iter().skip(1 + parity).step_by(2).copied().max().unwrap_or(1) as usize;
-        // SAFETY (outs, prefix, prod and inv, uninitialised): a round writes every output
+        // SAFETY: outs (like prefix, prod and inv below) is uninitialised: a round writes every output
         // slot below its total (bucket slots by msm_affine_prefix / msm_affine_apply, the
         // gap slots by msm_affine_offsets) before anything reads it; prefix slots are read
         // only for the pairs whose product msm_affine_prefix stored; prod and inv are
@@ -471,7 +471,8 @@ impl GpuMsm {
         let mut out_offsets = [s.alloc_zeros::<u32>(group_buckets as usize + 1)?, s.alloc_zeros::<u32>(group_buckets as usize + 1)?];
         let max_in = caps[..rounds as usize].iter().copied().max().unwrap_or(1);
         let max_threads = max_in.div_ceil(AFFINE_SPAN as u64);
-        // SAFETY: see `outs`.
+        // SAFETY: as for `outs` above (prefix slots are read only for the pairs whose
+        // product msm_affine_prefix stored; prod and inv are written before they are read).
         let (mut prefix, mut prod, mut inv) = unsafe {
             (
                 s.alloc::<G::DeviceField>((max_in / 2 + 1) as usize)?,
@@ -601,7 +602,7 @@ mod tests {
         assert_eq!(window_bits::<G2>(1 << 27), 16);
         for c in 4..=MAX_WINDOW_BITS {
             // The top window never carries out: its field has at most c − 1 bits.
-            assert!(255 - (windows(c) - 1) * c <= c - 1);
+            assert!(255 - (windows(c) - 1) * c < c);
         }
     }
 }

@@ -266,10 +266,12 @@ pub fn build_on_device(
     }
     let chunks: Vec<u32> = plan.chunks.iter().flatten().copied().collect();
     let d_chunks = stream.clone_htod(&chunks)?;
-    // SAFETY (all three): the kernel writes every entry below the plan's totals, which
-    // are the buffers' lengths; nothing reads them before it.
+    // SAFETY: the kernel writes every entry below the plan's totals, which are the
+    // buffers' lengths; nothing reads them before it.
     let mut ones = unsafe { stream.alloc::<u32>(plan.ones.max(1))? };
+    // SAFETY: as for `ones`.
     let mut sig_index = unsafe { stream.alloc::<u32>(plan.significant.max(1))? };
+    // SAFETY: as for `ones`.
     let mut sig_scalars = unsafe { stream.alloc::<DeviceFr>(plan.significant.max(1))? };
     let n64 = n as u64;
     let null: u64 = 0;

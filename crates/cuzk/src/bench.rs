@@ -30,9 +30,9 @@ use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, Synthes
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+use crate::backends::{backend_placing, fixed_base_on, BackendKind};
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
-use crate::{backend_placing, fixed_base_on, BackendKind};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -163,7 +163,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut spare: Vec<EvalBuffers> = Vec::new();
         let params = if let Some(path) = &args.params {
             let t = Instant::now();
-            let p = crate::read_params_for(backend.as_ref(), path, cuzk_groth16::format::PointCheck::OnCurve, &bars)?;
+            let p = crate::backends::read_params_for(backend.as_ref(), path, cuzk_groth16::format::PointCheck::OnCurve, &bars)?;
             let on = match p.points() {
                 cuzk_groth16::params::QueryPoints::File(_) => {
                     format!("onto {}, decoded there", backend.name())

@@ -23,7 +23,7 @@ use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 
-use crate::backend_placing;
+use crate::backends::backend_placing;
 use crate::bench::{new_buffers, placement, print_device, BenchArgs};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
@@ -129,7 +129,7 @@ impl FilecoinBench<'_> {
             (None, None) => return Ok(None),
         };
         let bars = Bars::new();
-        let (p, cost) = measure(|| crate::read_params_for(self.backend, &path, PointCheck::OnCurve, &bars));
+        let (p, cost) = measure(|| crate::backends::read_params_for(self.backend, &path, PointCheck::OnCurve, &bars));
         bars.finish();
         let p = p?;
         println!(

@@ -11,7 +11,9 @@ use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
-use cuzk_server::config::{parameter_dir_from_env, DaemonConfig};
+
+use crate::config_file::read_config;
+use cuzk_server::config::DaemonConfig;
 use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 #[derive(Args, Debug)]
@@ -32,19 +34,6 @@ pub struct DaemonArgs {
     /// the configuration is invalid or a circuit of srs.preload has an unusable file.
     #[arg(long)]
     pub check_config: bool,
-}
-
-/// Reads a configuration file (the defaults without one); srs.param_cache defaults to
-/// $FIL_PROOFS_PARAMETER_CACHE when the file names none. Returns the warnings to log.
-pub fn read_config(path: Option<&Path>) -> Result<(DaemonConfig, Vec<String>)> {
-    let base = DaemonConfig::defaults_with(parameter_dir_from_env());
-    match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            Ok(DaemonConfig::from_toml_over(&text, base).with_context(|| format!("in {}", path.display()))?)
-        }
-        None => Ok((base, Vec::new())),
-    }
 }
 
 /// Reads the configuration (before logging starts, so logging.level can apply);
@@ -83,7 +72,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
-    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::cuda_backends(&config.gpu_devices)? {
+    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::backends::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
             // Synthetic setups' fixed-base multiplications on the first GPU, taking

@@ -1,9 +1,11 @@
 //! `cuzk`: the command-line front of the cuzk Groth16 engine.
 
+mod backends;
 mod bench;
 mod bench_filecoin;
 mod check_config;
 mod circuits;
+mod config_file;
 mod daemon;
 mod fixture;
 mod gpu_bench;
@@ -17,20 +19,19 @@ mod timeline;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use cuzk_groth16::format::{read_params_placed, read_vk, save, PointCheck};
-use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
-use cuzk_groth16::params::QueryPoints;
+use clap::{Parser, Subcommand};
+use cuzk_groth16::format::{read_vk, save, PointCheck};
+use cuzk_groth16::generator::{generate_parameters_with, ToxicWaste};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{synthesize, CpuBackend, ParameterSet, ProofRandomness, ProvingBackend, Scalar, Stage};
+use cuzk_groth16::{synthesize, ProofRandomness, Scalar, Stage};
 use ff::PrimeField;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+use crate::backends::{backend, backend_on, fixed_base_on, gpu_for, read_params_for, BackendKind};
 use crate::progress::{spinner, Bars};
 use crate::shape::ShapeArgs;
 
@@ -132,91 +133,6 @@ enum Command {
 
 fn parse_circuit_id(id: &str) -> Result<cuzk_filecoin::Circuit, String> {
     circuits::parse_circuit(id).map_err(|e| e.to_string())
-}
-
-/// Which proving backend to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
-    /// The GPU backend on CUDA device 0 when this build has kernels and the machine a
-    /// usable GPU; otherwise the CPU backend (the log says which, and why).
-    Auto,
-    /// The CPU backend.
-    Cpu,
-    /// The GPU backend on CUDA device 0 (an error where none is usable).
-    Cuda,
-}
-
-/// The backend for `kind`.
-pub fn backend(kind: BackendKind) -> Result<Box<dyn ProvingBackend>> {
-    Ok(backend_on(kind)?.0)
-}
-
-/// The GPU that `kind` runs on: device 0 for `cuda` (an error where none is usable),
-/// device 0 or none for `auto` (the log says why none), none for `cpu`.
-pub fn gpu_for(kind: BackendKind) -> Result<Option<Arc<cuzk_cuda::Gpu>>> {
-    Ok(match kind {
-        BackendKind::Cpu => None,
-        BackendKind::Cuda => Some(cuzk_cuda::Gpu::open(0).context("--backend cuda: no usable GPU")?),
-        BackendKind::Auto => match cuzk_cuda::device_count() {
-            Ok(_) => Some(cuzk_cuda::Gpu::open(0).context("opening GPU 0 (use --backend cpu to run on the CPU)")?),
-            Err(why) => {
-                tracing::info!(reason = %why, "no usable GPU: running on the CPU");
-                None
-            }
-        },
-    })
-}
-
-/// A backend, and its GPU when it runs on one (for pinned buffers).
-pub type BackendOn = (Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>);
-
-/// The backend for `kind`, and its GPU when it runs on one.
-pub fn backend_on(kind: BackendKind) -> Result<BackendOn> {
-    backend_placing(kind, cuzk_cuda::PointsPlacement::Auto)
-}
-
-/// [`backend_on`], a GPU backend keeping the parameters' points as `placement` says.
-pub fn backend_placing(kind: BackendKind, placement: cuzk_cuda::PointsPlacement) -> Result<BackendOn> {
-    let gpu = gpu_for(kind)?;
-    let backend: Box<dyn ProvingBackend> = match &gpu {
-        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_placement(placement)?),
-        None if placement != cuzk_cuda::PointsPlacement::Auto => {
-            bail!("streaming the parameters' points needs a GPU backend")
-        }
-        None => Box::new(CpuBackend::new()),
-    };
-    Ok((backend, gpu))
-}
-
-/// The fixed-base multiplications of a setup: on `gpu` when there is one.
-pub fn fixed_base_on(gpu: Option<&Arc<cuzk_cuda::Gpu>>) -> Result<Box<dyn FixedBaseMul>> {
-    let mul: Box<dyn FixedBaseMul> = match gpu {
-        Some(g) => Box::new(cuzk_cuda::GpuFixedBase::new(g.clone()).context("uploading the fixed-base tables to the GPU")?),
-        None => Box::new(CpuFixedBase::new()),
-    };
-    tracing::info!(on = %mul.name(), "setup: fixed-base multiplications");
-    Ok(mul)
-}
-
-/// One GPU backend per device in `devices` (every device when empty). None when
-/// `devices` is empty and the machine has no usable GPU (the caller falls back to the
-/// CPU); an error when a device that was asked for cannot be used.
-pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBackend>>>> {
-    let count = match cuzk_cuda::device_count() {
-        Ok(n) => n,
-        Err(why) if devices.is_empty() => {
-            tracing::info!(reason = %why, "no usable GPU: proving on the CPU");
-            return Ok(None);
-        }
-        Err(why) => bail!("gpus.devices = {devices:?}, but there is no usable GPU: {why}"),
-    };
-    let ordinals: Vec<usize> = if devices.is_empty() { (0..count).collect() } else { devices.iter().map(|&d| d as usize).collect() };
-    let mut out = Vec::with_capacity(ordinals.len());
-    for o in ordinals {
-        let gpu = cuzk_cuda::Gpu::open(o).with_context(|| format!("opening GPU {o} (gpus.devices)"))?;
-        out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu)));
-    }
-    Ok(Some(out))
 }
 
 fn init_logging(default_level: &str) {
@@ -448,16 +364,6 @@ fn prove(shape_args: &ShapeArgs, params_path: &Path, witness_seed: u64, out: &Pa
     fs::write(&inputs_path, text).with_context(|| format!("writing {}", inputs_path.display()))?;
     println!("proved in {}; wrote {} and {}", secs(prove_time), out.display(), inputs_path.display());
     Ok(())
-}
-
-/// Reads a `.params` file for `backend` ([`read_params_placed`]). Points left in the
-/// file (a GPU backend decodes them on its device) are loaded onto the backend now.
-pub fn read_params_for(backend: &dyn ProvingBackend, path: &Path, check: PointCheck, bars: &Bars) -> Result<ParameterSet> {
-    let p = read_params_placed(path, check, backend.reads_params_from_file(), bars).with_context(|| format!("reading {}", path.display()))?;
-    if matches!(p.points(), QueryPoints::File(_)) {
-        backend.load_params(&p, bars).with_context(|| format!("reading {} onto {}", path.display(), backend.name()))?;
-    }
-    Ok(p)
 }
 
 fn inputs_path(proof: &Path) -> PathBuf {

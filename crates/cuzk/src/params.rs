@@ -124,7 +124,7 @@ pub fn circuits_to_check(ids: &[String], dir: &Path) -> Result<Vec<Circuit>> {
 
 fn check(args: &CheckArgs) -> Result<()> {
     let config = match &args.config {
-        Some(path) => Some(crate::daemon::read_config(Some(path.as_path()))?.0),
+        Some(path) => Some(crate::config_file::read_config(Some(path.as_path()))?.0),
         None => None,
     };
     let dir = match (&args.dir, &config) {

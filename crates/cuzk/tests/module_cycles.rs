@@ -5,7 +5,8 @@
 //! Each source file is a module; an edge runs from a module to every module a
 //! `crate::`, `super::` or `self::` path (or one starting at a child module's name) in
 //! its non-test code reaches, through `pub use` re-exports to the module that defines
-//! the item. Comments
+//! the item. A re-export itself is no edge: a facade (lib.rs, a mod.rs) may name its
+//! children's items, but its own code may not use a module that uses it. Comments
 //! are ignored, and so is code after `#[cfg(test)]` (tests sit at the end of a file).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,10 +143,13 @@ fn paths(code: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
             let line_start = before.rfind('\n').map_or(0, |n| n + 1);
             let public = before[line_start..].trim_start().starts_with("pub");
             let trees = expand_use(&text[i + 4..i + end]);
+            // A re-export is a name, not a use: the edges run from its users to the
+            // module that defines the item (see `target`).
             if public {
-                reexports.extend(trees.iter().cloned());
+                reexports.extend(trees);
+            } else {
+                uses.extend(trees);
             }
-            uses.extend(trees);
         } else {
             rest.push_str(&text[i..i + end]);
         }
@@ -336,4 +340,12 @@ fn a_cycle_is_found() {
     // Without the back edge: none.
     std::fs::write(src.join("b/c.rs"), "pub struct Thing;\n").unwrap();
     assert_eq!(cycle(&graph(src)), None);
+    // A facade's own code using a child that uses the facade: a cycle; its re-exports
+    // alone are not.
+    std::fs::write(src.join("b/mod.rs"), "mod c;\npub use c::Thing;\npub fn helper() {}\n").unwrap();
+    std::fs::write(src.join("b/c.rs"), "pub struct Thing;\nfn f() { super::helper() }\n").unwrap();
+    assert_eq!(cycle(&graph(src)), None, "re-exports are no edges");
+    std::fs::write(src.join("b/mod.rs"), "mod c;\npub use c::Thing;\npub fn helper() { c::made() }\n").unwrap();
+    std::fs::write(src.join("b/c.rs"), "pub struct Thing;\npub fn made() { super::helper() }\n").unwrap();
+    assert!(cycle(&graph(src)).is_some(), "b → b::c → b is a cycle");
 }

@@ -1,0 +1,20 @@
+//! The daemon's configuration file, read the same way by `cuzk daemon`, its
+//! `--check-config` and `cuzk params check --config`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use cuzk_server::config::{parameter_dir_from_env, DaemonConfig};
+
+/// Reads a configuration file (the defaults without one); srs.param_cache defaults to
+/// $FIL_PROOFS_PARAMETER_CACHE when the file names none. Returns the warnings to log.
+pub fn read_config(path: Option<&Path>) -> Result<(DaemonConfig, Vec<String>)> {
+    let base = DaemonConfig::defaults_with(parameter_dir_from_env());
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Ok(DaemonConfig::from_toml_over(&text, base).with_context(|| format!("in {}", path.display()))?)
+        }
+        None => Ok((base, Vec::new())),
+    }
+}

@@ -3,8 +3,10 @@
 //! counted, or synthesized by bellperson; and its public inputs. Panics inside filecoin-proofs become errors naming the step.
 
 use blstrs::Scalar;
+use cuzk_groth16::matrices::{compile_matrices, ConstraintMatrices};
 use cuzk_groth16::shape::{count_shape, CircuitShape};
 use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
+use cuzk_groth16::witness::{synthesize_witness, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use storage_proofs_core::compound_proof::{CircuitComponent, CompoundProof};
 use storage_proofs_core::parameter_cache::{CacheableParameters, ParameterSetMetadata};
@@ -45,6 +47,20 @@ pub(crate) fn synthesize<C: bellpepper_core::Circuit<Scalar>>(
 ) -> Result<SynthesizedCircuit, FilecoinError> {
     guarded(&format!("synthesizing the {kind} circuit"), || {
         synthesize_into(circuit, buffers).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+    })
+}
+
+/// Synthesizes partition `partition`'s assignment only.
+pub(crate) fn witness<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition: usize, circuit: C) -> Result<Witness, FilecoinError> {
+    guarded(&format!("synthesizing the {kind} witness"), || {
+        synthesize_witness(circuit, 0).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+    })
+}
+
+/// Records partition `partition`'s constraint matrices.
+pub(crate) fn compile<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition: usize, circuit: C) -> Result<ConstraintMatrices, FilecoinError> {
+    guarded(&format!("compiling the {kind} circuit"), || {
+        compile_matrices(circuit).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
     })
 }
 

@@ -2,8 +2,10 @@
 //! inputs ([`InputChecks`]) and of its proof ([`CheckedBy`]).
 
 use blstrs::Scalar;
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::witness::Witness;
 use cuzk_groth16::SynthesizedCircuit;
 
 use crate::error::FilecoinError;
@@ -56,6 +58,13 @@ pub trait FilecoinJob: Send + Sync {
     fn partitions(&self) -> usize;
     /// Synthesizes partition `partition` into `buffers`.
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
+    /// Synthesizes partition `partition`'s assignment only (no constraint is built):
+    /// the same input and aux values as [`FilecoinJob::synthesize`], at a fraction of
+    /// its work and memory.
+    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError>;
+    /// Records partition `partition`'s constraint matrices (no value is computed): the
+    /// same for every partition and every job of this circuit shape.
+    fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError>;
     /// Counts partition `partition`'s circuit: constraints, variables, query sizes
     /// (no value is computed; little memory).
     fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError>;

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use blstrs::Scalar;
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::witness::Witness;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{Domain, Hasher};
@@ -234,6 +236,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         compound::synthesize("PoRep", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
+        compound::witness("PoRep", partition, self.circuit_of(partition)?)
+    }
+
+    fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {
+        compound::compile("PoRep", partition, self.circuit_of(partition)?)
     }
 
     fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {

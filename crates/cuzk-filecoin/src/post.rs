@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 
 use blstrs::Scalar;
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::witness::Witness;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
@@ -269,6 +271,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         compound::synthesize("PoSt", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
+        compound::witness("PoSt", partition, self.circuit_of(partition)?)
+    }
+
+    fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {
+        compound::compile("PoSt", partition, self.circuit_of(partition)?)
     }
 
     fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {

@@ -5,7 +5,9 @@
 //! comm_r_old, comm_r_new and comm_d_new.
 
 use blstrs::Scalar;
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::witness::Witness;
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
@@ -127,6 +129,14 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
 
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError> {
         compound::synthesize("SnapDeals", partition, self.circuit_of(partition)?, buffers)
+    }
+
+    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
+        compound::witness("SnapDeals", partition, self.circuit_of(partition)?)
+    }
+
+    fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {
+        compound::compile("SnapDeals", partition, self.circuit_of(partition)?)
     }
 
     fn shape(&self, partition: usize) -> Result<CircuitShape, FilecoinError> {

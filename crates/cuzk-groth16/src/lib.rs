@@ -3,6 +3,10 @@
 //! Modules are named after the pieces of the scheme:
 //! - [`synthesis`]: running a `bellpepper_core::Circuit` into a [`SynthesizedCircuit`]
 //!   (assignments, the a/b/c evaluation vectors, query densities, 0/1/other split);
+//! - [`witness`]: witness-only synthesis, the assignments alone (no linear combination
+//!   is built);
+//! - [`matrices`]: a circuit shape's constraint matrices, compiled once; a, b, c as
+//!   their products with a witness;
 //! - [`domain`]: the radix-2 evaluation domain (NTTs over the scalar field);
 //! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
 //! - [`params`]: parameter sets and verifying keys in memory;
@@ -21,6 +25,7 @@ pub mod domain;
 pub mod format;
 pub mod generator;
 pub mod layout;
+pub mod matrices;
 pub mod msm;
 pub mod params;
 pub mod progress;
@@ -30,6 +35,7 @@ pub mod shape;
 pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;
+pub mod witness;
 
 pub use backend::{DeviceInfo, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
@@ -37,6 +43,7 @@ pub use progress::{NoProgress, Progress};
 pub use proof::Proof;
 pub use prover::CpuBackend;
 pub use synthesis::{synthesize, synthesize_many, Density, ScalarClasses, SynthesizedCircuit};
+pub use witness::{synthesize_witness, Witness};
 
 /// Re-exported curve types so downstream crates name one version.
 pub use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};

@@ -334,6 +334,31 @@ impl std::fmt::Debug for WitnessCharge {
 }
 
 impl SynthesizedCircuit {
+    /// An instance from its witness, its evaluations `[a, b, c]` (one value per
+    /// constraint, input constraints included) and its densities `[A aux, B input,
+    /// B aux]`: what compiled matrices produce ([`crate::matrices`]).
+    pub(crate) fn from_parts(
+        witness: crate::witness::Witness,
+        [a, b, c]: [EvalVec; 3],
+        [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
+        aux_classes: ScalarClasses,
+    ) -> Self {
+        SynthesizedCircuit {
+            num_constraints: a.len(),
+            consumed: false,
+            witness_charge: None,
+            input: witness.input,
+            aux: witness.aux,
+            a,
+            b,
+            c,
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+            aux_classes,
+        }
+    }
+
     /// Constraints including the input constraints.
     pub fn num_constraints(&self) -> usize {
         self.num_constraints

@@ -1,0 +1,51 @@
+//! Witness-only synthesis and compiled constraint matrices for every Filecoin kind at
+//! 2 KiB: the witness equals full synthesis's, value for value, and the compiled
+//! matrices' products with it equal full synthesis's a, b, c and densities. WindowPoSt
+//! takes the extensible path (its sectors synthesized on several threads and appended);
+//! PoRep and SnapDeals run Poseidon's native witness generator.
+
+use cuzk_filecoin::fixtures::fixtures_2k;
+use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
+use cuzk_groth16::synthesis::EvalBuffers;
+
+fn buffers() -> EvalBuffers {
+    EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
+}
+
+fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
+    let what = job.describe();
+    let matrices = job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for k in 0..job.partitions() {
+        let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let witness = job.witness(k).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(full.aux.len() > 1000, "{what}: a real circuit");
+        assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
+        assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
+        // Partition 0's matrices serve every partition of the shape.
+        let compiled = matrices.synthesize(witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what} partition {k}: constraints");
+        assert!(compiled.a.as_slice() == full.a.as_slice(), "{what} partition {k}: a");
+        assert!(compiled.b.as_slice() == full.b.as_slice(), "{what} partition {k}: b");
+        assert!(compiled.c.as_slice() == full.c.as_slice(), "{what} partition {k}: c");
+        assert_eq!(compiled.a_aux_density, full.a_aux_density, "{what} partition {k}: A density");
+        assert_eq!(compiled.b_input_density, full.b_input_density, "{what} partition {k}: B input density");
+        assert_eq!(compiled.b_aux_density, full.b_aux_density, "{what} partition {k}: B aux density");
+    }
+    assert!(job.witness(job.partitions()).is_err(), "{what}: a partition past the last");
+    eprintln!(
+        "{what}: {} constraints, {} non-zeros, {} distinct coefficients, {:.2} bytes per non-zero",
+        matrices.num_constraints(),
+        matrices.non_zeros(),
+        matrices.dictionary.len(),
+        matrices.bytes() as f64 / matrices.non_zeros() as f64
+    );
+}
+
+#[test]
+fn every_kind_compiles_to_the_products_of_full_synthesis() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    assert_compiled_path_equals_full_synthesis(decode_porep(&f.porep.request()).unwrap().as_ref());
+    assert_compiled_path_equals_full_synthesis(decode_snap(&f.snap.request()).unwrap().as_ref());
+    assert_compiled_path_equals_full_synthesis(decode_winning_post(&f.winning.request()).unwrap().as_ref());
+    assert_compiled_path_equals_full_synthesis(decode_window_post(&f.window.request()).unwrap().as_ref());
+}

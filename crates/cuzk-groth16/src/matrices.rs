@@ -1,0 +1,435 @@
+//! A circuit's constraint matrices A, B, C, compiled once per circuit shape.
+//!
+//! Every instance of a circuit shape (every partition of every 32 GiB PoRep, say) has
+//! the same matrices; only the assignment z = (input, aux) changes. So the matrices are
+//! recorded once, from one synthesis that computes no value, and a proof needs only
+//! witness-only synthesis ([`crate::witness`]) and the products a = A·z, b = B·z,
+//! c = C·z ([`ConstraintMatrices::evaluate`]).
+//!
+//! Layout: compressed sparse rows over the unified variable index (inputs first, then
+//! aux: column `i` is input `i`, column `num_inputs + j` is aux `j`), with each
+//! coefficient stored as an index into a dictionary of the circuit's distinct
+//! coefficients (Filecoin circuits use a few hundred: ±1, powers of two and Poseidon's
+//! constants), so a non-zero costs a 4-byte column and a 2-byte coefficient index.
+//! Rows follow the prover's order: the circuit's constraints, then one input
+//! constraint `x_i · 0 = 0` per public input.
+//!
+//! Invariant: for any instance, [`ConstraintMatrices::synthesize`] gives exactly what
+//! [`crate::synthesis::synthesize`] gives (assignments, a, b, c, densities, classes).
+
+use std::collections::HashMap;
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+use rayon::prelude::*;
+
+use crate::synthesis::{Density, EvalBuffers, EvalVec, ScalarClasses, SynthesizedCircuit};
+use crate::witness::Witness;
+
+/// Distinct coefficients a compiled circuit may have: indices are 16 bits.
+pub const MAX_COEFFICIENTS: usize = 1 << 16;
+
+/// Rows evaluated per parallel task: large enough that a task's bookkeeping is noise,
+/// small enough that 2 cores and 16 stay balanced (a 32 GiB PoRep matrix has ~1.3·10^8
+/// rows).
+const ROWS_PER_TASK: usize = 1 << 14;
+
+/// One matrix in compressed sparse rows: row `r`'s non-zeros are
+/// `columns[row_starts[r]..row_starts[r + 1]]`, with coefficients
+/// `dictionary[coefficients[k]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SparseMatrix {
+    pub row_starts: Vec<u64>,
+    pub columns: Vec<u32>,
+    pub coefficients: Vec<u16>,
+}
+
+impl SparseMatrix {
+    fn new() -> Self {
+        SparseMatrix { row_starts: vec![0], columns: Vec::new(), coefficients: Vec::new() }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.row_starts.len() - 1
+    }
+
+    pub fn non_zeros(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Bytes its three arrays take.
+    pub fn bytes(&self) -> usize {
+        self.row_starts.len() * 8 + self.columns.len() * 4 + self.coefficients.len() * 2
+    }
+
+    /// `self · z` into `out` (one value per row), in parallel.
+    fn multiply(&self, dictionary: &[Scalar], input: &[Scalar], aux: &[Scalar], out: &mut [Scalar]) {
+        let n_in = input.len();
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
+            let first = task * ROWS_PER_TASK;
+            for (r, value) in chunk.iter_mut().enumerate() {
+                let (from, to) = (self.row_starts[first + r] as usize, self.row_starts[first + r + 1] as usize);
+                let mut acc = Scalar::ZERO;
+                for (&col, &coeff) in self.columns[from..to].iter().zip(&self.coefficients[from..to]) {
+                    let col = col as usize;
+                    let z = if col < n_in { &input[col] } else { &aux[col - n_in] };
+                    acc += term(coeff, &dictionary[coeff as usize], z);
+                }
+                *value = acc;
+            }
+        });
+    }
+}
+
+/// `coefficient · value`, skipping the multiplication where it is not needed (Filecoin
+/// witnesses are ~98 % zeros and ones, and most coefficients are one).
+#[inline]
+fn term(id: u16, coefficient: &Scalar, value: &Scalar) -> Scalar {
+    if id == ONE_ID {
+        *value
+    } else if value.is_zero_vartime() {
+        Scalar::ZERO
+    } else {
+        *coefficient * value
+    }
+}
+
+/// Dictionary indices fixed for the commonest coefficients.
+const ONE_ID: u16 = 0;
+const MINUS_ONE_ID: u16 = 1;
+
+/// A circuit shape's matrices, with the densities and counts they fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConstraintMatrices {
+    /// Public inputs, the constant one included.
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    pub a: SparseMatrix,
+    pub b: SparseMatrix,
+    pub c: SparseMatrix,
+    /// The distinct non-zero coefficients; `dictionary[0]` is one, `dictionary[1]` minus one.
+    pub dictionary: Vec<Scalar>,
+    /// Aux variables in the A query (every input is in A, through the input constraints).
+    pub a_aux_density: Density,
+    /// Inputs and aux variables in the B query.
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+}
+
+/// Compiling failed: the circuit's own error, or more distinct coefficients than
+/// 16-bit indices can name, or more variables than 32-bit columns can.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("synthesis: {0}")]
+    Synthesis(#[from] SynthesisError),
+    #[error("the circuit has more than {MAX_COEFFICIENTS} distinct coefficients")]
+    TooManyCoefficients,
+    #[error("the circuit has {0} variables; compiled matrices index at most 2^32")]
+    TooManyVariables(usize),
+}
+
+impl ConstraintMatrices {
+    /// Constraints including the input constraints (rows of each matrix).
+    pub fn num_constraints(&self) -> usize {
+        self.a.rows()
+    }
+
+    /// Non-zeros of A, B and C together.
+    pub fn non_zeros(&self) -> usize {
+        self.a.non_zeros() + self.b.non_zeros() + self.c.non_zeros()
+    }
+
+    /// Bytes of the matrices, the dictionary and the densities in memory.
+    pub fn bytes(&self) -> usize {
+        let densities = [&self.a_aux_density, &self.b_input_density, &self.b_aux_density].iter().map(|d| d.words().len() * 8).sum::<usize>();
+        self.a.bytes() + self.b.bytes() + self.c.bytes() + self.dictionary.len() * 32 + densities
+    }
+
+    /// a = A·z, b = B·z, c = C·z for `witness` into `buffers`, and everything else a
+    /// prover needs: the instance as [`crate::synthesis::synthesize_into`] would give it.
+    pub fn synthesize(&self, witness: Witness, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
+        if witness.input.len() != self.num_inputs || witness.aux.len() != self.num_aux {
+            tracing::error!(
+                inputs = witness.input.len(),
+                aux = witness.aux.len(),
+                expected_inputs = self.num_inputs,
+                expected_aux = self.num_aux,
+                "the witness does not fit the compiled matrices (another circuit shape)"
+            );
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        let n = self.num_constraints();
+        let product = |m: &SparseMatrix, storage| -> Result<EvalVec, SynthesisError> {
+            let mut v = EvalVec::new(storage);
+            v.resize(n)?;
+            m.multiply(&self.dictionary, &witness.input, &witness.aux, v.as_mut_slice());
+            Ok(v)
+        };
+        let (a, b, c) = (product(&self.a, buffers.a)?, product(&self.b, buffers.b)?, product(&self.c, buffers.c)?);
+        let aux_classes = ScalarClasses::classify(&witness.aux);
+        Ok(SynthesizedCircuit::from_parts(
+            witness,
+            [a, b, c],
+            [self.a_aux_density.clone(), self.b_input_density.clone(), self.b_aux_density.clone()],
+            aux_classes,
+        ))
+    }
+}
+
+/// Records `circuit`'s matrices from one synthesis that computes no value.
+pub fn compile_matrices<C: Circuit<Scalar>>(circuit: C) -> Result<ConstraintMatrices, CompileError> {
+    let mut cs = MatrixAssembly::default();
+    cs.dictionary.push(Scalar::ONE);
+    cs.dictionary.push(-Scalar::ONE);
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.num_inputs {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    if cs.too_many_coefficients {
+        return Err(CompileError::TooManyCoefficients);
+    }
+    let variables = cs.num_inputs + cs.num_aux;
+    if u32::try_from(variables).is_err() {
+        return Err(CompileError::TooManyVariables(variables));
+    }
+    // Columns were recorded with aux tagged; now that the input count is final, place
+    // the aux after the inputs.
+    let n_in = cs.num_inputs as u32;
+    for m in [&mut cs.a, &mut cs.b, &mut cs.c] {
+        m.columns.par_iter_mut().for_each(|col| *col = untag(*col, n_in));
+    }
+    let (n_in, n_aux) = (cs.num_inputs, cs.num_aux);
+    let density = |m: &SparseMatrix, from: usize, len: usize| {
+        let mut d = Density::empty(len);
+        for &col in &m.columns {
+            let col = col as usize;
+            if (from..from + len).contains(&col) {
+                d.set(col - from);
+            }
+        }
+        d
+    };
+    Ok(ConstraintMatrices {
+        a_aux_density: density(&cs.a, n_in, n_aux),
+        b_input_density: density(&cs.b, 0, n_in),
+        b_aux_density: density(&cs.b, n_in, n_aux),
+        num_inputs: n_in,
+        num_aux: n_aux,
+        a: cs.a,
+        b: cs.b,
+        c: cs.c,
+        dictionary: cs.dictionary,
+    })
+}
+
+/// While recording, aux `j` is column `AUX_TAG | j` (the input count is not final
+/// until the circuit ends); [`untag`] moves it to `num_inputs + j`.
+const AUX_TAG: u32 = 1 << 31;
+
+fn untag(col: u32, num_inputs: u32) -> u32 {
+    if col & AUX_TAG != 0 {
+        (col & !AUX_TAG) + num_inputs
+    } else {
+        col
+    }
+}
+
+/// The constraint system that records the matrices.
+#[derive(Default)]
+struct MatrixAssembly {
+    num_inputs: usize,
+    num_aux: usize,
+    a: SparseMatrix,
+    b: SparseMatrix,
+    c: SparseMatrix,
+    dictionary: Vec<Scalar>,
+    index: HashMap<[u8; 32], u16>,
+    too_many_coefficients: bool,
+}
+
+impl MatrixAssembly {
+    fn coefficient_id(&mut self, coefficient: &Scalar) -> u16 {
+        if *coefficient == Scalar::ONE {
+            return ONE_ID;
+        }
+        if *coefficient == -Scalar::ONE {
+            return MINUS_ONE_ID;
+        }
+        let key = coefficient.to_repr();
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let Ok(id) = u16::try_from(self.dictionary.len()) else {
+            self.too_many_coefficients = true;
+            return ONE_ID;
+        };
+        self.dictionary.push(*coefficient);
+        self.index.insert(key, id);
+        id
+    }
+
+    /// Appends `lc` as the next row of matrix `which` (0: A, 1: B, 2: C); terms with a
+    /// zero coefficient are left out, as full synthesis leaves them out of the queries.
+    fn push_row(&mut self, which: usize, lc: &LinearCombination<Scalar>) {
+        let mut row: Vec<(u32, u16)> = Vec::new();
+        for (&i, coeff) in lc.iter_inputs() {
+            if !coeff.is_zero_vartime() {
+                row.push((i as u32, self.coefficient_id(coeff)));
+            }
+        }
+        for (&j, coeff) in lc.iter_aux() {
+            if !coeff.is_zero_vartime() {
+                // j < 2^31: the variable count is checked against u32 at the end, and
+                // a circuit that large would have exhausted memory here long before.
+                row.push((AUX_TAG | j as u32, self.coefficient_id(coeff)));
+            }
+        }
+        let m = match which {
+            0 => &mut self.a,
+            1 => &mut self.b,
+            _ => &mut self.c,
+        };
+        for (col, coeff) in row {
+            m.columns.push(col);
+            m.coefficients.push(coeff);
+        }
+        m.row_starts.push(m.columns.len() as u64);
+    }
+}
+
+impl Default for SparseMatrix {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConstraintSystem<Scalar> for MatrixAssembly {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.num_aux += 1;
+        Ok(Variable::new_unchecked(Index::Aux(self.num_aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.num_inputs += 1;
+        Ok(Variable::new_unchecked(Index::Input(self.num_inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        self.push_row(0, &a(LinearCombination::zero()));
+        self.push_row(1, &b(LinearCombination::zero()));
+        self.push_row(2, &c(LinearCombination::zero()));
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthesis::synthesize;
+    use crate::synthetic::SyntheticShape;
+    use crate::witness::synthesize_witness;
+
+    fn buffers() -> EvalBuffers {
+        EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
+    }
+
+    fn assert_same(compiled: &SynthesizedCircuit, full: &SynthesizedCircuit, what: &str) {
+        assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what}: constraints");
+        assert_eq!((&compiled.input, &compiled.aux), (&full.input, &full.aux), "{what}: assignment");
+        assert!(compiled.a.as_slice() == full.a.as_slice(), "{what}: a");
+        assert!(compiled.b.as_slice() == full.b.as_slice(), "{what}: b");
+        assert!(compiled.c.as_slice() == full.c.as_slice(), "{what}: c");
+        assert_eq!(compiled.a_aux_density, full.a_aux_density, "{what}: A density");
+        assert_eq!((&compiled.b_input_density, &compiled.b_aux_density), (&full.b_input_density, &full.b_aux_density), "{what}: B density");
+        assert_eq!(compiled.aux_classes.counts(), full.aux_classes.counts(), "{what}: classes");
+    }
+
+    #[test]
+    fn compiled_products_equal_full_synthesis_on_synthetic_circuits() {
+        for log_n in [6, 10, 13] {
+            let shape = SyntheticShape::for_domain(log_n);
+            let matrices = compile_matrices(shape.circuit(0)).unwrap();
+            // One compilation serves every instance of the shape.
+            for seed in [1, 2] {
+                let full = synthesize(shape.circuit(seed)).unwrap();
+                let compiled = matrices.synthesize(synthesize_witness(shape.circuit(seed), 0).unwrap(), buffers()).unwrap();
+                assert_same(&compiled, &full, &format!("2^{log_n} seed {seed}"));
+            }
+            assert!(matrices.dictionary.len() >= 2 && matrices.non_zeros() >= matrices.num_constraints());
+        }
+    }
+
+    /// Coefficients of every kind: zero (left out), duplicates merged by the linear
+    /// combination, inputs in B, and more distinct values than the fixed ±1.
+    struct Mixed;
+    impl Circuit<Scalar> for Mixed {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
+            let y = cs.alloc_input(|| "y", || Ok(Scalar::from(9u64)))?;
+            let z = cs.alloc(|| "z", || Ok(Scalar::ZERO))?;
+            let w = cs.alloc(|| "w", || Ok(Scalar::from(7u64)))?;
+            cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x + (Scalar::ZERO, z), |lc| lc + y);
+            let two = Scalar::from(2u64);
+            cs.enforce(
+                || "lin",
+                |lc| lc + (two, x) + (two, x) - w,
+                |lc| lc + CS::one() + y,
+                |lc| lc + (Scalar::from(50u64), CS::one()) + (-two, w) + (two, w),
+            );
+            cs.enforce(|| "zero", |lc| lc + z, |lc| lc + (-Scalar::ONE, w), |lc| lc);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn compiled_products_equal_full_synthesis_on_mixed_coefficients() {
+        let matrices = compile_matrices(Mixed).unwrap();
+        let full = synthesize(Mixed).unwrap();
+        assert_same(&matrices.synthesize(synthesize_witness(Mixed, 0).unwrap(), buffers()).unwrap(), &full, "mixed");
+        assert_eq!(matrices.num_constraints(), 3 + 2);
+        // ±1 fixed, then 2 and 50 (4 = 2 + 2 merged into one term; -2 + 2 cancels).
+        assert_eq!(&matrices.dictionary[..2], &[Scalar::ONE, -Scalar::ONE]);
+        assert!(matrices.dictionary.contains(&Scalar::from(4u64)) && matrices.dictionary.contains(&Scalar::from(50u64)));
+        assert!(!matrices.dictionary.contains(&-Scalar::from(2u64)), "a cancelled term leaves no coefficient");
+    }
+
+    #[test]
+    fn a_witness_of_another_shape_is_refused() {
+        let matrices = compile_matrices(SyntheticShape::for_domain(6).circuit(0)).unwrap();
+        let other = synthesize_witness(SyntheticShape::for_domain(7).circuit(0), 0).unwrap();
+        assert!(matrices.synthesize(other, buffers()).is_err());
+    }
+}

@@ -1,0 +1,298 @@
+//! Witness-only synthesis: a circuit's input and aux assignments and nothing else.
+//!
+//! The constraint matrices of a circuit shape never change between proofs, so once
+//! they are known (compiled once), a proof needs only the assignment z = (input, aux):
+//! a, b, c are then sparse products of the matrices with z. [`WitnessAssembly`] runs a
+//! circuit's synthesis without building a single linear combination: `enforce` does
+//! not call its closures. It is a witness generator in bellpepper's sense (gadgets such
+//! as Poseidon's compute their values natively and append them in bulk) and extensible
+//! (circuits made of independent sub-circuits, e.g. WindowPoSt's sectors, synthesize
+//! them on several threads and append them in order).
+//!
+//! Invariant: the assignments are identical, value for value and in the same order,
+//! to those [`crate::synthesis::synthesize`] records for the same circuit.
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+
+/// A circuit instance's assignment: what a proof needs beside the compiled matrices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Witness {
+    /// Public inputs; `input[0]` is the constant one.
+    pub input: Vec<Scalar>,
+    /// Private (aux) assignment.
+    pub aux: Vec<Scalar>,
+}
+
+/// The constraint system of witness-only synthesis.
+#[derive(Default)]
+pub struct WitnessAssembly {
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+impl WitnessAssembly {
+    /// Room for `aux` aux values up front: a 32 GiB PoRep partition has ~1.3·10^8, and
+    /// every doubling of the vector copies gigabytes.
+    pub fn with_capacity(aux: usize) -> Self {
+        WitnessAssembly { input: Vec::new(), aux: Vec::with_capacity(aux) }
+    }
+
+    pub fn into_witness(self) -> Witness {
+        Witness { input: self.input, aux: self.aux }
+    }
+}
+
+impl ConstraintSystem<Scalar> for WitnessAssembly {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        // The matrices are compiled once per circuit shape; nothing to record here.
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a sub-circuit's assignment. Its first input is the one it allocated for
+    /// itself (a sub-system starts like a circuit: input 0 is the constant one), so it
+    /// is skipped; inputs and aux values keep their order, so the result equals a
+    /// sequential synthesis.
+    fn extend(&mut self, other: &Self) {
+        self.input.extend_from_slice(other.input.get(1..).unwrap_or_default());
+        self.aux.extend_from_slice(&other.aux);
+    }
+
+    fn is_witness_generator(&self) -> bool {
+        true
+    }
+
+    fn extend_inputs(&mut self, new_inputs: &[Scalar]) {
+        self.input.extend_from_slice(new_inputs);
+    }
+
+    fn extend_aux(&mut self, new_aux: &[Scalar]) {
+        self.aux.extend_from_slice(new_aux);
+    }
+
+    fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
+        let (aux_from, input_from) = (self.aux.len(), self.input.len());
+        self.aux.resize(aux_from + aux_n, Scalar::ZERO);
+        self.input.resize(input_from + inputs_n, Scalar::ZERO);
+        (&mut self.aux[aux_from..], &mut self.input[input_from..])
+    }
+
+    fn allocate_empty_inputs(&mut self, n: usize) -> &mut [Scalar] {
+        let from = self.input.len();
+        self.input.resize(from + n, Scalar::ZERO);
+        &mut self.input[from..]
+    }
+
+    fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
+        let from = self.aux.len();
+        self.aux.resize(from + n, Scalar::ZERO);
+        &mut self.aux[from..]
+    }
+
+    fn inputs_slice(&self) -> &[Scalar] {
+        &self.input
+    }
+
+    fn aux_slice(&self) -> &[Scalar] {
+        &self.aux
+    }
+}
+
+/// Synthesizes `circuit`'s assignment only; `aux_hint` reserves room for that many aux
+/// values (0 when unknown).
+pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C, aux_hint: usize) -> Result<Witness, SynthesisError> {
+    let mut cs = WitnessAssembly::with_capacity(aux_hint);
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    Ok(cs.into_witness())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthesis::synthesize;
+    use crate::synthetic::SyntheticShape;
+    use bellpepper::gadgets::boolean::{AllocatedBit, Boolean};
+    use bellpepper::gadgets::sha256::sha256;
+    use rand::{RngCore, SeedableRng};
+
+    /// SHA-256 of a random message: the gadget most of a Filecoin circuit is made of.
+    struct Sha256Circuit {
+        message: Vec<bool>,
+    }
+
+    impl Circuit<Scalar> for Sha256Circuit {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let bits = self
+                .message
+                .iter()
+                .enumerate()
+                .map(|(i, b)| AllocatedBit::alloc(cs.namespace(|| format!("bit {i}")), Some(*b)).map(Boolean::from))
+                .collect::<Result<Vec<_>, _>>()?;
+            let digest = sha256(cs.namespace(|| "sha256"), &bits)?;
+            // The first digest bit as a public input, as circuits expose their hashes.
+            let first = cs.alloc_input(|| "digest bit", || Ok(if digest[0].get_value() == Some(true) { Scalar::ONE } else { Scalar::ZERO }))?;
+            cs.enforce(|| "digest bit is public", |lc| lc + first, |lc| lc + CS::one(), |lc| lc + &digest[0].lc(CS::one(), Scalar::ONE));
+            Ok(())
+        }
+    }
+
+    fn random_message(seed: u64, bytes: usize) -> Vec<bool> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut buf = vec![0u8; bytes];
+        rng.fill_bytes(&mut buf);
+        buf.iter().flat_map(|byte| (0..8).map(move |i| (byte >> (7 - i)) & 1 == 1)).collect()
+    }
+
+    #[test]
+    fn sha256_witness_equals_full_synthesis() {
+        for (seed, bytes) in [(1, 1), (2, 55), (3, 64), (4, 200)] {
+            let full = synthesize(Sha256Circuit { message: random_message(seed, bytes) }).unwrap();
+            let witness = synthesize_witness(Sha256Circuit { message: random_message(seed, bytes) }, 0).unwrap();
+            assert!(full.aux.len() > 20_000, "{bytes} bytes: a real SHA-256 circuit");
+            assert_eq!(witness.input, full.input, "{bytes} bytes: inputs");
+            assert_eq!(witness.aux, full.aux, "{bytes} bytes: aux");
+        }
+    }
+
+    #[test]
+    fn synthetic_witness_equals_full_synthesis() {
+        for (log_n, seed) in [(8, 1), (10, 2), (12, 3)] {
+            let shape = SyntheticShape::for_domain(log_n);
+            let full = synthesize(shape.circuit(seed)).unwrap();
+            let witness = synthesize_witness(shape.circuit(seed), full.aux.len()).unwrap();
+            assert_eq!((witness.input, witness.aux), (full.input, full.aux), "domain 2^{log_n}");
+        }
+    }
+
+    /// Uses every witness-generator method and, when the system is extensible,
+    /// synthesizes two halves on their own systems and appends them.
+    struct Bulk {
+        values: Vec<u64>,
+    }
+
+    impl Bulk {
+        fn half<CS: ConstraintSystem<Scalar>>(cs: &mut CS, values: &[u64]) -> Result<(), SynthesisError> {
+            for (i, v) in values.iter().enumerate() {
+                let x = cs.alloc(|| format!("x{i}"), || Ok(Scalar::from(*v)))?;
+                let y = cs.alloc_input(|| format!("y{i}"), || Ok(Scalar::from(*v * *v)))?;
+                cs.enforce(|| format!("sq{i}"), |lc| lc + x, |lc| lc + x, |lc| lc + y);
+                if cs.is_witness_generator() {
+                    // What a native gadget does: reserve, fill, then append more.
+                    let (aux, input) = cs.allocate_empty(2, 1);
+                    aux.copy_from_slice(&[Scalar::from(*v + 1), Scalar::from(*v + 2)]);
+                    input[0] = Scalar::from(*v + 3);
+                    cs.allocate_empty_aux(1)[0] = Scalar::from(*v + 4);
+                    cs.allocate_empty_inputs(1)[0] = Scalar::from(*v + 5);
+                    cs.extend_aux(&[Scalar::from(*v + 6)]);
+                    cs.extend_inputs(&[Scalar::from(*v + 7)]);
+                } else {
+                    for d in [1, 2] {
+                        cs.alloc(|| "a", || Ok(Scalar::from(*v + d)))?;
+                    }
+                    cs.alloc_input(|| "i", || Ok(Scalar::from(*v + 3)))?;
+                    cs.alloc(|| "a", || Ok(Scalar::from(*v + 4)))?;
+                    cs.alloc_input(|| "i", || Ok(Scalar::from(*v + 5)))?;
+                    cs.alloc(|| "a", || Ok(Scalar::from(*v + 6)))?;
+                    cs.alloc_input(|| "i", || Ok(Scalar::from(*v + 7)))?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    impl Circuit<Scalar> for Bulk {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let (first, second) = self.values.split_at(self.values.len() / 2);
+            if !CS::is_extensible() {
+                Self::half(cs, first)?;
+                return Self::half(cs, second);
+            }
+            let parts = [first, second]
+                .iter()
+                .map(|values| {
+                    let mut sub = CS::new();
+                    sub.alloc_input(|| "sub one", || Ok(Scalar::ONE))?;
+                    Self::half(&mut sub, values)?;
+                    Ok(sub)
+                })
+                .collect::<Result<Vec<_>, SynthesisError>>()?;
+            for part in &parts {
+                cs.extend(part);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bulk_appends_and_extension_keep_the_sequential_order() {
+        let values: Vec<u64> = (10..30).collect();
+        let full = synthesize(Bulk { values: values.clone() }).unwrap();
+        let witness = synthesize_witness(Bulk { values }, 0).unwrap();
+        assert_eq!(full.input.len(), 1 + 20 * 4);
+        assert_eq!(witness.input, full.input);
+        assert_eq!(witness.aux, full.aux);
+    }
+
+    #[test]
+    fn a_failing_assignment_is_the_circuit_error() {
+        struct Fails;
+        impl Circuit<Scalar> for Fails {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+                cs.alloc(|| "x", || Err(SynthesisError::AssignmentMissing))?;
+                Ok(())
+            }
+        }
+        assert!(matches!(synthesize_witness(Fails, 0), Err(SynthesisError::AssignmentMissing)));
+    }
+}

@@ -7,6 +7,7 @@
 //!   is built);
 //! - [`matrices`]: a circuit shape's constraint matrices, compiled once; a, b, c as
 //!   their products with a witness;
+//! - [`matrix_file`]: the file compiled matrices are kept in, memory-mapped;
 //! - [`domain`]: the radix-2 evaluation domain (NTTs over the scalar field);
 //! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
 //! - [`params`]: parameter sets and verifying keys in memory;
@@ -18,14 +19,17 @@
 //! - [`prover`]: the CPU backend;
 //! - [`verifier`]: single and batch verification;
 //! - [`synthetic`]: C2-shaped synthetic circuits for tests and benchmarks;
+//! - [`array`]: number arrays in memory or in a memory-mapped file;
 //! - [`progress`]: how long computations report how far they got.
 
+pub mod array;
 pub mod backend;
 pub mod domain;
 pub mod format;
 pub mod generator;
 pub mod layout;
 pub mod matrices;
+pub mod matrix_file;
 pub mod msm;
 pub mod params;
 pub mod progress;

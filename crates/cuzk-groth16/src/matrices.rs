@@ -24,6 +24,7 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
+use crate::array::Array;
 use crate::synthesis::{Density, EvalBuffers, EvalVec, ScalarClasses, SynthesizedCircuit};
 use crate::witness::Witness;
 
@@ -40,14 +41,14 @@ const ROWS_PER_TASK: usize = 1 << 14;
 /// `dictionary[coefficients[k]]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SparseMatrix {
-    pub row_starts: Vec<u64>,
-    pub columns: Vec<u32>,
-    pub coefficients: Vec<u16>,
+    pub row_starts: Array<u64>,
+    pub columns: Array<u32>,
+    pub coefficients: Array<u16>,
 }
 
 impl SparseMatrix {
     fn new() -> Self {
-        SparseMatrix { row_starts: vec![0], columns: Vec::new(), coefficients: Vec::new() }
+        SparseMatrix { row_starts: Array::Owned(vec![0]), columns: Array::Owned(Vec::new()), coefficients: Array::Owned(Vec::new()) }
     }
 
     pub fn rows(&self) -> usize {
@@ -198,12 +199,12 @@ pub fn compile_matrices<C: Circuit<Scalar>>(circuit: C) -> Result<ConstraintMatr
     // the aux after the inputs.
     let n_in = cs.num_inputs as u32;
     for m in [&mut cs.a, &mut cs.b, &mut cs.c] {
-        m.columns.par_iter_mut().for_each(|col| *col = untag(*col, n_in));
+        m.columns.owned_mut().par_iter_mut().for_each(|col| *col = untag(*col, n_in));
     }
     let (n_in, n_aux) = (cs.num_inputs, cs.num_aux);
     let density = |m: &SparseMatrix, from: usize, len: usize| {
         let mut d = Density::empty(len);
-        for &col in &m.columns {
+        for &col in m.columns.iter() {
             let col = col as usize;
             if (from..from + len).contains(&col) {
                 d.set(col - from);
@@ -291,11 +292,12 @@ impl MatrixAssembly {
             1 => &mut self.b,
             _ => &mut self.c,
         };
+        let (columns, coefficients, row_starts) = (m.columns.owned_mut(), m.coefficients.owned_mut(), m.row_starts.owned_mut());
         for (col, coeff) in row {
-            m.columns.push(col);
-            m.coefficients.push(coeff);
+            columns.push(col);
+            coefficients.push(coeff);
         }
-        m.row_starts.push(m.columns.len() as u64);
+        row_starts.push(columns.len() as u64);
     }
 }
 

@@ -28,6 +28,15 @@ impl Density {
         Density { words: vec![0; len.div_ceil(64)], len }
     }
 
+    /// A density from its words (64 variables each, least significant bit first); bits
+    /// past `len` are cleared. `words` must hold `len.div_ceil(64)` words.
+    pub fn from_words(words: Vec<u64>, len: usize) -> Self {
+        debug_assert_eq!(words.len(), len.div_ceil(64));
+        let mut d = Density { words, len };
+        d.clear_tail();
+        d
+    }
+
     /// `len` variables, all in the query.
     pub fn full(len: usize) -> Self {
         let mut d = Density { words: vec![u64::MAX; len.div_ceil(64)], len };

@@ -57,6 +57,27 @@ pub(crate) fn witness<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition
     })
 }
 
+/// A split witness synthesis's failure: building a share's circuit, or synthesizing it.
+pub(crate) enum WitnessError {
+    Circuit(FilecoinError),
+    Synthesis(bellpepper_core::SynthesisError),
+}
+
+impl From<bellpepper_core::SynthesisError> for WitnessError {
+    fn from(e: bellpepper_core::SynthesisError) -> Self {
+        WitnessError::Synthesis(e)
+    }
+}
+
+impl WitnessError {
+    pub(crate) fn into_filecoin(self, partition: usize) -> FilecoinError {
+        match self {
+            WitnessError::Circuit(e) => e,
+            WitnessError::Synthesis(e) => FilecoinError::Synthesis { partition, message: e.to_string() },
+        }
+    }
+}
+
 /// Records partition `partition`'s constraint matrices.
 pub(crate) fn compile<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition: usize, circuit: C) -> Result<ConstraintMatrices, FilecoinError> {
     guarded(&format!("compiling the {kind} circuit"), || {

@@ -18,6 +18,7 @@ mod error;
 pub mod fixtures;
 pub mod ids;
 mod job;
+pub mod matrices;
 pub mod param_check;
 mod payload;
 mod porep;

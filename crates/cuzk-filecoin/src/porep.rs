@@ -11,7 +11,7 @@ use base64::Engine as _;
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::Witness;
+use cuzk_groth16::witness::{synthesize_witness_split, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{Domain, Hasher};
@@ -238,8 +238,25 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         compound::synthesize("PoRep", partition, self.circuit_of(partition)?, buffers)
     }
 
+    /// The challenges' sub-circuits are independent once the commitments are
+    /// allocated: each thread synthesizes the commitments and its share of the
+    /// challenges (top-level namespaces `challenge_0`, …), and the shares are joined.
     fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
-        compound::witness("PoRep", partition, self.circuit_of(partition)?)
+        check_partition(partition, self.vanilla.len())?;
+        let threads = rayon::current_num_threads();
+        guarded("synthesizing the PoRep witness", || {
+            synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", |share| {
+                compound::partition_circuit::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
+                    "PoRep",
+                    &self.inputs,
+                    &share.to_vec(),
+                    &self.params,
+                    partition,
+                )
+                .map_err(compound::WitnessError::Circuit)
+            })
+            .map_err(|e| e.into_filecoin(partition))
+        })
     }
 
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {

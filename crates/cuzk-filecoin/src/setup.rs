@@ -26,7 +26,7 @@ use crate::ids::{porep_config, post_config, post_public_params};
 use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize};
 
 /// Something done with a circuit kind's blank circuit (no witness), whatever its type.
-trait WithBlank {
+pub(crate) trait WithBlank {
     type Out;
     fn run<C: Circuit<Scalar>>(self, blank: C) -> Result<Self::Out, FilecoinError>;
 }
@@ -78,7 +78,7 @@ fn snap_blank<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, W: WithBlan
 }
 
 /// Runs `w` on `circuit`'s blank circuit.
-fn with_blank<W: WithBlank>(circuit: crate::Circuit, w: W) -> Result<W::Out, FilecoinError> {
+pub(crate) fn with_blank<W: WithBlank>(circuit: crate::Circuit, w: W) -> Result<W::Out, FilecoinError> {
     guarded(&format!("the blank circuit of {circuit}"), || match circuit.kind {
         CircuitKind::WindowPost | CircuitKind::WinningPost => {
             let proof = PostProof { window: circuit.kind == CircuitKind::WindowPost, size: circuit.size, api_version: ApiVersion::V1_2_0 };

@@ -49,3 +49,32 @@ fn every_kind_compiles_to_the_products_of_full_synthesis() {
     assert_compiled_path_equals_full_synthesis(decode_winning_post(&f.winning.request()).unwrap().as_ref());
     assert_compiled_path_equals_full_synthesis(decode_window_post(&f.window.request()).unwrap().as_ref());
 }
+
+#[test]
+fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
+    use cuzk_filecoin::matrices::{load_or_compile, matrices_path, Provenance};
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let job = decode_porep(&f.porep.request()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (compiled, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
+    assert_eq!(how, Provenance::Compiled("missing".into()));
+    // The blank circuit's matrices are the real instance's: structure does not depend
+    // on values.
+    assert!(compiled == job.compile(0).unwrap(), "blank and instance matrices differ");
+    let (mapped, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
+    assert_eq!(how, Provenance::Mapped);
+    assert!(mapped == compiled);
+
+    let path = matrices_path(job.circuit(), dir.path()).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    // A new file renamed over the old one (writing in place would change the pages
+    // `compiled` and `mapped` still map).
+    let damaged = dir.path().join("damaged");
+    std::fs::write(&damaged, &bytes).unwrap();
+    std::fs::rename(&damaged, &path).unwrap();
+    let (again, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
+    assert!(matches!(&how, Provenance::Compiled(reason) if reason.contains("corrupt")), "{how:?}");
+    assert!(again == compiled);
+}

@@ -25,6 +25,7 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use crate::array::Array;
+use crate::progress::{NoProgress, Progress};
 use crate::synthesis::{Density, EvalBuffers, EvalVec, ScalarClasses, SynthesizedCircuit};
 use crate::witness::Witness;
 
@@ -180,9 +181,17 @@ impl ConstraintMatrices {
 
 /// Records `circuit`'s matrices from one synthesis that computes no value.
 pub fn compile_matrices<C: Circuit<Scalar>>(circuit: C) -> Result<ConstraintMatrices, CompileError> {
-    let mut cs = MatrixAssembly::default();
-    cs.dictionary.push(Scalar::ONE);
-    cs.dictionary.push(-Scalar::ONE);
+    compile_matrices_with(circuit, 0, &NoProgress)
+}
+
+/// Constraints recorded between two progress reports.
+const PROGRESS_EVERY: usize = 1 << 20;
+
+/// [`compile_matrices`], reporting the constraints recorded to `progress` (a stage of
+/// `expected` constraints, 0 when unknown).
+pub fn compile_matrices_with<C: Circuit<Scalar>>(circuit: C, expected: usize, progress: &dyn Progress) -> Result<ConstraintMatrices, CompileError> {
+    progress.stage("recording constraints", expected as u64);
+    let mut cs = MatrixAssembly::new(progress);
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     for i in 0..cs.num_inputs {
@@ -238,8 +247,8 @@ fn untag(col: u32, num_inputs: u32) -> u32 {
 }
 
 /// The constraint system that records the matrices.
-#[derive(Default)]
-struct MatrixAssembly {
+struct MatrixAssembly<'a> {
+    progress: &'a dyn Progress,
     num_inputs: usize,
     num_aux: usize,
     a: SparseMatrix,
@@ -250,7 +259,22 @@ struct MatrixAssembly {
     too_many_coefficients: bool,
 }
 
-impl MatrixAssembly {
+impl<'a> MatrixAssembly<'a> {
+    fn new(progress: &'a dyn Progress) -> Self {
+        MatrixAssembly {
+            progress,
+            num_inputs: 0,
+            num_aux: 0,
+            a: SparseMatrix::new(),
+            b: SparseMatrix::new(),
+            c: SparseMatrix::new(),
+            // Fixed ids for the commonest coefficients (ONE_ID, MINUS_ONE_ID).
+            dictionary: vec![Scalar::ONE, -Scalar::ONE],
+            index: HashMap::new(),
+            too_many_coefficients: false,
+        }
+    }
+
     fn coefficient_id(&mut self, coefficient: &Scalar) -> u16 {
         if *coefficient == Scalar::ONE {
             return ONE_ID;
@@ -307,7 +331,7 @@ impl Default for SparseMatrix {
     }
 }
 
-impl ConstraintSystem<Scalar> for MatrixAssembly {
+impl ConstraintSystem<Scalar> for MatrixAssembly<'_> {
     type Root = Self;
 
     fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
@@ -341,6 +365,9 @@ impl ConstraintSystem<Scalar> for MatrixAssembly {
         self.push_row(0, &a(LinearCombination::zero()));
         self.push_row(1, &b(LinearCombination::zero()));
         self.push_row(2, &c(LinearCombination::zero()));
+        if self.c.rows() % PROGRESS_EVERY == 0 {
+            self.progress.advance(PROGRESS_EVERY as u64);
+        }
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)

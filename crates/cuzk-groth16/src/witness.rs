@@ -30,13 +30,19 @@ pub struct Witness {
 pub struct WitnessAssembly {
     input: Vec<Scalar>,
     aux: Vec<Scalar>,
+    /// Namespaces open right now (0: at the circuit's top level).
+    depth: usize,
+    /// A top-level namespace name to watch for, and the (inputs, aux) counts when it
+    /// first opened: where a circuit's shared prelude ends and its repeated parts
+    /// begin (see [`synthesize_witness_split`]).
+    marker: Option<(String, Option<(usize, usize)>)>,
 }
 
 impl WitnessAssembly {
     /// Room for `aux` aux values up front: a 32 GiB PoRep partition has ~1.3·10^8, and
     /// every doubling of the vector copies gigabytes.
     pub fn with_capacity(aux: usize) -> Self {
-        WitnessAssembly { input: Vec::new(), aux: Vec::with_capacity(aux) }
+        WitnessAssembly { aux: Vec::with_capacity(aux), ..Self::default() }
     }
 
     pub fn into_witness(self) -> Witness {
@@ -82,14 +88,26 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
         // The matrices are compiled once per circuit shape; nothing to record here.
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
+    fn push_namespace<NR, N>(&mut self, name: N)
     where
         NR: Into<String>,
         N: FnOnce() -> NR,
     {
+        // Names are built only at the top level, and only while a marker is unseen:
+        // deeper namespaces (millions in a SHA-256 circuit) cost nothing.
+        if self.depth == 0 {
+            if let Some((marker, seen @ None)) = &mut self.marker {
+                if name().into() == *marker {
+                    *seen = Some((self.input.len(), self.aux.len()));
+                }
+            }
+        }
+        self.depth += 1;
     }
 
-    fn pop_namespace(&mut self) {}
+    fn pop_namespace(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
@@ -155,6 +173,57 @@ pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C, aux_hint: usize) -> Re
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     Ok(cs.into_witness())
+}
+
+/// The witness of a circuit made of a shared prelude and repeated parts (PoRep: the
+/// public commitments, then one sub-circuit per challenge), synthesized on several
+/// threads. `build(parts)` must give the circuit over those parts; the top-level
+/// namespace `first_part` must open where the first of them begins.
+///
+/// Each thread synthesizes the prelude and its share of the parts; the shares after
+/// the first drop their copy of the prelude. The result equals the sequential
+/// synthesis when the prelude does not depend on which parts follow (it allocates
+/// before the first part opens), which callers check in their tests.
+pub fn synthesize_witness_split<T, C, E>(
+    parts: &[T],
+    threads: usize,
+    first_part: &str,
+    build: impl Fn(&[T]) -> Result<C, E> + Sync,
+) -> Result<Witness, E>
+where
+    T: Sync,
+    C: Circuit<Scalar>,
+    E: From<SynthesisError> + Send,
+{
+    use rayon::prelude::*;
+    if parts.is_empty() {
+        return synthesize_witness(build(parts)?, 0).map_err(E::from);
+    }
+    let chunk = parts.len().div_ceil(threads.max(1)).max(1);
+    let shares = parts
+        .par_chunks(chunk)
+        .map(|share| {
+            let mut cs = WitnessAssembly { marker: Some((first_part.to_string(), None)), ..WitnessAssembly::default() };
+            cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+            build(share)?.synthesize(&mut cs)?;
+            let prelude = cs.marker.take().and_then(|(_, seen)| seen).ok_or(SynthesisError::Unsatisfiable)?;
+            Ok((cs.into_witness(), prelude))
+        })
+        .collect::<Result<Vec<_>, E>>()?;
+    let mut shares = shares.into_iter();
+    let Some((mut witness, prelude)) = shares.next() else {
+        return Ok(Witness { input: vec![Scalar::ONE], aux: Vec::new() });
+    };
+    for (share, share_prelude) in shares {
+        if share_prelude != prelude || share.input[..prelude.0] != witness.input[..prelude.0] || share.aux[..prelude.1] != witness.aux[..prelude.1] {
+            // Another prelude: the parts are not independent; joining would be wrong.
+            tracing::error!(?prelude, ?share_prelude, first_part, "the circuit's prelude differs between shares");
+            return Err(SynthesisError::Unsatisfiable.into());
+        }
+        witness.input.extend_from_slice(&share.input[prelude.0..]);
+        witness.aux.extend_from_slice(&share.aux[prelude.1..]);
+    }
+    Ok(witness)
 }
 
 #[cfg(test)]
@@ -282,6 +351,51 @@ mod tests {
         assert_eq!(full.input.len(), 1 + 20 * 4);
         assert_eq!(witness.input, full.input);
         assert_eq!(witness.aux, full.aux);
+    }
+
+    /// A prelude (an input and aux values), then parts in top-level namespaces
+    /// `part_0`, `part_1`, … that each allocate inputs and aux values.
+    struct Parts {
+        prelude: u64,
+        parts: Vec<u64>,
+    }
+
+    impl Circuit<Scalar> for Parts {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            {
+                let mut cs = cs.namespace(|| "prelude");
+                cs.alloc_input(|| "p", || Ok(Scalar::from(self.prelude)))?;
+                for k in 0..3 {
+                    let mut inner = cs.namespace(|| format!("nested {k}"));
+                    inner.alloc(|| "q", || Ok(Scalar::from(self.prelude + k)))?;
+                }
+            }
+            for (i, v) in self.parts.iter().enumerate() {
+                let mut cs = cs.namespace(|| format!("part_{i}"));
+                cs.alloc(|| "a", || Ok(Scalar::from(*v)))?;
+                cs.alloc_input(|| "b", || Ok(Scalar::from(*v * 3)))?;
+                let mut inner = cs.namespace(|| "part_0");
+                inner.alloc(|| "c", || Ok(Scalar::from(*v * 5)))?;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_split_witness_equals_the_sequential_one() {
+        let parts: Vec<u64> = (1..=11).collect();
+        let sequential = synthesize_witness(Parts { prelude: 7, parts: parts.clone() }, 0).unwrap();
+        for threads in [1, 2, 3, 4, 11, 40] {
+            let split =
+                synthesize_witness_split(&parts, threads, "part_0", |share| Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec() }))
+                    .unwrap();
+            assert_eq!(split, sequential, "{threads} threads");
+        }
+        // A prelude that depends on the share is refused, not joined.
+        let r = synthesize_witness_split(&parts, 3, "part_0", |share| Ok::<_, SynthesisError>(Parts { prelude: share[0], parts: share.to_vec() }));
+        assert!(r.is_err());
+        // A marker that never opens is an error.
+        assert!(synthesize_witness_split(&parts, 2, "part_x", |share| Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec() })).is_err());
     }
 
     #[test]

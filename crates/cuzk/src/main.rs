@@ -5,6 +5,7 @@ mod bench;
 mod bench_filecoin;
 mod check_config;
 mod circuits;
+mod compile;
 mod config_file;
 mod daemon;
 mod fixture;
@@ -129,6 +130,8 @@ enum Command {
     Circuits(circuits::CircuitsArgs),
     /// Check a parameter directory: every file the circuits need, against the published digests.
     Params(params::ParamsArgs),
+    /// Record circuits' constraint matrices ahead of time, beside the parameter files.
+    Compile(compile::CompileArgs),
 }
 
 fn parse_circuit_id(id: &str) -> Result<cuzk_filecoin::Circuit, String> {
@@ -175,6 +178,7 @@ fn main() -> Result<()> {
         Some(Command::Fixture(args)) => fixture::run(&args),
         Some(Command::Circuits(args)) => circuits::run(&args),
         Some(Command::Params(args)) => params::run(&args),
+        Some(Command::Compile(args)) => compile::run(&args),
         Some(Command::Daemon(_)) => unreachable!("handled above"),
     }
 }

@@ -1,0 +1,84 @@
+//! Compiled constraint matrices of Filecoin circuits: recorded once from the blank
+//! circuit, kept beside the parameter files as `<stem>.cuzk-matrices` (the stem of
+//! the `.params` file, which carries a digest of the circuit's public parameters),
+//! memory-mapped by every proof of that circuit, and rebuilt when missing, stale or
+//! corrupt.
+
+use std::path::{Path, PathBuf};
+
+use bellpepper_core::Circuit;
+use blstrs::Scalar;
+use cuzk_groth16::matrices::{compile_matrices_with, ConstraintMatrices};
+use cuzk_groth16::matrix_file::{read_matrices, write_matrices, MatrixFileError};
+use cuzk_groth16::Progress;
+
+use crate::error::FilecoinError;
+use crate::setup::{with_blank, WithBlank};
+
+/// `<dir>/<stem>.cuzk-matrices`.
+pub fn matrices_path(circuit: crate::Circuit, dir: &Path) -> Result<PathBuf, FilecoinError> {
+    Ok(dir.join(format!("{}.cuzk-matrices", circuit.file_stem()?)))
+}
+
+/// What a matrices file must have been compiled from: the circuit id and its parameter
+/// files' stem.
+pub fn identity(circuit: crate::Circuit) -> Result<String, FilecoinError> {
+    Ok(format!("{} {}", circuit.id(), circuit.file_stem()?))
+}
+
+struct Compile<'a> {
+    expected: usize,
+    progress: &'a dyn Progress,
+}
+
+impl WithBlank for Compile<'_> {
+    type Out = ConstraintMatrices;
+    fn run<C: Circuit<Scalar>>(self, blank: C) -> Result<ConstraintMatrices, FilecoinError> {
+        compile_matrices_with(blank, self.expected, self.progress)
+            .map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("compiling the blank circuit: {e}") })
+    }
+}
+
+/// Compiles `circuit`'s matrices from its blank circuit (one core; for a 32 GiB PoRep
+/// partition, minutes and gigabytes).
+pub fn compile(circuit: crate::Circuit, progress: &dyn Progress) -> Result<ConstraintMatrices, FilecoinError> {
+    let expected = circuit.published_constraints().map(|p| p.constraints).unwrap_or(0);
+    with_blank(circuit, Compile { expected, progress })
+}
+
+/// Compiles `circuit`'s matrices and writes them into `dir`; returns the file's path.
+pub fn compile_to(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(PathBuf, ConstraintMatrices), FilecoinError> {
+    let path = matrices_path(circuit, dir)?;
+    let matrices = compile(circuit, progress)?;
+    write_matrices(&path, &matrices, &identity(circuit)?).map_err(|e| FilecoinError::invalid(format!("writing compiled matrices: {e}")))?;
+    Ok((path, matrices))
+}
+
+/// How [`load_or_compile`] got the matrices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Provenance {
+    /// Mapped from the file.
+    Mapped,
+    /// Compiled now (the file was missing, stale or corrupt: the reason) and written.
+    Compiled(String),
+}
+
+/// `circuit`'s matrices from `dir`, compiled and written first when the file is
+/// missing, stale or corrupt (logged with the reason). Other I/O failures are errors.
+pub fn load_or_compile(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(ConstraintMatrices, Provenance), FilecoinError> {
+    let path = matrices_path(circuit, dir)?;
+    let reason = match read_matrices(&path, &identity(circuit)?) {
+        Ok(m) => return Ok((m, Provenance::Mapped)),
+        Err(MatrixFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => "missing".to_string(),
+        Err(e) if e.needs_recompile() => {
+            tracing::warn!(circuit = %circuit, error = %e, "compiled matrices unusable; compiling them again");
+            e.to_string()
+        }
+        Err(e) => return Err(FilecoinError::invalid(format!("reading compiled matrices: {e}"))),
+    };
+    tracing::info!(circuit = %circuit, path = %path.display(), reason = %reason, "compiling constraint matrices");
+    compile_to(circuit, dir, progress)?;
+    let m =
+        read_matrices(&path, &identity(circuit)?).map_err(|e| FilecoinError::invalid(format!("reading the compiled matrices just written: {e}")))?;
+    Ok((m, Provenance::Compiled(reason)))
+}

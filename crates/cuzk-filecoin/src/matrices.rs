@@ -49,6 +49,7 @@ pub fn compile(circuit: crate::Circuit, progress: &dyn Progress) -> Result<Const
 /// Compiles `circuit`'s matrices and writes them into `dir`; returns the file's path.
 pub fn compile_to(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(PathBuf, ConstraintMatrices), FilecoinError> {
     let path = matrices_path(circuit, dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| FilecoinError::invalid(format!("cannot create the matrices directory {}: {e}", dir.display())))?;
     let matrices = compile(circuit, progress)?;
     write_matrices(&path, &matrices, &identity(circuit)?).map_err(|e| FilecoinError::invalid(format!("writing compiled matrices: {e}")))?;
     Ok((path, matrices))

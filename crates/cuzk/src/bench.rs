@@ -84,6 +84,11 @@ pub struct BenchArgs {
     /// Filecoin parameter directory (standard file names).
     #[arg(long, requires = "input", conflicts_with = "params")]
     pub(crate) param_dir: Option<std::path::PathBuf>,
+    /// With --input: also time the compiled path (witness-only synthesis on every core,
+    /// the compiled matrices from this directory, compiled first when missing, and
+    /// a, b, c as sparse products), checked against cuzk's full synthesis.
+    #[arg(long, requires = "input", value_name = "DIR")]
+    pub(crate) compiled: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) shape: ShapeArgs,
 }

@@ -46,6 +46,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         reference: !args.no_reference,
         params: args.params.as_deref(),
         param_dir: args.param_dir.as_deref(),
+        compiled: args.compiled.as_deref(),
         backend: backend.as_ref(),
         gpu: gpu.as_ref(),
     }
@@ -62,6 +63,8 @@ pub struct FilecoinBench<'a> {
     /// Parameters to prove with: a file, or the Filecoin parameter directory.
     pub params: Option<&'a Path>,
     pub param_dir: Option<&'a Path>,
+    /// Where the compiled matrices are (or go): time the compiled path too.
+    pub compiled: Option<&'a Path>,
     pub backend: &'a dyn ProvingBackend,
     pub gpu: Option<&'a Arc<cuzk_cuda::Gpu>>,
 }
@@ -168,6 +171,12 @@ impl FilecoinBench<'_> {
             counted.describe()
         );
 
+        // The compiled path first, and dropped before full synthesis runs.
+        let compiled = match self.compiled {
+            Some(dir) => Some(crate::bench_compiled::run(circuit, job, k, dir, shape.domain_size())?),
+            None => None,
+        };
+
         // cuzk's synthesis into buffers of the domain's size (pinned on a GPU), as the
         // engine gives it.
         let buffers = new_buffers(self.gpu, shape.domain_size())?;
@@ -189,6 +198,10 @@ impl FilecoinBench<'_> {
             bail!("partition {k}: the circuit's public inputs differ from the verifier's");
         }
         println!("  public inputs: the circuit's {} equal the verifier's", inputs.len());
+        let compiled_fields = match &compiled {
+            Some(run) => run.check_against(&synthesized)?,
+            None => String::new(),
+        };
         let ours = fingerprint(&synthesized.aux);
 
         let proved = match params {
@@ -253,7 +266,7 @@ impl FilecoinBench<'_> {
             l.2 as f64 / total,
             a.2 as f64 / (a.0 + a.1 + a.2).max(1) as f64,
             b.2 as f64 / (b.0 + b.1 + b.2).max(1) as f64,
-            proved.unwrap_or_default()
+            proved.unwrap_or_default() + &compiled_fields
         );
         Ok(())
     }

@@ -2,6 +2,7 @@
 
 mod backends;
 mod bench;
+mod bench_compiled;
 mod bench_filecoin;
 mod check_config;
 mod circuits;

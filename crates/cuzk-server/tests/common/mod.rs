@@ -92,7 +92,12 @@ impl Daemon {
 }
 
 pub fn config() -> EngineConfig {
-    EngineConfig { memory_budget_bytes: 2 << 30, ..EngineConfig::default() }
+    // Synthetic jobs stand in for every kind here, CRITICAL ones too.
+    let admission = cuzk_engine::AdmissionLimits {
+        critical_kinds: vec![cuzk_engine::ProofKind::WinningPost, cuzk_engine::ProofKind::Synthetic],
+        ..Default::default()
+    };
+    EngineConfig { memory_budget_bytes: 2 << 30, admission, ..EngineConfig::default() }
 }
 
 pub fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: pb::Priority, request_id: &str) -> pb::SubmitProofRequest {

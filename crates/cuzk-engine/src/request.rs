@@ -218,24 +218,22 @@ mod tests {
     fn the_digest_covers_everything_but_the_request_id() {
         let base = request().digest();
         assert_eq!(JobRequest { request_id: "other".into(), ..request() }.digest(), base);
-        let changed: Vec<Box<dyn Fn(&mut JobRequest)>> = vec![
-            Box::new(|r| r.kind = ProofKind::WinningPost),
-            Box::new(|r| r.priority = Priority::High),
-            Box::new(|r| r.payload.sector_size = 1),
-            Box::new(|r| r.payload.registered_proof = 1),
-            Box::new(|r| r.payload.vanilla_proof = vec![0]),
-            Box::new(|r| r.payload.vanilla_proofs = vec![vec![]]),
-            Box::new(|r| r.payload.sector_number = 1),
-            Box::new(|r| r.payload.miner_id = 1),
-            Box::new(|r| r.payload.randomness = vec![0]),
-            Box::new(|r| r.payload.partition_index = 1),
-            Box::new(|r| r.payload.comm_r_old = vec![0]),
-            Box::new(|r| r.payload.comm_r_new = vec![0]),
-            Box::new(|r| r.payload.comm_d_new = vec![0]),
+        let changed: Vec<fn(&mut JobRequest)> = vec![
+            |r| r.kind = ProofKind::WinningPost,
+            |r| r.priority = Priority::High,
+            |r| r.payload.sector_size = 1,
+            |r| r.payload.registered_proof = 1,
+            |r| r.payload.vanilla_proof = vec![0],
+            |r| r.payload.vanilla_proofs = vec![vec![]],
+            |r| r.payload.sector_number = 1,
+            |r| r.payload.miner_id = 1,
+            |r| r.payload.randomness = vec![0],
+            |r| r.payload.partition_index = 1,
+            |r| r.payload.comm_r_old = vec![0],
+            |r| r.payload.comm_r_new = vec![0],
+            |r| r.payload.comm_d_new = vec![0],
             // Bytes moved from one field to the next: the length prefixes tell them apart.
-            Box::new(|r| {
-                r.payload.vanilla_proofs = vec![vec![1, 2], vec![3]];
-            }),
+            |r| r.payload.vanilla_proofs = vec![vec![1, 2], vec![3]],
         ];
         let mut seen = vec![base];
         for change in &changed {

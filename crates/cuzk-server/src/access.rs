@@ -9,8 +9,6 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::ListenAddr;
-
 /// Bytes a token has at least (128 bits written as hex, or more).
 pub const MIN_TOKEN_BYTES: usize = 32;
 
@@ -74,19 +72,18 @@ impl AccessToken {
     }
 }
 
-/// Refuses listeners reachable from other machines when no token guards them, unless
-/// `allow_insecure`; returns the warnings to log (allow_insecure used).
+/// Refuses TCP listeners reachable from other machines (`listen_tcp`: daemon.listen
+/// when it is TCP) when no token guards them, unless `allow_insecure`; returns the
+/// warnings to log (allow_insecure used).
 pub fn check_exposure(
-    listen: &ListenAddr,
+    listen_tcp: Option<SocketAddr>,
     status_listen: Option<SocketAddr>,
     has_token: bool,
     allow_insecure: bool,
 ) -> Result<Vec<String>, AccessError> {
     let mut exposed = Vec::new();
-    if let ListenAddr::Tcp(a) = listen {
-        if !a.ip().is_loopback() {
-            exposed.push(("daemon.listen", *a));
-        }
+    if let Some(a) = listen_tcp.filter(|a| !a.ip().is_loopback()) {
+        exposed.push(("daemon.listen", a));
     }
     if let Some(a) = status_listen.filter(|a| !a.ip().is_loopback()) {
         exposed.push(("daemon.status_listen", a));
@@ -124,17 +121,18 @@ mod tests {
 
     #[test]
     fn only_exposed_listeners_need_a_token() {
-        let lo: ListenAddr = "127.0.0.1:9820".parse().unwrap();
-        let any: ListenAddr = "0.0.0.0:9820".parse().unwrap();
-        let unix: ListenAddr = "unix:///run/curio/cuzk.sock".parse().unwrap();
-        assert!(check_exposure(&lo, Some("127.0.0.1:9821".parse().unwrap()), false, false).unwrap().is_empty());
-        assert!(check_exposure(&unix, None, false, false).unwrap().is_empty());
-        let e = check_exposure(&any, None, false, false).unwrap_err().to_string();
+        let lo = Some("127.0.0.1:9820".parse().unwrap());
+        let any = Some("0.0.0.0:9820".parse().unwrap());
+        // A unix socket: no TCP listener.
+        let unix = None;
+        assert!(check_exposure(lo, Some("127.0.0.1:9821".parse().unwrap()), false, false).unwrap().is_empty());
+        assert!(check_exposure(unix, None, false, false).unwrap().is_empty());
+        let e = check_exposure(any, None, false, false).unwrap_err().to_string();
         assert!(e.contains("daemon.listen 0.0.0.0:9820") && e.contains("daemon.auth_token_file") && e.contains("allow_insecure"), "{e}");
-        let e = check_exposure(&unix, Some("[::]:9821".parse().unwrap()), false, false).unwrap_err().to_string();
+        let e = check_exposure(unix, Some("[::]:9821".parse().unwrap()), false, false).unwrap_err().to_string();
         assert!(e.contains("daemon.status_listen"), "{e}");
-        assert!(check_exposure(&any, None, true, false).unwrap().is_empty());
-        let w = check_exposure(&any, Some("0.0.0.0:1".parse().unwrap()), false, true).unwrap();
+        assert!(check_exposure(any, None, true, false).unwrap().is_empty());
+        let w = check_exposure(any, Some("0.0.0.0:1".parse().unwrap()), false, true).unwrap();
         assert_eq!(w.len(), 2);
         assert!(w[0].starts_with("INSECURE"));
     }

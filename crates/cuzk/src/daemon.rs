@@ -68,7 +68,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         Some(path) => Some(Arc::new(AccessToken::from_file(path)?)),
         None => None,
     };
-    for w in check_exposure(&config.listen, config.status_listen, token.is_some(), config.allow_insecure)? {
+    let listen_tcp = match &config.listen {
+        ListenAddr::Tcp(a) => Some(*a),
+        ListenAddr::Unix(_) => None,
+    };
+    for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), config.allow_insecure)? {
         tracing::warn!("{w}");
     }
     let checks = if config.timing_only {

@@ -288,6 +288,14 @@ impl DaemonConfig {
                     }
                     "daemon.handshake_timeout" => c.connections.handshake_timeout = positive_duration(k, v)?,
                     "daemon.idle_timeout" => c.connections.idle_timeout = positive_duration(k, v)?,
+                    "daemon.max_request_bytes_in_flight" => {
+                        let s = as_str(k, v)?;
+                        let n = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"1GiB\"")))?;
+                        if n < crate::MAX_MESSAGE_BYTES as u64 {
+                            return Err(bad(k, format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20)));
+                        }
+                        c.connections.max_request_bytes_in_flight = n;
+                    }
                     "admission.max_queued_jobs" => c.admission.max_queued_jobs = as_count(k, v)?,
                     "admission.max_queued_jobs_per_kind" => c.admission.max_queued_jobs_per_kind = as_count(k, v)?,
                     "admission.max_queued_partitions" => c.admission.max_queued_partitions = as_count(k, v)?,
@@ -426,7 +434,7 @@ impl DaemonConfig {
         let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
         format!(
             "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\nsocket_mode = \"{:04o}\"\nsocket_group = {}\n\
-             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nauth_token_file = {}\nallow_insecure = {}\n\n\
+             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
              [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
@@ -442,6 +450,7 @@ impl DaemonConfig {
             self.connections.max_connections,
             quoted(&duration_text(self.connections.handshake_timeout)),
             quoted(&duration_text(self.connections.idle_timeout)),
+            quoted(&size_text(self.connections.max_request_bytes_in_flight)),
             quoted(&self.auth_token_file.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
             self.allow_insecure,
             quoted(&self.parameter_dir.to_string_lossy()),
@@ -603,12 +612,17 @@ critical_kinds = ["winning_post", "window_post_partition"]
 "#;
         let text = text.replace(
             "[daemon]\n",
-            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n",
+            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n",
         );
         let (c, _) = DaemonConfig::from_toml(&text).unwrap();
         assert_eq!(c.socket, SocketSettings { mode: 0o600, group: Some("curio".into()) });
         assert_eq!(c.admission.critical_kinds, [ProofKind::WinningPost, ProofKind::WindowPostPartition]);
-        let limits = ConnectionLimits { max_connections: 17, handshake_timeout: Duration::from_secs(3), idle_timeout: Duration::from_secs(120) };
+        let limits = ConnectionLimits {
+            max_connections: 17,
+            handshake_timeout: Duration::from_secs(3),
+            idle_timeout: Duration::from_secs(120),
+            max_request_bytes_in_flight: 768 << 20,
+        };
         assert_eq!(c.connections, limits);
         assert_eq!((c.auth_token_file.as_deref(), c.allow_insecure), (Some(std::path::Path::new("/etc/cuzk/token")), true));
         let shown = c.to_toml();
@@ -629,7 +643,9 @@ critical_kinds = ["winning_post", "window_post_partition"]
             let e = DaemonConfig::from_toml(&format!("[daemon]\nsocket_mode = {bad_mode}")).unwrap_err();
             assert!(matches!(&e, ConfigError::Value { key, .. } if key == "daemon.socket_mode"), "{bad_mode}: {e}");
         }
-        for (key, value) in [("max_connections", "0"), ("handshake_timeout", "\"0s\""), ("idle_timeout", "\"soon\"")] {
+        for (key, value) in
+            [("max_connections", "0"), ("handshake_timeout", "\"0s\""), ("idle_timeout", "\"soon\""), ("max_request_bytes_in_flight", "\"100MiB\"")]
+        {
             let e = DaemonConfig::from_toml(&format!("[daemon]\n{key} = {value}")).unwrap_err();
             assert!(e.to_string().starts_with(&format!("daemon.{key}:")), "{e}");
         }

@@ -31,17 +31,26 @@ use tonic::transport::server::Connected;
 /// length (a TLS ClientHello is longer).
 pub const HANDSHAKE_BYTES: usize = 24;
 
-/// TOML `daemon.max_connections`, `daemon.handshake_timeout`, `daemon.idle_timeout`.
+/// TOML `daemon.max_connections`, `daemon.handshake_timeout`, `daemon.idle_timeout`,
+/// `daemon.max_request_bytes_in_flight`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     pub max_connections: usize,
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Bytes of request bodies being received at once, all connections together
+    /// (crate::request_bytes); at least one largest message.
+    pub max_request_bytes_in_flight: u64,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { max_connections: 256, handshake_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(600) }
+        ConnectionLimits {
+            max_connections: 256,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+            max_request_bytes_in_flight: 1 << 30,
+        }
     }
 }
 

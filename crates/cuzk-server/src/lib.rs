@@ -8,6 +8,7 @@ pub mod access;
 pub mod config;
 pub mod connections;
 pub mod rejection;
+pub mod request_bytes;
 pub mod status_http;
 pub mod unix_socket;
 
@@ -465,6 +466,7 @@ pub async fn serve_service_with(
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+        .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight)))
         .add_service(svc);
     match listener {
         Listener::Tcp(l) => router.serve_with_incoming_shutdown(Incoming::new(l, limits.clone()), shutdown).await?,

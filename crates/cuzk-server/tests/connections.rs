@@ -104,3 +104,36 @@ async fn small_calls_over_tcp_are_not_delayed() {
     assert!(took[took.len() / 2] < Duration::from_millis(15), "median {:?} (all: {took:?})", took[took.len() / 2]);
     d.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_requests_beyond_the_bytes_in_flight_are_resource_exhausted() {
+    let limits = ConnectionLimits { max_request_bytes_in_flight: 256 << 20, ..ConnectionLimits::default() };
+    let d = Daemon::start_with_limits(config(), limits).await;
+    // Four 150 MiB requests at once, each on its own connection: they cannot all be
+    // received under 256 MiB. (Their payload is not a synthetic one: a request that
+    // gets through is INVALID_ARGUMENT.)
+    let big = || {
+        let mut r = common::synthetic(8, 1, 0, pb::Priority::Normal, "");
+        r.vanilla_proof = vec![b' '; 150 << 20];
+        r
+    };
+    let mut calls = Vec::new();
+    for _ in 0..4 {
+        let mut c = d.client().await;
+        let r = big();
+        calls.push(tokio::spawn(async move { c.submit_proof(r).await.map(|_| ()).map_err(|e| (e.code(), e.message().to_string())) }));
+    }
+    let mut codes = Vec::new();
+    for call in calls {
+        codes.push(call.await.unwrap().unwrap_err());
+    }
+    let exhausted: Vec<_> = codes.iter().filter(|(c, _)| *c == tonic::Code::ResourceExhausted).collect();
+    assert!(!exhausted.is_empty(), "{codes:?}");
+    assert!(exhausted.iter().all(|(_, m)| m.contains("daemon.max_request_bytes_in_flight")), "{codes:?}");
+    assert!(codes.iter().any(|(c, _)| *c == tonic::Code::InvalidArgument), "none got through: {codes:?}");
+    // Their bytes were given back: one more alone gets through.
+    let mut c = d.client().await;
+    let e = c.submit_proof(big()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    d.stop(Duration::from_secs(5)).await;
+}

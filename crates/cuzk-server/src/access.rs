@@ -7,7 +7,8 @@
 //! client await or cancel a job, are listed in full only to callers holding it.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Bytes a token has at least (128 bits written as hex, or more).
 pub const MIN_TOKEN_BYTES: usize = 32;
@@ -21,8 +22,36 @@ pub struct AccessToken {
 pub enum AccessError {
     #[error("daemon.auth_token_file {path}: {why}")]
     TokenFile { path: String, why: String },
-    #[error("{what} {addr} is reachable from other machines and the daemon has no access control: set daemon.auth_token_file (a bearer token every client sends), listen on loopback or a unix socket, or set daemon.allow_insecure = true to accept that anyone who reaches the port can queue and cancel work")]
+    #[error("{what} {addr} is reachable from other machines and the daemon has no access control: set daemon.auth_token_file (a bearer token every client sends) or, for daemon.listen, daemon.tls_client_ca_file (client certificates), listen on loopback or a unix socket, or set daemon.allow_insecure = true to accept that anyone who reaches the port can queue and cancel work")]
     Exposed { what: &'static str, addr: SocketAddr },
+    #[error("{key} {path}: {why}")]
+    TlsFile { key: &'static str, path: String, why: String },
+}
+
+/// TLS for daemon.listen (TOML `daemon.tls_cert_file`, `daemon.tls_key_file`,
+/// `daemon.tls_client_ca_file`): the server's certificate chain and key (PEM), and
+/// optionally the CA whose certificates clients must present.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// tonic's server TLS (rustls) from the files; the handshake bounded by
+    /// `handshake_timeout`.
+    pub fn server_config(&self, handshake_timeout: Duration) -> Result<tonic::transport::ServerTlsConfig, AccessError> {
+        let read = |key: &'static str, path: &Path| {
+            std::fs::read(path).map_err(|e| AccessError::TlsFile { key, path: path.display().to_string(), why: e.to_string() })
+        };
+        let identity = tonic::transport::Identity::from_pem(read("daemon.tls_cert_file", &self.cert)?, read("daemon.tls_key_file", &self.key)?);
+        let mut c = tonic::transport::ServerTlsConfig::new().identity(identity).timeout(handshake_timeout);
+        if let Some(ca) = &self.client_ca {
+            c = c.client_ca_root(tonic::transport::Certificate::from_pem(read("daemon.tls_client_ca_file", ca)?));
+        }
+        Ok(c)
+    }
 }
 
 /// Never shows the token itself.
@@ -73,16 +102,18 @@ impl AccessToken {
 }
 
 /// Refuses TCP listeners reachable from other machines (`listen_tcp`: daemon.listen
-/// when it is TCP) when no token guards them, unless `allow_insecure`; returns the
-/// warnings to log (allow_insecure used).
+/// when it is TCP) when nothing guards them (a token guards both; client
+/// certificates, `client_certs`, guard daemon.listen), unless `allow_insecure`;
+/// returns the warnings to log (allow_insecure used).
 pub fn check_exposure(
     listen_tcp: Option<SocketAddr>,
     status_listen: Option<SocketAddr>,
     has_token: bool,
+    client_certs: bool,
     allow_insecure: bool,
 ) -> Result<Vec<String>, AccessError> {
     let mut exposed = Vec::new();
-    if let Some(a) = listen_tcp.filter(|a| !a.ip().is_loopback()) {
+    if let Some(a) = listen_tcp.filter(|a| !a.ip().is_loopback() && !client_certs) {
         exposed.push(("daemon.listen", a));
     }
     if let Some(a) = status_listen.filter(|a| !a.ip().is_loopback()) {
@@ -125,14 +156,17 @@ mod tests {
         let any = Some("0.0.0.0:9820".parse().unwrap());
         // A unix socket: no TCP listener.
         let unix = None;
-        assert!(check_exposure(lo, Some("127.0.0.1:9821".parse().unwrap()), false, false).unwrap().is_empty());
-        assert!(check_exposure(unix, None, false, false).unwrap().is_empty());
-        let e = check_exposure(any, None, false, false).unwrap_err().to_string();
+        assert!(check_exposure(lo, Some("127.0.0.1:9821".parse().unwrap()), false, false, false).unwrap().is_empty());
+        assert!(check_exposure(unix, None, false, false, false).unwrap().is_empty());
+        let e = check_exposure(any, None, false, false, false).unwrap_err().to_string();
         assert!(e.contains("daemon.listen 0.0.0.0:9820") && e.contains("daemon.auth_token_file") && e.contains("allow_insecure"), "{e}");
-        let e = check_exposure(unix, Some("[::]:9821".parse().unwrap()), false, false).unwrap_err().to_string();
+        let e = check_exposure(unix, Some("[::]:9821".parse().unwrap()), false, false, false).unwrap_err().to_string();
         assert!(e.contains("daemon.status_listen"), "{e}");
-        assert!(check_exposure(any, None, true, false).unwrap().is_empty());
-        let w = check_exposure(any, Some("0.0.0.0:1".parse().unwrap()), false, true).unwrap();
+        assert!(check_exposure(any, None, true, false, false).unwrap().is_empty());
+        // Client certificates guard daemon.listen, not the status endpoint.
+        assert!(check_exposure(any, None, false, true, false).unwrap().is_empty());
+        assert!(check_exposure(any, Some("0.0.0.0:1".parse().unwrap()), false, true, false).is_err());
+        let w = check_exposure(any, Some("0.0.0.0:1".parse().unwrap()), false, false, true).unwrap();
         assert_eq!(w.len(), 2);
         assert!(w[0].starts_with("INSECURE"));
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cuzk_engine::{AdmissionLimits, EngineConfig, ProofKind};
 
+use crate::access::TlsFiles;
 use crate::connections::ConnectionLimits;
 use crate::unix_socket::SocketSettings;
 use crate::ListenAddr;
@@ -84,6 +85,9 @@ pub struct DaemonConfig {
     /// daemon.allow_insecure: start a listener reachable from other machines without a
     /// token (logged as a warning).
     pub allow_insecure: bool,
+    /// daemon.tls_cert_file, daemon.tls_key_file, daemon.tls_client_ca_file: TLS on
+    /// daemon.listen; None = plain.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for DaemonConfig {
@@ -111,6 +115,7 @@ impl Default for DaemonConfig {
             connections: ConnectionLimits::default(),
             auth_token_file: None,
             allow_insecure: false,
+            tls: None,
         }
     }
 }
@@ -193,6 +198,17 @@ fn socket_mode(key: &str, v: &toml::Value) -> Result<u32, ConfigError> {
     Ok(mode)
 }
 
+/// A path, or None for "".
+fn path_or_none(key: &str, v: &toml::Value) -> Result<Option<PathBuf>, ConfigError> {
+    let s = as_str(key, v)?;
+    Ok((!s.is_empty()).then(|| PathBuf::from(s)))
+}
+
+/// A part of the base configuration's TLS files (None without TLS).
+fn base_tls_part(c: &DaemonConfig, part: impl Fn(&TlsFiles) -> Option<PathBuf>) -> Option<PathBuf> {
+    c.tls.as_ref().and_then(part)
+}
+
 /// A duration above zero ("10s").
 fn positive_duration(key: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
     let s = as_str(key, v)?;
@@ -253,6 +269,9 @@ impl DaemonConfig {
         let mut c = base;
         let mut warnings = Vec::new();
         let mut pipeline_enabled = true;
+        // daemon.tls_*: checked together once every key is read.
+        let (mut tls_cert, mut tls_key, mut tls_client_ca) =
+            (base_tls_part(&c, |t| Some(t.cert.clone())), base_tls_part(&c, |t| Some(t.key.clone())), base_tls_part(&c, |t| t.client_ca.clone()));
         let mut max_parallel_synthesis: Option<usize> = None;
         for (section, body) in &root {
             let Some(table) = body.as_table() else {
@@ -280,6 +299,9 @@ impl DaemonConfig {
                         c.auth_token_file = (!f.is_empty()).then(|| PathBuf::from(f));
                     }
                     "daemon.allow_insecure" => c.allow_insecure = as_bool(k, v)?,
+                    "daemon.tls_cert_file" => tls_cert = path_or_none(k, v)?,
+                    "daemon.tls_key_file" => tls_key = path_or_none(k, v)?,
+                    "daemon.tls_client_ca_file" => tls_client_ca = path_or_none(k, v)?,
                     "daemon.max_connections" => {
                         c.connections.max_connections = as_count(k, v)?;
                         if c.connections.max_connections == 0 {
@@ -380,6 +402,13 @@ impl DaemonConfig {
                 }
             }
         }
+        c.tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_ca: tls_client_ca }),
+            (None, None) if tls_client_ca.is_none() => None,
+            (None, None) => return Err(bad("daemon.tls_client_ca_file", "needs daemon.tls_cert_file and daemon.tls_key_file")),
+            (Some(_), None) => return Err(bad("daemon.tls_key_file", "is missing: daemon.tls_cert_file needs it")),
+            (None, Some(_)) => return Err(bad("daemon.tls_cert_file", "is missing: daemon.tls_key_file needs it")),
+        };
         if !pipeline_enabled {
             // Without the pipeline the reference proves one partition at a time.
             warnings.push("pipeline.enabled = false: synthesis and proving still overlap in cuzk; lookahead set to 1".into());
@@ -414,6 +443,11 @@ fn duration_text(d: Duration) -> String {
     }
 }
 
+/// A path as the configuration writes it ("" for none).
+fn tls_path(p: Option<&PathBuf>) -> String {
+    p.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 fn quoted(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -434,7 +468,8 @@ impl DaemonConfig {
         let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
         format!(
             "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\nsocket_mode = \"{:04o}\"\nsocket_group = {}\n\
-             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\n\
+             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\
+             tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
              [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
@@ -453,6 +488,9 @@ impl DaemonConfig {
             quoted(&size_text(self.connections.max_request_bytes_in_flight)),
             quoted(&self.auth_token_file.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
             self.allow_insecure,
+            quoted(&tls_path(self.tls.as_ref().map(|t| &t.cert))),
+            quoted(&tls_path(self.tls.as_ref().map(|t| &t.key))),
+            quoted(&tls_path(self.tls.as_ref().and_then(|t| t.client_ca.as_ref()))),
             quoted(&self.parameter_dir.to_string_lossy()),
             list(self.preload.iter().map(|p| quoted(p)).collect()),
             quoted(&budget),
@@ -612,7 +650,8 @@ critical_kinds = ["winning_post", "window_post_partition"]
 "#;
         let text = text.replace(
             "[daemon]\n",
-            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n",
+            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n\
+             tls_cert_file = \"/etc/cuzk/cert.pem\"\ntls_key_file = \"/etc/cuzk/key.pem\"\ntls_client_ca_file = \"/etc/cuzk/ca.pem\"\n",
         );
         let (c, _) = DaemonConfig::from_toml(&text).unwrap();
         assert_eq!(c.socket, SocketSettings { mode: 0o600, group: Some("curio".into()) });
@@ -625,6 +664,8 @@ critical_kinds = ["winning_post", "window_post_partition"]
         };
         assert_eq!(c.connections, limits);
         assert_eq!((c.auth_token_file.as_deref(), c.allow_insecure), (Some(std::path::Path::new("/etc/cuzk/token")), true));
+        let tls = TlsFiles { cert: "/etc/cuzk/cert.pem".into(), key: "/etc/cuzk/key.pem".into(), client_ca: Some("/etc/cuzk/ca.pem".into()) };
+        assert_eq!(c.tls, Some(tls));
         let shown = c.to_toml();
         let (back, w) = DaemonConfig::from_toml(&shown).unwrap();
         assert_eq!(back, c, "{shown}");
@@ -648,6 +689,14 @@ critical_kinds = ["winning_post", "window_post_partition"]
         {
             let e = DaemonConfig::from_toml(&format!("[daemon]\n{key} = {value}")).unwrap_err();
             assert!(e.to_string().starts_with(&format!("daemon.{key}:")), "{e}");
+        }
+        for (text, key) in [
+            ("tls_cert_file = \"c.pem\"", "daemon.tls_key_file"),
+            ("tls_key_file = \"k.pem\"", "daemon.tls_cert_file"),
+            ("tls_client_ca_file = \"ca.pem\"", "daemon.tls_client_ca_file"),
+        ] {
+            let e = DaemonConfig::from_toml(&format!("[daemon]\n{text}")).unwrap_err();
+            assert!(matches!(&e, ConfigError::Value { key: k, .. } if k == key), "{text}: {e}");
         }
         let e = DaemonConfig::from_toml("[admission]\ncritical_kinds = [\"winning\"]").unwrap_err();
         assert!(e.to_string().contains("winning_post"), "{e}");

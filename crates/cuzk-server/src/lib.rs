@@ -459,9 +459,24 @@ pub async fn serve_service_with(
     limits: &connections::ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_service_tls(listener, service, limits, None, shutdown).await
+}
+
+/// [`serve_service_with`] over TLS when `tls` is given (`access::TlsFiles::server_config`).
+pub async fn serve_service_tls(
+    listener: Listener,
+    service: ProvingService,
+    limits: &connections::ConnectionLimits,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     use connections::Incoming;
     let svc = service.into_server();
-    let router = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let router = builder
         // A live client answers the pings, which keeps its connection from the idle timeout.
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))

@@ -13,7 +13,7 @@ use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::access::{check_exposure, AccessToken};
 use cuzk_server::config::{parameter_dir_from_env, DaemonConfig};
-use cuzk_server::{serve_service_with, ListenAddr, Listener, ParameterFiles, ProvingService};
+use cuzk_server::{serve_service_tls, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
@@ -72,7 +72,9 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
         ListenAddr::Tcp(a) => Some(*a),
         ListenAddr::Unix(_) => None,
     };
-    for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), config.allow_insecure)? {
+    let client_certs = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+    let tls = config.tls.as_ref().map(|t| t.server_config(config.connections.handshake_timeout)).transpose()?;
+    for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), client_certs, config.allow_insecure)? {
         tracing::warn!("{w}");
     }
     let checks = if config.timing_only {
@@ -161,7 +163,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             service = service.requiring_token(t);
         }
         let e = engine.clone();
-        serve_service_with(listener, service, &config.connections, async move {
+        serve_service_tls(listener, service, &config.connections, tls, async move {
             shutdown_signal().await;
             tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest (a second signal: at once)");
             let second = e.clone();

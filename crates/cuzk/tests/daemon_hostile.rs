@@ -162,12 +162,15 @@ fn a_port_other_machines_reach_needs_a_token_or_consent() {
     // A token: calls without it are refused, calls with it served.
     let token = dir.path().join("token");
     std::fs::write(&token, "5f0c3e9a1b7d42c68e2f90a4d1c3b5e7\n").unwrap();
-    let (_d, addr) = Daemon::start_on(dir.path(), "0.0.0.0:0", &format!("auth_token_file = \"{}\"", token.display()), None);
+    let (mut d, addr) = Daemon::start_on(dir.path(), "0.0.0.0:0", &format!("auth_token_file = \"{}\"", token.display()), None);
     let addr = addr.replace("0.0.0.0", "127.0.0.1");
     let payload = r#"{"log_size": 6, "partitions": 1, "seed": 2}"#;
     let o = submit(&addr, payload).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success() && text.contains("requires its token"), "{text}");
+    // The refusal is in the daemon's log, with its reason.
+    let line = d.wait_for("request rejected");
+    assert!(line.contains("requires its token") && line.contains("Unauthenticated"), "{line}");
     let o = submit(&addr, payload).arg("--token-file").arg(&token).output().unwrap();
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }

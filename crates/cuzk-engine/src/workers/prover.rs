@@ -11,7 +11,7 @@ use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use super::catch_panic;
+use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
 use crate::scheduler::{PartitionTask, ReadyPartition};

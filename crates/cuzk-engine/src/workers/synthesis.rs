@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{Scalar, SynthesizedCircuit};
 
-use super::catch_panic;
+use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
 use crate::memory::BudgetGuard;

@@ -25,6 +25,13 @@ def main(d):
         m = re.search(r"proved job=(\S+) partition=(\d+).*busy: ([0-9.]+)(m?s)", line)
         if m:
             busy[(m[1], int(m[2]))] = float(m[3]) / (1000 if m[4] == "ms" else 1)
+    # Without the daemon's token, GET /timeline shows each job by its label (the
+    # first 8 hex digits of its id) while the log has the whole id.
+    by_label = {(job[:8], p): b for (job, p), b in busy.items()}
+
+    def busy_of(job, partition):
+        return busy.get((job, partition), by_label.get((job, partition)))
+
     open_, spans = {}, collections.defaultdict(list)
     for e in sorted(events, key=lambda e: e["t_us"]):
         if e["kind"] not in ("prove_start", "prove_end"):
@@ -35,7 +42,7 @@ def main(d):
         else:
             device = e["lane"].split("-")[1].split(".")[0]
             start = (open_.pop(key) - t0) / 1e6
-            spans[device].append((start, (e["t_us"] - t0) / 1e6, busy[(e["job"], e["partition"])]))
+            spans[device].append((start, (e["t_us"] - t0) / 1e6, busy_of(e["job"], e["partition"])))
     done = sorted((e["t_us"] - t0) / 1e6 for e in events if e["kind"] == "completed")
     first = min(s[0] for v in spans.values() for s in v)
     end = done[-1]

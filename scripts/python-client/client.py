@@ -41,9 +41,19 @@ def main():
     check(r.status == pb.AwaitProofResponse.COMPLETED, f"Prove completed ({r.error_message})")
     check(len(r.proof) == 2 * 192, "two 192-byte partition proofs")
 
-    s = stub.SubmitProof(synthetic(8, 1, 6, pb.CRITICAL, "py-1"), timeout=60)
-    s2 = stub.SubmitProof(synthetic(8, 1, 6, pb.CRITICAL, "py-1"), timeout=60)
+    s = stub.SubmitProof(synthetic(8, 1, 6, pb.HIGH, "py-1"), timeout=60)
+    s2 = stub.SubmitProof(synthetic(8, 1, 6, pb.HIGH, "py-1"), timeout=60)
     check(s.job_id and s.job_id == s2.job_id, "the same request_id gives the same job")
+    try:
+        stub.SubmitProof(synthetic(8, 1, 7, pb.HIGH, "py-1"), timeout=60)
+        check(False, "a reused request_id with other content is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.ALREADY_EXISTS, f"a reused request_id with other content is ALREADY_EXISTS ({e.details()})")
+    try:
+        stub.SubmitProof(synthetic(8, 1, 8, pb.CRITICAL), timeout=60)
+        check(False, "CRITICAL is WinningPoSt's")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.PERMISSION_DENIED, f"CRITICAL is WinningPoSt's ({e.details()})")
     a = stub.AwaitProof(pb.AwaitProofRequest(job_id=s.job_id, timeout_ms=120000), timeout=300)
     check(a.status == pb.AwaitProofResponse.COMPLETED and len(a.proof) == 192, "SubmitProof + AwaitProof")
 

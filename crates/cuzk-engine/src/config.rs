@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::admission::AdmissionLimits;
 use crate::memory::MemoryBudget;
 
 #[derive(Clone, Debug)]
@@ -22,6 +23,8 @@ pub struct EngineConfig {
     pub eviction_min_idle: Duration,
     /// How long a finished job stays answerable (AwaitProof, idempotent resubmits).
     pub job_retention: Duration,
+    /// Caps on unfinished work and who may use CRITICAL. TOML: `[admission]`.
+    pub admission: AdmissionLimits,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +36,7 @@ impl Default for EngineConfig {
             memory_budget_bytes: MemoryBudget::auto_total(5 << 30).unwrap_or(16 << 30),
             eviction_min_idle: Duration::from_secs(300),
             job_retention: Duration::from_secs(3600),
+            admission: AdmissionLimits::default(),
         }
     }
 }

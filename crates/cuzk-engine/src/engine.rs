@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 use cuzk_groth16::{ProvingBackend, SCALAR_BYTES};
 
 use crate::config::EngineConfig;
-use crate::error::EngineError;
+use crate::error::{shown, EngineError};
 use crate::job::{Job, JobCompletion, JobSummary};
 use crate::kind::KindHandler;
 use crate::metrics::prometheus_text;
+use crate::params::Eviction;
 use crate::pool::Buffers;
 use crate::request::{JobId, JobOutcome, JobRequest};
 use crate::scheduler::PartitionTask;
@@ -103,7 +104,9 @@ impl Engine {
             .get(&req.kind)
             .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind)))?
             .clone();
-        if let Some(id) = lock(&shared.jobs).reusable(&req.request_id) {
+        shared.config.admission.check_priority(req.kind, req.priority)?;
+        let digest = req.digest();
+        if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest)? {
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         let plan = handler.plan(&req)?;
@@ -118,15 +121,22 @@ impl Engine {
             )));
         }
         let mut table = lock(&shared.jobs);
+        // Checked again under the lock: a shutdown that began while this request was
+        // planned has already cancelled what was live, and must not find a new job.
+        if !shared.accepting.load(Ordering::SeqCst) {
+            return Err(EngineError::ShuttingDown);
+        }
         table.prune(shared.config.job_retention);
-        if let Some(id) = table.reusable(&req.request_id) {
+        if let Some(id) = table.reusable(&req.request_id, &digest)? {
             // Submitted concurrently under the same request id: keep the first.
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
+        // Under the table's lock, so concurrent submissions cannot overshoot the caps.
+        shared.config.admission.check_room(req.kind, plan.partitions.len(), &table.live())?;
         let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
-        let id = JobId(format!("job-{:08x}-{seq}", shared.tag));
+        let id = table.new_id();
         let n = plan.partitions.len();
-        let job = Arc::new(Job::new(id.clone(), seq, &req, plan, shared.timeline.clone(), shared.stats.clone()));
+        let job = Arc::new(Job::new(id.clone(), seq, &req, digest, plan, shared.timeline.clone(), shared.stats.clone()));
         table.insert(job.clone());
         drop(table);
         shared.timeline.record(&id.0, None, EventKind::Queued, "");
@@ -139,7 +149,7 @@ impl Engine {
     }
 
     fn job(&self, id: &JobId) -> Result<Arc<Job>, EngineError> {
-        lock(&self.shared.jobs).get(id).ok_or_else(|| EngineError::NotFound(format!("no job {id}")))
+        lock(&self.shared.jobs).get(id).ok_or_else(|| EngineError::NotFound(format!("no job {}", shown(&id.0))))
     }
 
     /// Blocks until a job finishes, at most `timeout` (None: forever). A job still
@@ -171,7 +181,7 @@ impl Engine {
     pub fn preload(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
         let shared = &self.shared;
         if !shared.params.knows(circuit_id) {
-            return Err(EngineError::NotFound(format!("unknown circuit id {circuit_id:?}")));
+            return Err(EngineError::NotFound(format!("unknown circuit id {}", shown(circuit_id))));
         }
         let already = shared.params.is_loaded(circuit_id);
         let (set, mut took) = shared.parameters(circuit_id, &|| false)?.ok_or(EngineError::ShuttingDown)?;
@@ -187,16 +197,31 @@ impl Engine {
         Ok((already, took))
     }
 
-    /// Drops a parameter set from the cache; (was loaded, bytes freed once its last
-    /// user finishes). The wire's EvictSRS.
+    /// Drops a parameter set from the cache; (was loaded, bytes freed). A set that
+    /// partitions are using is not evicted (FailedPrecondition naming their jobs): it
+    /// would free nothing until they finish, and a copy loaded meanwhile would hold
+    /// the memory twice. The wire's EvictSRS.
     pub fn evict(&self, circuit_id: &str) -> Result<(bool, u64), EngineError> {
         if !self.shared.params.knows(circuit_id) {
-            return Err(EngineError::NotFound(format!("unknown circuit id {circuit_id:?}")));
+            return Err(EngineError::NotFound(format!("unknown circuit id {}", shown(circuit_id))));
         }
-        Ok(match self.shared.params.evict(circuit_id) {
-            Some(bytes) => (true, bytes),
-            None => (false, 0),
-        })
+        match self.shared.params.evict(circuit_id) {
+            Eviction::Evicted { bytes } => Ok((true, bytes)),
+            Eviction::NotLoaded => Ok((false, 0)),
+            Eviction::InUse { users } => {
+                // Jobs by label: the caller may be another client, who must not learn ids.
+                let jobs: Vec<String> = lock(&self.shared.jobs)
+                    .live()
+                    .iter()
+                    .filter(|j| j.circuit_id == circuit_id && j.progress().is_some_and(|(_, in_flight)| in_flight > 0))
+                    .map(|j| format!("{} ({})", j.id.label(), j.kind))
+                    .collect();
+                let named = if jobs.is_empty() { "a preload or partitions finishing".to_string() } else { format!("jobs {}", jobs.join(", ")) };
+                Err(EngineError::FailedPrecondition(format!(
+                    "parameter set {circuit_id} is in use ({users} user(s): {named}); not evicted: evict it once they finish"
+                )))
+            }
+        }
     }
 
     pub fn status(&self) -> EngineStatus {
@@ -222,12 +247,16 @@ impl Engine {
     }
 
     /// Stops taking work, lets running jobs finish for up to `grace`, cancels the
-    /// rest (their clients get CANCELLED), and joins the threads.
+    /// rest (their clients get CANCELLED), and joins the threads. In the grace period
+    /// a partition starts only for a job that can finish before it ends (from what
+    /// its circuit's partitions took so far); [`Engine::end_grace`] ends it early.
     pub fn shutdown(&self, grace: Duration) {
         let shared = &self.shared;
         shared.accepting.store(false, Ordering::SeqCst);
-        let deadline = Instant::now() + grace;
+        shared.grace.end_by(Instant::now() + grace);
         loop {
+            // end_grace may have moved the deadline closer.
+            let deadline = shared.grace.deadline().unwrap_or_else(Instant::now);
             let live = lock(&shared.jobs).live();
             let Some(oldest) = live.first() else { break };
             let now = Instant::now();
@@ -253,5 +282,22 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shared.close();
+    }
+}
+
+impl Engine {
+    /// Ends shutdown's grace period now (an operator's second signal): stops taking
+    /// work and cancels every unfinished job, so a [`Engine::shutdown`] under way
+    /// returns at once. Before a shutdown, the next one has no grace period.
+    pub fn end_grace(&self) {
+        let shared = &self.shared;
+        shared.accepting.store(false, Ordering::SeqCst);
+        shared.grace.end_by(Instant::now());
+        let live = lock(&shared.jobs).live();
+        for j in live {
+            if shared.cancel_job(&j, "the daemon is shutting down (the grace period was cut short)").0 {
+                tracing::warn!(job = %j.id, "cancelled: shutdown without grace");
+            }
+        }
     }
 }

@@ -206,7 +206,7 @@ impl KindHandler for FilecoinKind {
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
         let circuit = Circuit::from_id(circuit_id)
             .filter(|c| c.kind == self.circuit_kind())
-            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {circuit_id:?}", self.kind)))?;
+            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {}", self.kind, crate::error::shown(circuit_id))))?;
         let path = self.params_path(circuit)?;
         if !path.exists() {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));

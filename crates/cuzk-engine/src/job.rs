@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use crate::error::{shown, EngineError};
 use crate::kind::{FinalCheck, JobPlan, PartitionWork};
 use crate::metrics::Stats;
 use crate::request::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind};
@@ -45,6 +46,8 @@ pub(crate) struct Job {
     /// Submission order (the scheduler's FIFO within a priority).
     pub seq: u64,
     pub request_id: String,
+    /// [`JobRequest::digest`]: a resubmission under `request_id` must match it.
+    pub request_digest: [u8; 32],
     pub kind: ProofKind,
     pub priority: Priority,
     /// The parameter set every partition uses.
@@ -83,12 +86,22 @@ struct JobState {
 }
 
 impl Job {
-    pub fn new(id: JobId, seq: u64, req: &JobRequest, plan: JobPlan, timeline: Arc<Timeline>, stats: Arc<Mutex<Stats>>) -> Job {
+    /// `request_digest` is `req.digest()`, worked out before the job table is locked.
+    pub fn new(
+        id: JobId,
+        seq: u64,
+        req: &JobRequest,
+        request_digest: [u8; 32],
+        plan: JobPlan,
+        timeline: Arc<Timeline>,
+        stats: Arc<Mutex<Stats>>,
+    ) -> Job {
         let n = plan.partitions.len();
         Job {
             id,
             seq,
             request_id: req.request_id.clone(),
+            request_digest,
             kind: req.kind,
             priority: req.priority,
             circuit_id: plan.circuit_id,
@@ -287,6 +300,16 @@ impl Job {
         self.outcome(&s)
     }
 
+    /// Partitions without a proof yet, of an unfinished job (0 once finished).
+    pub fn remaining_partitions(&self) -> usize {
+        let s = self.state();
+        if s.status.is_finished() {
+            0
+        } else {
+            self.partitions.len() - s.done
+        }
+    }
+
     /// (queued partitions not yet started, partitions in flight) of an unfinished job.
     pub fn progress(&self) -> Option<(usize, usize)> {
         let s = self.state();
@@ -367,6 +390,17 @@ impl JobTable {
         self.by_id.get(id).cloned()
     }
 
+    /// A random id no job here has (a repeat of 128 random bits is not expected, but
+    /// costs nothing to rule out).
+    pub fn new_id(&self) -> JobId {
+        loop {
+            let id = JobId::random();
+            if !self.by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     pub fn insert(&mut self, job: Arc<Job>) {
         if !job.request_id.is_empty() {
             self.by_request.insert(job.request_id.clone(), job.id.clone());
@@ -374,20 +408,28 @@ impl JobTable {
         self.by_id.insert(job.id.clone(), job);
     }
 
-    /// The job a resubmission of `request_id` gets: the same one while it is queued,
-    /// running or completed (its proof can be awaited again). A failed or cancelled
-    /// job's request id is released, so resubmitting it is a retry with a new job.
-    pub fn reusable(&mut self, request_id: &str) -> Option<JobId> {
+    /// The job a resubmission of `request_id` with content `digest` gets: the same one
+    /// while it is queued, running or completed (its proof can be awaited again). A
+    /// failed or cancelled job's request id is released, so resubmitting it is a retry
+    /// with a new job. The same request id with other content (another kind,
+    /// priority or payload) is refused: it would otherwise get another request's job.
+    pub fn reusable(&mut self, request_id: &str, digest: &[u8; 32]) -> Result<Option<JobId>, EngineError> {
         if request_id.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let id = self.by_request.get(request_id)?.clone();
-        let retry = self.by_id.get(&id).is_some_and(|j| matches!(j.status(), JobStatus::Failed | JobStatus::Cancelled));
-        if retry {
+        let Some(id) = self.by_request.get(request_id).cloned() else { return Ok(None) };
+        let Some(job) = self.by_id.get(&id) else { return Ok(None) };
+        if matches!(job.status(), JobStatus::Failed | JobStatus::Cancelled) {
             self.by_request.remove(request_id);
-            return None;
+            return Ok(None);
         }
-        Some(id)
+        if job.request_digest != *digest {
+            return Err(EngineError::AlreadyExists(format!(
+                "request_id {} is taken by a job with other content (kind, priority or payload); a new request needs a new request_id",
+                shown(request_id)
+            )));
+        }
+        Ok(Some(id))
     }
 
     /// Forgets finished jobs older than `keep`.
@@ -427,7 +469,7 @@ mod tests {
     fn job() -> Arc<Job> {
         let req = JobRequest { request_id: String::new(), kind: ProofKind::Synthetic, priority: Priority::Normal, payload: Default::default() };
         let plan = JobPlan { circuit_id: "c".into(), partitions: Vec::new(), eval_len: 0, partition_bytes: 0, final_check: None, timing_note: None };
-        Arc::new(Job::new(JobId("job-t".into()), 1, &req, plan, Arc::new(Timeline::new(16)), Arc::default()))
+        Arc::new(Job::new(JobId("job-t".into()), 1, &req, req.digest(), plan, Arc::new(Timeline::new(16)), Arc::default()))
     }
 
     #[test]

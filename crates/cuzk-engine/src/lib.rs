@@ -24,10 +24,12 @@
 //! `gpus.gpu_workers_per_device`). The wire and TOML names are mapped onto these in
 //! cuzk-server, each in one place (`lib.rs` for the wire, `config.rs` for the TOML).
 
+mod admission;
 mod config;
 mod engine;
 mod error;
 pub mod filecoin;
+mod grace;
 mod job;
 mod kind;
 mod memory;
@@ -42,14 +44,15 @@ pub mod synthetic;
 pub mod timeline;
 mod workers;
 
+pub use admission::AdmissionLimits;
 pub use config::EngineConfig;
 pub use engine::{Engine, Submitted};
-pub use error::EngineError;
+pub use error::{shown, EngineError, SHOWN_BYTES};
 pub use job::{JobCompletion, JobSummary, PartitionState};
 pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork};
 pub use memory::MemoryBudget;
 pub use params::ParameterSetStatus;
 pub use pool::{BufferMaker, Buffers};
-pub use request::{JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority, ProofKind};
+pub use request::{label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority, ProofKind, JOB_LABEL_DIGITS};
 pub use status::{BackendStatus, EngineStatus, QueueStatus};
 pub use timeline::{EventKind, TimelineEvent};

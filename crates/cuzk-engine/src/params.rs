@@ -76,6 +76,20 @@ impl Entry {
     }
 }
 
+/// What [`ParameterCache::evict`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Eviction {
+    NotLoaded,
+    /// Gone, its memory back in the budget.
+    Evicted {
+        bytes: u64,
+    },
+    /// Kept: `users` partitions (or preloads) hold it now.
+    InUse {
+        users: usize,
+    },
+}
+
 /// Status of one cached set.
 #[derive(Clone, Debug)]
 pub struct ParameterSetStatus {
@@ -140,7 +154,7 @@ impl ParameterCache {
             .handlers
             .iter()
             .find(|h| h.owns_circuit(id))
-            .ok_or_else(|| EngineError::NotFound(format!("no proof kind knows the circuit id {id:?}")))?;
+            .ok_or_else(|| EngineError::NotFound(format!("no proof kind knows the circuit id {}", crate::error::shown(id))))?;
         let t = Instant::now();
         tracing::info!(circuit_id = id, "loading parameters");
         let set = handler.load_params(id, self.points_in_file)?;
@@ -166,12 +180,22 @@ impl ParameterCache {
         lock(&self.entries).contains_key(id)
     }
 
-    /// Drops the cache's reference; partitions still using the set keep it (and its
-    /// charge) until they finish. Returns the size if it was cached.
-    pub fn evict(&self, id: &str) -> Option<u64> {
-        let e = lock(&self.entries).remove(id)?;
-        tracing::info!(circuit_id = id, "parameters evicted");
-        Some(e.set.size_bytes)
+    /// Drops the set from the cache if nobody uses it. A set in use stays: evicting it
+    /// would free nothing until its users finish, and the next request for it would
+    /// load a second copy meanwhile (twice the memory the budget shows).
+    pub fn evict(&self, id: &str) -> Eviction {
+        let mut g = lock(&self.entries);
+        let Some(e) = g.get(id) else { return Eviction::NotLoaded };
+        if !e.unused() {
+            return Eviction::InUse { users: Arc::strong_count(&e.set) - 1 };
+        }
+        let Some(e) = g.remove(id) else { return Eviction::NotLoaded };
+        drop(g);
+        let bytes = e.set.size_bytes;
+        // Dropped here, outside the lock: its charge goes back now.
+        drop(e);
+        tracing::info!(circuit_id = id, bytes, "parameters evicted");
+        Eviction::Evicted { bytes }
     }
 
     /// Evicts the sets nobody uses that have been idle at least `min_idle`; returns

@@ -30,6 +30,11 @@ impl ProofKind {
             ProofKind::Synthetic => "synthetic",
         }
     }
+
+    /// The kind of a [`ProofKind::name`].
+    pub fn from_name(name: &str) -> Option<ProofKind> {
+        ProofKind::ALL.into_iter().find(|k| k.name() == name)
+    }
 }
 
 impl fmt::Display for ProofKind {
@@ -60,10 +65,38 @@ impl Priority {
     }
 }
 
-/// A job id, unique within the process (a sequence number and a random tag, so ids
-/// from before a restart are not mistaken for new jobs).
+/// A job id: 128 random bits as 32 hex digits. Knowing a job's id is what lets a
+/// client await or cancel it, so ids are unguessable (no counter, no per-process
+/// tag) and listed only to callers holding the daemon's token; elsewhere a job shows
+/// as its [`JobId::label`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(pub String);
+
+/// Hex digits of a job id's label.
+pub const JOB_LABEL_DIGITS: usize = 8;
+
+impl JobId {
+    /// A new id from the thread's cryptographic generator (ChaCha, seeded by the OS).
+    pub fn random() -> JobId {
+        JobId(format!("{:032x}", rand::random::<u128>()))
+    }
+
+    /// What a job shows as where its id must not appear (the status endpoint and the
+    /// timeline without the token): the id's first 8 hex digits. The other 96 bits
+    /// stay secret, so a label does not let anyone await or cancel the job.
+    pub fn label(&self) -> &str {
+        label_of(&self.0)
+    }
+}
+
+/// The label of a job id given as text (see [`JobId::label`]); ids not made by
+/// [`JobId::random`] are cut the same way.
+pub fn label_of(id: &str) -> &str {
+    match id.char_indices().nth(JOB_LABEL_DIGITS) {
+        Some((i, _)) => &id[..i],
+        None => id,
+    }
+}
 
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -91,12 +124,40 @@ pub struct Payload {
 /// A request to prove.
 #[derive(Clone, Debug)]
 pub struct JobRequest {
-    /// Idempotency key: resubmitting a live request id returns the same job. Empty
-    /// means none.
+    /// Idempotency key: resubmitting a live request id with the same content returns
+    /// the same job; with other content it is refused. Empty means none.
     pub request_id: String,
     pub kind: ProofKind,
     pub priority: Priority,
     pub payload: Payload,
+}
+
+impl JobRequest {
+    /// SHA-256 of everything but the request id (kind, priority, every payload field,
+    /// each length-prefixed so no two requests encode alike): what a resubmission under
+    /// the same request id must match.
+    pub fn digest(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        let mut bytes = |b: &[u8]| {
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(b);
+        };
+        let p = &self.payload;
+        bytes(self.kind.name().as_bytes());
+        bytes(&[self.priority as u8]);
+        for n in [p.sector_size, p.registered_proof, p.sector_number, p.miner_id, p.partition_index as u64] {
+            bytes(&n.to_le_bytes());
+        }
+        for b in [&p.vanilla_proof, &p.randomness, &p.comm_r_old, &p.comm_r_new, &p.comm_d_new] {
+            bytes(b);
+        }
+        bytes(&(p.vanilla_proofs.len() as u64).to_le_bytes());
+        for b in &p.vanilla_proofs {
+            bytes(b);
+        }
+        h.finalize().into()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,4 +204,47 @@ pub struct JobOutcome {
 
 pub(crate) fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> JobRequest {
+        JobRequest { request_id: "r".into(), kind: ProofKind::Synthetic, priority: Priority::Normal, payload: Payload::default() }
+    }
+
+    #[test]
+    fn the_digest_covers_everything_but_the_request_id() {
+        let base = request().digest();
+        assert_eq!(JobRequest { request_id: "other".into(), ..request() }.digest(), base);
+        let changed: Vec<fn(&mut JobRequest)> = vec![
+            |r| r.kind = ProofKind::WinningPost,
+            |r| r.priority = Priority::High,
+            |r| r.payload.sector_size = 1,
+            |r| r.payload.registered_proof = 1,
+            |r| r.payload.vanilla_proof = vec![0],
+            |r| r.payload.vanilla_proofs = vec![vec![]],
+            |r| r.payload.sector_number = 1,
+            |r| r.payload.miner_id = 1,
+            |r| r.payload.randomness = vec![0],
+            |r| r.payload.partition_index = 1,
+            |r| r.payload.comm_r_old = vec![0],
+            |r| r.payload.comm_r_new = vec![0],
+            |r| r.payload.comm_d_new = vec![0],
+            // Bytes moved from one field to the next: the length prefixes tell them apart.
+            |r| r.payload.vanilla_proofs = vec![vec![1, 2], vec![3]],
+        ];
+        let mut seen = vec![base];
+        for change in &changed {
+            let mut r = request();
+            change(&mut r);
+            let d = r.digest();
+            assert!(!seen.contains(&d), "{r:?} has a digest seen before");
+            seen.push(d);
+        }
+        let mut split = request();
+        split.payload.vanilla_proofs = vec![vec![1], vec![2, 3]];
+        assert!(!seen.contains(&split.digest()));
+    }
 }

@@ -12,6 +12,7 @@ use cuzk_groth16::ProvingBackend;
 
 use crate::config::EngineConfig;
 use crate::error::EngineError;
+use crate::grace::{Grace, PartitionCosts};
 use crate::job::{Job, JobTable};
 use crate::kind::KindHandler;
 use crate::memory::{BudgetGuard, MemoryBudget};
@@ -53,8 +54,9 @@ pub(crate) struct Shared {
     pub started: Instant,
     pub accepting: AtomicBool,
     pub next_seq: AtomicU64,
-    /// Random, per process: job ids from before a restart are not mistaken for new ones.
-    pub tag: u32,
+    /// Shutdown's grace period, and what partitions take (which jobs can finish in it).
+    pub grace: Grace,
+    pub costs: PartitionCosts,
 }
 
 impl Shared {
@@ -79,7 +81,8 @@ impl Shared {
             started: Instant::now(),
             accepting: AtomicBool::new(true),
             next_seq: AtomicU64::new(1),
-            tag: rand::random(),
+            grace: Grace::default(),
+            costs: PartitionCosts::default(),
             config,
         }
     }
@@ -122,6 +125,19 @@ impl Shared {
             self.job_ended(job);
         }
         r
+    }
+
+    /// In shutdown's grace period, a job that cannot finish before it ends is
+    /// cancelled instead of starting another partition (which would only keep jobs
+    /// that can finish from running); true if `job` was.
+    pub fn cancel_if_it_cannot_finish(&self, job: &Job) -> bool {
+        let Some((unstarted, _)) = job.progress() else { return false };
+        let lanes = (self.config.synthesis_workers.max(1), self.backends.len() * self.config.workers_per_backend.max(1));
+        let Some(why) = self.grace.refusal(&self.costs, &job.circuit_id, unstarted, lanes) else { return false };
+        if self.cancel_job(job, &why).0 {
+            tracing::warn!(job = %job.id, kind = %job.kind, why = why.as_str(), "cancelled: it cannot finish before the shutdown deadline");
+        }
+        true
     }
 
     /// A job failed or was cancelled: its queued partitions go, and a worker waiting

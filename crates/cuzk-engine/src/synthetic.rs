@@ -108,7 +108,13 @@ impl SyntheticKind {
         if id == Self::C2_CIRCUIT_ID {
             return (self.max_log_size >= C2_LOG_SIZE).then_some((SyntheticShape::c2(), 0xc2));
         }
-        let log: u32 = id.strip_prefix("synthetic-2^")?.parse().ok()?;
+        // One id per set: only the form `circuit_id` writes (decimal digits, no sign, no
+        // leading zero), so aliases such as "synthetic-2^011" are not separate entries.
+        let digits = id.strip_prefix("synthetic-2^")?;
+        if digits.is_empty() || digits.len() > 2 || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let log: u32 = digits.parse().ok()?;
         (1..=self.max_log_size).contains(&log).then_some((SyntheticShape::for_domain(log), log))
     }
 }
@@ -165,11 +171,14 @@ impl KindHandler for SyntheticKind {
     }
 
     fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
-        let p: SyntheticPayload = serde_json::from_slice(&request.payload.vanilla_proof).map_err(|e| {
+        let bad = |e: serde_json::Error| {
             EngineError::InvalidArgument(format!(
-                "synthetic payload: vanilla_proof must be JSON like {{\"log_size\": 10, \"partitions\": 1, \"seed\": 0}}: {e}"
+                "synthetic payload: vanilla_proof must be a JSON object like {{\"log_size\": 10, \"partitions\": 1, \"seed\": 0}}: {e}"
             ))
-        })?;
+        };
+        // An object only: serde would also take a struct from a JSON array (`[10]`).
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&request.payload.vanilla_proof).map_err(bad)?;
+        let p: SyntheticPayload = serde_json::from_value(serde_json::Value::Object(object)).map_err(bad)?;
         if !(1..=self.max_log_size).contains(&p.log_size) {
             return Err(EngineError::InvalidArgument(format!("synthetic payload: log_size {} is outside 1..={}", p.log_size, self.max_log_size)));
         }
@@ -212,8 +221,9 @@ impl KindHandler for SyntheticKind {
 
     /// Made in memory: `points_in_file` does not apply.
     fn load_params(&self, circuit_id: &str, _points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        let (shape, seed) =
-            self.parse_circuit_id(circuit_id).ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {circuit_id:?}")))?;
+        let (shape, seed) = self
+            .parse_circuit_id(circuit_id)
+            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
         let mul = (self.fixed_base)().map_err(|e| EngineError::Internal(format!("setup of {circuit_id}: {e}")))?;
         let t = std::time::Instant::now();
         let p = Self::parameters_on(shape, seed, mul.as_ref())?;

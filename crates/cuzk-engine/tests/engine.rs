@@ -5,14 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{
     synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, SCALAR_BYTES,
 };
 
 fn config() -> EngineConfig {
-    EngineConfig { memory_budget_bytes: 1 << 30, ..EngineConfig::default() }
+    // Synthetic jobs stand in for every kind here, CRITICAL ones too.
+    let admission = AdmissionLimits { critical_kinds: vec![ProofKind::WinningPost, ProofKind::Synthetic], ..AdmissionLimits::default() };
+    EngineConfig { memory_budget_bytes: 1 << 30, admission, ..EngineConfig::default() }
 }
 
 fn engine_with(backend: Arc<dyn ProvingBackend>, cfg: EngineConfig) -> Engine {

@@ -7,8 +7,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cuzk_engine::EngineConfig;
+use cuzk_engine::{AdmissionLimits, EngineConfig, ProofKind};
 
+use crate::access::TlsFiles;
+use crate::connections::ConnectionLimits;
+use crate::unix_socket::SocketSettings;
 use crate::ListenAddr;
 
 /// The variable Curio, Lotus and filecoin-proofs read the parameter directory from
@@ -71,6 +74,20 @@ pub struct DaemonConfig {
     pub timing_only: bool,
     /// logging.level.
     pub log_level: String,
+    /// daemon.socket_mode, daemon.socket_group: how a unix socket file is made.
+    pub socket: SocketSettings,
+    /// [admission]: caps on unfinished work, and the kinds allowed CRITICAL.
+    pub admission: AdmissionLimits,
+    /// daemon.max_connections, daemon.handshake_timeout, daemon.idle_timeout.
+    pub connections: ConnectionLimits,
+    /// daemon.auth_token_file: the bearer token every client must send; None = none.
+    pub auth_token_file: Option<PathBuf>,
+    /// daemon.allow_insecure: start a listener reachable from other machines without a
+    /// token (logged as a warning).
+    pub allow_insecure: bool,
+    /// daemon.tls_cert_file, daemon.tls_key_file, daemon.tls_client_ca_file: TLS on
+    /// daemon.listen; None = plain.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for DaemonConfig {
@@ -93,6 +110,12 @@ impl Default for DaemonConfig {
             synthetic_allow_premade: false,
             timing_only: false,
             log_level: "info".into(),
+            socket: SocketSettings::default(),
+            admission: AdmissionLimits::default(),
+            connections: ConnectionLimits::default(),
+            auth_token_file: None,
+            allow_insecure: false,
+            tls: None,
         }
     }
 }
@@ -160,6 +183,50 @@ fn as_bool(key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
     v.as_bool().ok_or_else(|| bad(key, format!("expected true or false, found {v}")))
 }
 
+/// A file mode: a string of octal digits ("0660") or a TOML integer (0o660).
+fn socket_mode(key: &str, v: &toml::Value) -> Result<u32, ConfigError> {
+    let mode = match v {
+        toml::Value::String(s) => {
+            u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|_| bad(key, format!("{s:?} is not an octal mode like \"0660\"")))?
+        }
+        toml::Value::Integer(i) => u32::try_from(*i).map_err(|_| bad(key, format!("{i} is not a file mode")))?,
+        other => return Err(bad(key, format!("expected an octal mode like \"0660\", found {other}"))),
+    };
+    if mode > 0o777 {
+        return Err(bad(key, format!("{mode:o} has bits beyond 0777")));
+    }
+    Ok(mode)
+}
+
+/// A path, or None for "".
+fn path_or_none(key: &str, v: &toml::Value) -> Result<Option<PathBuf>, ConfigError> {
+    let s = as_str(key, v)?;
+    Ok((!s.is_empty()).then(|| PathBuf::from(s)))
+}
+
+/// A part of the base configuration's TLS files (None without TLS).
+fn base_tls_part(c: &DaemonConfig, part: impl Fn(&TlsFiles) -> Option<PathBuf>) -> Option<PathBuf> {
+    c.tls.as_ref().and_then(part)
+}
+
+/// A duration above zero ("10s").
+fn positive_duration(key: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
+    let s = as_str(key, v)?;
+    match parse_duration(s) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(bad(key, format!("{s:?} is not a duration above zero like \"10s\""))),
+    }
+}
+
+/// A list of proof kind names ("winning_post", …).
+fn proof_kinds(key: &str, v: &toml::Value) -> Result<Vec<ProofKind>, ConfigError> {
+    let names: Vec<&str> = ProofKind::ALL.iter().map(|k| k.name()).collect();
+    let arr = v.as_array().ok_or_else(|| bad(key, format!("expected a list of proof kinds ({})", names.join(", "))))?;
+    arr.iter()
+        .map(|x| x.as_str().and_then(ProofKind::from_name).ok_or_else(|| bad(key, format!("{x} is not a proof kind ({})", names.join(", ")))))
+        .collect()
+}
+
 /// [`PARAMETER_CACHE_ENV`] of this process, when set and not empty.
 pub fn parameter_dir_from_env() -> Option<PathBuf> {
     std::env::var_os(PARAMETER_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
@@ -175,6 +242,7 @@ impl DaemonConfig {
             workers_per_backend: self.workers_per_backend,
             memory_budget_bytes,
             eviction_min_idle: self.eviction_min_idle,
+            admission: self.admission.clone(),
             ..EngineConfig::default()
         }
     }
@@ -201,6 +269,9 @@ impl DaemonConfig {
         let mut c = base;
         let mut warnings = Vec::new();
         let mut pipeline_enabled = true;
+        // daemon.tls_*: checked together once every key is read.
+        let (mut tls_cert, mut tls_key, mut tls_client_ca) =
+            (base_tls_part(&c, |t| Some(t.cert.clone())), base_tls_part(&c, |t| Some(t.key.clone())), base_tls_part(&c, |t| t.client_ca.clone()));
         let mut max_parallel_synthesis: Option<usize> = None;
         for (section, body) in &root {
             let Some(table) = body.as_table() else {
@@ -218,6 +289,40 @@ impl DaemonConfig {
                             if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
                     }
                     "daemon.timing_only" => c.timing_only = as_bool(k, v)?,
+                    "daemon.socket_mode" => c.socket.mode = socket_mode(k, v)?,
+                    "daemon.socket_group" => {
+                        let g = as_str(k, v)?;
+                        c.socket.group = (!g.is_empty()).then(|| g.to_string());
+                    }
+                    "daemon.auth_token_file" => {
+                        let f = as_str(k, v)?;
+                        c.auth_token_file = (!f.is_empty()).then(|| PathBuf::from(f));
+                    }
+                    "daemon.allow_insecure" => c.allow_insecure = as_bool(k, v)?,
+                    "daemon.tls_cert_file" => tls_cert = path_or_none(k, v)?,
+                    "daemon.tls_key_file" => tls_key = path_or_none(k, v)?,
+                    "daemon.tls_client_ca_file" => tls_client_ca = path_or_none(k, v)?,
+                    "daemon.max_connections" => {
+                        c.connections.max_connections = as_count(k, v)?;
+                        if c.connections.max_connections == 0 {
+                            return Err(bad(k, "must be at least 1"));
+                        }
+                    }
+                    "daemon.handshake_timeout" => c.connections.handshake_timeout = positive_duration(k, v)?,
+                    "daemon.idle_timeout" => c.connections.idle_timeout = positive_duration(k, v)?,
+                    "daemon.max_request_bytes_in_flight" => {
+                        let s = as_str(k, v)?;
+                        let n = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"1GiB\"")))?;
+                        if n < crate::MAX_MESSAGE_BYTES as u64 {
+                            return Err(bad(k, format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20)));
+                        }
+                        c.connections.max_request_bytes_in_flight = n;
+                    }
+                    "admission.max_queued_jobs" => c.admission.max_queued_jobs = as_count(k, v)?,
+                    "admission.max_queued_jobs_per_kind" => c.admission.max_queued_jobs_per_kind = as_count(k, v)?,
+                    "admission.max_queued_partitions" => c.admission.max_queued_partitions = as_count(k, v)?,
+                    "admission.max_queued_partitions_per_kind" => c.admission.max_queued_partitions_per_kind = as_count(k, v)?,
+                    "admission.critical_kinds" => c.admission.critical_kinds = proof_kinds(k, v)?,
                     "srs.param_cache" => {
                         let s = as_str(k, v)?;
                         if s.is_empty() {
@@ -297,6 +402,13 @@ impl DaemonConfig {
                 }
             }
         }
+        c.tls = match (tls_cert, tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_ca: tls_client_ca }),
+            (None, None) if tls_client_ca.is_none() => None,
+            (None, None) => return Err(bad("daemon.tls_client_ca_file", "needs daemon.tls_cert_file and daemon.tls_key_file")),
+            (Some(_), None) => return Err(bad("daemon.tls_key_file", "is missing: daemon.tls_cert_file needs it")),
+            (None, Some(_)) => return Err(bad("daemon.tls_cert_file", "is missing: daemon.tls_key_file needs it")),
+        };
         if !pipeline_enabled {
             // Without the pipeline the reference proves one partition at a time.
             warnings.push("pipeline.enabled = false: synthesis and proving still overlap in cuzk; lookahead set to 1".into());
@@ -331,6 +443,11 @@ fn duration_text(d: Duration) -> String {
     }
 }
 
+/// A path as the configuration writes it ("" for none).
+fn tls_path(p: Option<&PathBuf>) -> String {
+    p.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 fn quoted(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -350,16 +467,30 @@ impl DaemonConfig {
         let budget = self.memory_budget.map(size_text).unwrap_or_else(|| "auto".into());
         let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
         format!(
-            "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\n\n\
+            "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\nsocket_mode = \"{:04o}\"\nsocket_group = {}\n\
+             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\
+             tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
              [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
              [pipeline]\nsynthesis_lookahead = {}\nsynthesis_concurrency = {}\n\n\
              [logging]\nlevel = {}\n\n\
-             [synthetic]\nmax_log_size = {}\nallow_premade = {}\n",
+             [synthetic]\nmax_log_size = {}\nallow_premade = {}\n\n\
+             [admission]\nmax_queued_jobs = {}\nmax_queued_jobs_per_kind = {}\nmax_queued_partitions = {}\nmax_queued_partitions_per_kind = {}\ncritical_kinds = {}\n",
             quoted(&self.listen.to_string()),
             quoted(&status),
             self.timing_only,
+            self.socket.mode,
+            quoted(self.socket.group.as_deref().unwrap_or_default()),
+            self.connections.max_connections,
+            quoted(&duration_text(self.connections.handshake_timeout)),
+            quoted(&duration_text(self.connections.idle_timeout)),
+            quoted(&size_text(self.connections.max_request_bytes_in_flight)),
+            quoted(&self.auth_token_file.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
+            self.allow_insecure,
+            quoted(&tls_path(self.tls.as_ref().map(|t| &t.cert))),
+            quoted(&tls_path(self.tls.as_ref().map(|t| &t.key))),
+            quoted(&tls_path(self.tls.as_ref().and_then(|t| t.client_ca.as_ref()))),
             quoted(&self.parameter_dir.to_string_lossy()),
             list(self.preload.iter().map(|p| quoted(p)).collect()),
             quoted(&budget),
@@ -373,6 +504,11 @@ impl DaemonConfig {
             quoted(&self.log_level),
             self.synthetic_max_log_size,
             self.synthetic_allow_premade,
+            self.admission.max_queued_jobs,
+            self.admission.max_queued_jobs_per_kind,
+            self.admission.max_queued_partitions,
+            self.admission.max_queued_partitions_per_kind,
+            list(self.admission.critical_kinds.iter().map(|k| quoted(k.name())).collect()),
         )
     }
 }
@@ -505,8 +641,31 @@ level = "debug"
 [synthetic]
 max_log_size = 12
 allow_premade = true
+[admission]
+max_queued_jobs = 9
+max_queued_jobs_per_kind = 8
+max_queued_partitions = 70
+max_queued_partitions_per_kind = 60
+critical_kinds = ["winning_post", "window_post_partition"]
 "#;
-        let (c, _) = DaemonConfig::from_toml(text).unwrap();
+        let text = text.replace(
+            "[daemon]\n",
+            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n\
+             tls_cert_file = \"/etc/cuzk/cert.pem\"\ntls_key_file = \"/etc/cuzk/key.pem\"\ntls_client_ca_file = \"/etc/cuzk/ca.pem\"\n",
+        );
+        let (c, _) = DaemonConfig::from_toml(&text).unwrap();
+        assert_eq!(c.socket, SocketSettings { mode: 0o600, group: Some("curio".into()) });
+        assert_eq!(c.admission.critical_kinds, [ProofKind::WinningPost, ProofKind::WindowPostPartition]);
+        let limits = ConnectionLimits {
+            max_connections: 17,
+            handshake_timeout: Duration::from_secs(3),
+            idle_timeout: Duration::from_secs(120),
+            max_request_bytes_in_flight: 768 << 20,
+        };
+        assert_eq!(c.connections, limits);
+        assert_eq!((c.auth_token_file.as_deref(), c.allow_insecure), (Some(std::path::Path::new("/etc/cuzk/token")), true));
+        let tls = TlsFiles { cert: "/etc/cuzk/cert.pem".into(), key: "/etc/cuzk/key.pem".into(), client_ca: Some("/etc/cuzk/ca.pem".into()) };
+        assert_eq!(c.tls, Some(tls));
         let shown = c.to_toml();
         let (back, w) = DaemonConfig::from_toml(&shown).unwrap();
         assert_eq!(back, c, "{shown}");
@@ -515,6 +674,34 @@ allow_premade = true
         let (d, _) = DaemonConfig::from_toml(&DaemonConfig::defaults_with(Some("/e".into())).to_toml()).unwrap();
         assert_eq!(d.parameter_dir, PathBuf::from("/e"));
         assert!(DaemonConfig::default().to_toml().contains(&format!("# the default ({PARAMETER_CACHE_ENV} is not set)")));
+    }
+
+    #[test]
+    fn socket_modes_and_proof_kinds_are_checked() {
+        let (c, _) = DaemonConfig::from_toml("[daemon]\nsocket_mode = 0o640").unwrap();
+        assert_eq!(c.socket.mode, 0o640);
+        for bad_mode in ["\"0999\"", "\"rw-rw----\"", "\"01777\"", "true"] {
+            let e = DaemonConfig::from_toml(&format!("[daemon]\nsocket_mode = {bad_mode}")).unwrap_err();
+            assert!(matches!(&e, ConfigError::Value { key, .. } if key == "daemon.socket_mode"), "{bad_mode}: {e}");
+        }
+        for (key, value) in
+            [("max_connections", "0"), ("handshake_timeout", "\"0s\""), ("idle_timeout", "\"soon\""), ("max_request_bytes_in_flight", "\"100MiB\"")]
+        {
+            let e = DaemonConfig::from_toml(&format!("[daemon]\n{key} = {value}")).unwrap_err();
+            assert!(e.to_string().starts_with(&format!("daemon.{key}:")), "{e}");
+        }
+        for (text, key) in [
+            ("tls_cert_file = \"c.pem\"", "daemon.tls_key_file"),
+            ("tls_key_file = \"k.pem\"", "daemon.tls_cert_file"),
+            ("tls_client_ca_file = \"ca.pem\"", "daemon.tls_client_ca_file"),
+        ] {
+            let e = DaemonConfig::from_toml(&format!("[daemon]\n{text}")).unwrap_err();
+            assert!(matches!(&e, ConfigError::Value { key: k, .. } if k == key), "{text}: {e}");
+        }
+        let e = DaemonConfig::from_toml("[admission]\ncritical_kinds = [\"winning\"]").unwrap_err();
+        assert!(e.to_string().contains("winning_post"), "{e}");
+        let (c, _) = DaemonConfig::from_toml("[admission]\ncritical_kinds = []").unwrap();
+        assert!(c.admission.critical_kinds.is_empty());
     }
 
     #[test]

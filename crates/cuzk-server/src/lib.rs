@@ -4,8 +4,13 @@
 //! parameter set (PreloadSRS → `Engine::preload`, `loaded_srs` ← the cached parameter
 //! sets, `srs_load_ms` ← `parameter_load_ms`); a GPUStatus is a proving backend.
 
+pub mod access;
 pub mod config;
+pub mod connections;
+pub mod rejection;
+pub mod request_bytes;
 pub mod status_http;
+pub mod unix_socket;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -83,6 +88,9 @@ impl std::fmt::Display for ListenAddr {
 pub struct ProvingService {
     engine: Arc<Engine>,
     parameter_files: Option<ParameterFiles>,
+    rejections: rejection::Rejections,
+    /// With a token every call must carry it, and GetStatus lists whole job ids.
+    token: Option<Arc<access::AccessToken>>,
 }
 
 /// The parameter directory PreloadSRS checks a Filecoin circuit's files in before
@@ -106,13 +114,30 @@ impl ParameterFiles {
 
 impl ProvingService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        ProvingService { engine, parameter_files: None }
+        ProvingService { engine, parameter_files: None, rejections: rejection::Rejections::default(), token: None }
     }
 
     /// Checks a Filecoin circuit's parameter files in `files.dir` on PreloadSRS.
     pub fn checking_parameters(mut self, files: ParameterFiles) -> Self {
         self.parameter_files = Some(files);
         self
+    }
+
+    /// Requires `token` on every call (`authorization: Bearer <token>`).
+    pub fn requiring_token(mut self, token: Arc<access::AccessToken>) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// UNAUTHENTICATED unless the call carries the daemon's token (when it has one).
+    fn authorize<T>(&self, method: &str, req: &Request<T>) -> Result<(), Status> {
+        match &self.token {
+            Some(t) if !t.admits(req.metadata().get("authorization").map(|v| v.as_bytes())) => Err(self.rejections.refuse(
+                method,
+                Status::unauthenticated("this daemon requires its token: send `authorization: Bearer <token>` (daemon.auth_token_file)"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The tonic service with the 256 MiB message limits.
@@ -127,6 +152,8 @@ fn status_of(e: EngineError) -> Status {
         EngineError::NotFound(m) => Status::not_found(m),
         EngineError::ResourceExhausted(m) => Status::resource_exhausted(m),
         EngineError::FailedPrecondition(m) => Status::failed_precondition(m),
+        EngineError::AlreadyExists(m) => Status::already_exists(m),
+        EngineError::PermissionDenied(m) => Status::permission_denied(m),
         EngineError::ShuttingDown => Status::unavailable("the daemon is shutting down"),
         EngineError::Internal(m) => Status::internal(m),
     }
@@ -195,7 +222,9 @@ fn await_response(o: JobOutcome) -> pb::AwaitProofResponse {
 
 /// GetStatus from the engine's status; what each field reports is documented in
 /// proving.proto.
-fn status_response(s: &EngineStatus) -> pb::GetStatusResponse {
+/// Job ids are listed whole only where `whole_ids` (the caller holds the daemon's
+/// token); otherwise as their labels (knowing a job's id lets a client cancel it).
+fn status_response(s: &EngineStatus, whole_ids: bool) -> pb::GetStatusResponse {
     pb::GetStatusResponse {
         gpus: s
             .backends
@@ -207,7 +236,7 @@ fn status_response(s: &EngineStatus) -> pb::GetStatusResponse {
                 name: b.name.clone(),
                 vram_total_bytes: b.device.as_ref().map_or(0, |d| d.total_memory),
                 vram_free_bytes: b.device.as_ref().map_or(0, |d| d.free_memory),
-                current_job_id: b.current_job.as_ref().map(|(j, _)| j.0.clone()).unwrap_or_default(),
+                current_job_id: b.current_job.as_ref().map(|(j, _)| if whole_ids { j.0.clone() } else { j.label().to_string() }).unwrap_or_default(),
                 current_proof_kind: b.current_job.as_ref().map(|(_, k)| k.to_string()).unwrap_or_default(),
             })
             .collect(),
@@ -265,39 +294,63 @@ impl ProvingService {
 #[tonic::async_trait]
 impl ProvingEngine for ProvingService {
     async fn submit_proof(&self, req: Request<pb::SubmitProofRequest>) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        self.submit_inner(req.into_inner()).await.map(Response::new)
+        self.authorize("SubmitProof", &req)?;
+        self.submit_inner(req.into_inner()).await.map(Response::new).map_err(|s| self.rejections.refuse("SubmitProof", s))
     }
 
     async fn await_proof(&self, req: Request<pb::AwaitProofRequest>) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        self.authorize("AwaitProof", &req)?;
         let r = req.into_inner();
         if r.job_id.is_empty() {
-            return Err(Status::invalid_argument("job_id is empty"));
+            return Err(self.rejections.refuse("AwaitProof", Status::invalid_argument("job_id is empty")));
         }
-        self.await_job(JobId(r.job_id), r.timeout_ms).await.map(Response::new)
+        self.await_job(JobId(r.job_id), r.timeout_ms).await.map(Response::new).map_err(|s| self.rejections.refuse("AwaitProof", s))
     }
 
     async fn prove(&self, req: Request<pb::ProveRequest>) -> Result<Response<pb::ProveResponse>, Status> {
-        let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
-        let s = self.submit_inner(submit).await?;
-        let result = self.await_job(JobId(s.job_id), 0).await?;
+        self.authorize("Prove", &req)?;
+        let result = async {
+            let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
+            let s = self.submit_inner(submit).await?;
+            self.await_job(JobId(s.job_id), 0).await
+        }
+        .await
+        .map_err(|s| self.rejections.refuse("Prove", s))?;
         Ok(Response::new(pb::ProveResponse { result: Some(result) }))
     }
 
     async fn cancel_proof(&self, req: Request<pb::CancelProofRequest>) -> Result<Response<pb::CancelProofResponse>, Status> {
-        let was_running = self.engine.cancel(&JobId(req.into_inner().job_id)).map_err(status_of)?;
+        self.authorize("CancelProof", &req)?;
+        let was_running =
+            self.engine.cancel(&JobId(req.into_inner().job_id)).map_err(status_of).map_err(|s| self.rejections.refuse("CancelProof", s))?;
         Ok(Response::new(pb::CancelProofResponse { was_running }))
     }
 
-    async fn get_status(&self, _req: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
-        Ok(Response::new(status_response(&self.engine.status())))
+    async fn get_status(&self, req: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
+        self.authorize("GetStatus", &req)?;
+        Ok(Response::new(status_response(&self.engine.status(), self.token.is_some())))
     }
 
-    async fn get_metrics(&self, _req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {
+    async fn get_metrics(&self, req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        self.authorize("GetMetrics", &req)?;
         Ok(Response::new(pb::GetMetricsResponse { prometheus_text: self.engine.metrics_text() }))
     }
 
     async fn preload_srs(&self, req: Request<pb::PreloadSrsRequest>) -> Result<Response<pb::PreloadSrsResponse>, Status> {
-        let id = req.into_inner().circuit_id;
+        self.authorize("PreloadSRS", &req)?;
+        self.preload_inner(req.into_inner().circuit_id).await.map(Response::new).map_err(|s| self.rejections.refuse("PreloadSRS", s))
+    }
+
+    async fn evict_srs(&self, req: Request<pb::EvictSrsRequest>) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        self.authorize("EvictSRS", &req)?;
+        let (was_loaded, freed_bytes) =
+            self.engine.evict(&req.into_inner().circuit_id).map_err(status_of).map_err(|s| self.rejections.refuse("EvictSRS", s))?;
+        Ok(Response::new(pb::EvictSrsResponse { was_loaded, freed_bytes }))
+    }
+}
+
+impl ProvingService {
+    async fn preload_inner(&self, id: String) -> Result<pb::PreloadSrsResponse, Status> {
         if let (Some(files), Some(circuit)) = (self.parameter_files.clone(), cuzk_filecoin::Circuit::from_id(&id)) {
             let problems = tokio::task::spawn_blocking(move || files.problems(circuit))
                 .await
@@ -313,12 +366,7 @@ impl ProvingEngine for ProvingService {
             .await
             .map_err(|e| Status::internal(format!("loading parameters: {e}")))?
             .map_err(status_of)?;
-        Ok(Response::new(pb::PreloadSrsResponse { already_loaded, load_time_ms: took.as_millis() as u64 }))
-    }
-
-    async fn evict_srs(&self, req: Request<pb::EvictSrsRequest>) -> Result<Response<pb::EvictSrsResponse>, Status> {
-        let (was_loaded, freed_bytes) = self.engine.evict(&req.into_inner().circuit_id).map_err(status_of)?;
-        Ok(Response::new(pb::EvictSrsResponse { was_loaded, freed_bytes }))
+        Ok(pb::PreloadSrsResponse { already_loaded, load_time_ms: took.as_millis() as u64 })
     }
 }
 
@@ -326,6 +374,8 @@ impl ProvingEngine for ProvingService {
 pub enum ServeError {
     #[error("binding {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Socket(#[from] unix_socket::SocketError),
     #[error("serving: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -333,23 +383,26 @@ pub enum ServeError {
 /// A bound listener (bind first, so the caller learns the port before serving).
 pub enum Listener {
     Tcp(tokio::net::TcpListener),
-    Unix(tokio::net::UnixListener, PathBuf),
+    /// The socket file is removed when the listener is done with, if still its own.
+    Unix(tokio::net::UnixListener, unix_socket::SocketFile),
 }
 
 impl Listener {
+    /// [`Listener::bind_with`] the default socket settings.
     pub async fn bind(addr: &ListenAddr) -> Result<Listener, ServeError> {
+        Self::bind_with(addr, &unix_socket::SocketSettings::default()).await
+    }
+
+    /// Binds `addr`; a unix socket as [`unix_socket::bind`] does (a live daemon's
+    /// socket or a file that is not a socket is refused, never removed).
+    pub async fn bind_with(addr: &ListenAddr, socket: &unix_socket::SocketSettings) -> Result<Listener, ServeError> {
         match addr {
             ListenAddr::Tcp(a) => {
                 tokio::net::TcpListener::bind(a).await.map(Listener::Tcp).map_err(|source| ServeError::Bind { addr: addr.to_string(), source })
             }
             ListenAddr::Unix(p) => {
-                // A socket file left by a previous run would make bind fail.
-                if p.exists() {
-                    let _ = std::fs::remove_file(p);
-                }
-                tokio::net::UnixListener::bind(p)
-                    .map(|l| Listener::Unix(l, p.clone()))
-                    .map_err(|source| ServeError::Bind { addr: addr.to_string(), source })
+                let (l, file) = unix_socket::bind(p, socket).await?;
+                Ok(Listener::Unix(l, file))
             }
         }
     }
@@ -396,13 +449,46 @@ pub async fn serve_service(
     service: ProvingService,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_service_with(listener, service, &connections::ConnectionLimits::default(), shutdown).await
+}
+
+/// [`serve_service`] with the connections bounded by `limits`.
+pub async fn serve_service_with(
+    listener: Listener,
+    service: ProvingService,
+    limits: &connections::ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    serve_service_tls(listener, service, limits, None, shutdown).await
+}
+
+/// [`serve_service_with`] over TLS when `tls` is given (`access::TlsFiles::server_config`).
+pub async fn serve_service_tls(
+    listener: Listener,
+    service: ProvingService,
+    limits: &connections::ConnectionLimits,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    use connections::Incoming;
     let svc = service.into_server();
-    let router = tonic::transport::Server::builder().layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted)).add_service(svc);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let router = builder
+        // A live client answers the pings, which keeps its connection from the idle timeout.
+        .http2_keepalive_interval(Some(limits.keepalive_interval()))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+        .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight)))
+        .add_service(svc);
     match listener {
-        Listener::Tcp(l) => router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), shutdown).await?,
-        Listener::Unix(l, path) => {
-            let r = router.serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(l), shutdown).await;
-            let _ = std::fs::remove_file(&path);
+        Listener::Tcp(l) => router.serve_with_incoming_shutdown(Incoming::new(l, limits.clone()), shutdown).await?,
+        Listener::Unix(l, file) => {
+            let r = router.serve_with_incoming_shutdown(Incoming::new(l, limits.clone()), shutdown).await;
+            // Removed only while it is still this daemon's socket.
+            drop(file);
             r?
         }
     }

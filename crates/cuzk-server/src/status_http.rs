@@ -2,16 +2,30 @@
 //! backends and their devices, parameter sets, memory, per-job partition state), `GET /metrics` the
 //! Prometheus text, `GET /timeline` the stage events as JSON lines (the input of
 //! `cuzk timeline`). Plain HTTP/1.1, one request per connection, GET only.
+//! With the daemon's token (daemon.auth_token_file) every request must carry it
+//! (`Authorization: Bearer <token>`, else 401) and jobs are listed by their whole ids;
+//! without one, by their labels (a job's id is what lets a client cancel it).
 
 use std::sync::Arc;
 
-use cuzk_engine::Engine;
+use cuzk_engine::{label_of, Engine};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// The JSON document of `GET /status`.
-pub fn status_json(engine: &Engine) -> serde_json::Value {
+use crate::access::AccessToken;
+
+/// A job id as the endpoint shows it: whole, or its label.
+fn shown_id(id: &str, whole_ids: bool) -> String {
+    if whole_ids {
+        id.to_string()
+    } else {
+        label_of(id).to_string()
+    }
+}
+
+/// The JSON document of `GET /status`; job ids whole only where `whole_ids`.
+pub fn status_json(engine: &Engine, whole_ids: bool) -> serde_json::Value {
     let s = engine.status();
     json!({
         "uptime_seconds": s.uptime.as_secs(),
@@ -27,7 +41,7 @@ pub fn status_json(engine: &Engine) -> serde_json::Value {
             "device": b.device.as_ref().map(|d| json!({
                 "ordinal": d.ordinal, "name": d.name, "total_memory_bytes": d.total_memory, "free_memory_bytes": d.free_memory,
             })),
-            "current_job": b.current_job.as_ref().map(|(j, _)| j.0.clone()),
+            "current_job": b.current_job.as_ref().map(|(j, _)| shown_id(&j.0, whole_ids)),
             "current_kind": b.current_job.as_ref().map(|(_, k)| k.to_string()),
         })).collect::<Vec<_>>(),
         "queues": s.queues.iter().map(|q| json!({
@@ -38,7 +52,7 @@ pub fn status_json(engine: &Engine) -> serde_json::Value {
             "idle_seconds": p.idle.as_secs(),
         })).collect::<Vec<_>>(),
         "jobs": engine.job_summaries().iter().map(|j| json!({
-            "job_id": j.job_id.0, "kind": j.kind.to_string(), "priority": format!("{:?}", j.priority),
+            "job_id": shown_id(&j.job_id.0, whole_ids), "kind": j.kind.to_string(), "priority": format!("{:?}", j.priority),
             "status": format!("{:?}", j.status), "partitions": j.partitions.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -48,11 +62,27 @@ fn response(status: &str, content_type: &str, body: &str) -> String {
     format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
 }
 
-/// Serves until the task is dropped or the listener fails.
+/// Whether a request head carries `token` in its Authorization header.
+fn authorized(head: &str, token: &AccessToken) -> bool {
+    let value = head.lines().skip(1).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("authorization").then(|| value.trim())
+    });
+    token.admits(value.map(str::as_bytes))
+}
+
+/// [`serve_status_with`] no token.
 pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
+    serve_status_with(listener, engine, None).await
+}
+
+/// Serves until the task is dropped or the listener fails; with `token`, only to
+/// requests carrying it.
+pub async fn serve_status_with(listener: TcpListener, engine: Arc<Engine>, token: Option<Arc<AccessToken>>) {
     loop {
         let Ok((mut sock, _)) = listener.accept().await else { continue };
         let engine = engine.clone();
+        let token = token.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             let mut n = 0;
@@ -76,14 +106,27 @@ pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
             }
             let head = String::from_utf8_lossy(&buf[..n]);
             let mut parts = head.split_whitespace();
+            let whole_ids = token.is_some();
             let reply = match (parts.next(), parts.next()) {
+                _ if token.as_ref().is_some_and(|t| !authorized(&head, t)) => {
+                    response("401 Unauthorized", "text/plain", "this daemon requires its token: Authorization: Bearer <token>\n")
+                }
                 (Some("GET"), Some("/status")) => {
-                    let body = serde_json::to_string_pretty(&status_json(&engine)).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+                    let body = serde_json::to_string_pretty(&status_json(&engine, whole_ids)).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
                     response("200 OK", "application/json", &body)
                 }
                 (Some("GET"), Some("/metrics")) => response("200 OK", "text/plain; version=0.0.4", &engine.metrics_text()),
                 (Some("GET"), Some("/timeline")) => {
-                    let body: String = engine.timeline_events().iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect();
+                    let body: String = engine
+                        .timeline_events()
+                        .into_iter()
+                        .map(|mut e| {
+                            e.job = shown_id(&e.job, whole_ids);
+                            e
+                        })
+                        .filter_map(|e| serde_json::to_string(&e).ok())
+                        .map(|l| l + "\n")
+                        .collect();
                     response("200 OK", "application/x-ndjson", &body)
                 }
                 (Some("GET"), Some(_)) => response("404 Not Found", "text/plain", "GET /status, /metrics or /timeline\n"),

@@ -56,6 +56,8 @@ async fn preload_names_missing_cut_and_timing_files() {
     for needle in [format!("{}: missing", name(&params)), format!("{}: missing", name(&vk)), "cuzk params check --circuit wpost-2k".into()] {
         assert!(e.message().contains(&needle), "{needle:?} not in {}", e.message());
     }
+    // The client learns which file, not where the server keeps it.
+    assert!(!e.message().contains(dir.path().to_str().unwrap()), "a server path in {}", e.message());
 
     // A download cut short: the .params 1000 bytes short, the .vk whole.
     let bytes = std::fs::read(&params).unwrap();

@@ -11,10 +11,11 @@ use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
+use cuzk_server::access::{check_exposure, AccessToken};
+use cuzk_server::config::DaemonConfig;
+use cuzk_server::{serve_service_tls, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 use crate::config_file::read_config;
-use cuzk_server::config::DaemonConfig;
-use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
@@ -50,6 +51,20 @@ pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
 pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Path>) -> Result<()> {
     for w in &warnings {
         tracing::warn!("configuration: {w}");
+    }
+    // Before anything starts: a listener others can reach needs a token (or consent).
+    let token = match &config.auth_token_file {
+        Some(path) => Some(Arc::new(AccessToken::from_file(path)?)),
+        None => None,
+    };
+    let listen_tcp = match &config.listen {
+        ListenAddr::Tcp(a) => Some(*a),
+        ListenAddr::Unix(_) => None,
+    };
+    let client_certs = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+    let tls = config.tls.as_ref().map(|t| t.server_config(config.connections.handshake_timeout)).transpose()?;
+    for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), client_certs, config.allow_insecure)? {
+        tracing::warn!("{w}");
     }
     let checks = if config.timing_only {
         tracing::warn!(
@@ -105,7 +120,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
-        let listener = Listener::bind(&config.listen).await?;
+        let listener = Listener::bind_with(&config.listen, &config.socket).await?;
         let shown = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|| config.listen.to_string());
         tracing::info!(address = shown.as_str(), "cuzk daemon listening");
         if let Some(addr) = config.status_listen {
@@ -113,7 +128,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             // The bound address (port 0 resolved), so a test or a script can find it.
             let bound = l.local_addr().unwrap_or(addr);
             tracing::info!(address = %bound, "HTTP status endpoint listening (GET /status, /metrics, /timeline)");
-            tokio::spawn(cuzk_server::status_http::serve_status(l, engine.clone()));
+            tokio::spawn(cuzk_server::status_http::serve_status_with(l, engine.clone(), token.clone()));
         }
         if !preload.is_empty() {
             let e = engine.clone();
@@ -131,13 +146,23 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
                 })
                 .context("starting the preload thread")?;
         }
-        let service = ProvingService::new(engine.clone())
+        let mut service = ProvingService::new(engine.clone())
             .checking_parameters(ParameterFiles { dir: config.parameter_dir.clone(), timing_points_allowed: config.timing_only });
+        if let Some(t) = token.clone() {
+            service = service.requiring_token(t);
+        }
         let e = engine.clone();
-        serve_service(listener, service, async move {
+        serve_service_tls(listener, service, &config.connections, tls, async move {
             shutdown_signal().await;
-            tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest");
+            tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest (a second signal: at once)");
+            let second = e.clone();
+            let cut_short = tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::warn!("second signal: cancelling every unfinished job now");
+                second.end_grace();
+            });
             let _ = tokio::task::spawn_blocking(move || e.shutdown(Duration::from_secs(30))).await;
+            cut_short.abort();
         })
         .await
         .context("serving")

@@ -34,6 +34,28 @@ pub struct SubmitArgs {
     pub preload: Option<String>,
     #[arg(long, value_enum, default_value_t = PriorityArg::Normal)]
     pub priority: PriorityArg,
+    /// The daemon's token file (daemon.auth_token_file), when it requires one.
+    #[arg(long)]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+/// The `authorization` value a call carries, from --token-file.
+type Authorization = Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>;
+
+fn authorization(args: &SubmitArgs) -> Result<Authorization> {
+    let Some(path) = &args.token_file else { return Ok(None) };
+    let token = std::fs::read_to_string(path).with_context(|| format!("reading --token-file {}", path.display()))?;
+    let value = format!("Bearer {}", token.trim()).parse().map_err(|_| anyhow::anyhow!("--token-file {}: not a printable token", path.display()))?;
+    Ok(Some(value))
+}
+
+/// `message` as a call, with the token when there is one.
+fn call<T>(message: T, auth: &Authorization) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    if let Some(v) = auth {
+        r.metadata_mut().insert("authorization", v.clone());
+    }
+    r
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -84,6 +106,7 @@ fn filecoin_request(dir: &std::path::Path) -> Result<pb::SubmitProofRequest> {
 }
 
 async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
+    let auth = authorization(args)?;
     let client = ProvingEngineClient::connect(args.to.clone())
         .await
         .with_context(|| format!("connecting to {}", args.to))?
@@ -93,7 +116,7 @@ async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
         let t = Instant::now();
         let r = client
             .clone()
-            .preload_srs(pb::PreloadSrsRequest { circuit_id: id.clone() })
+            .preload_srs(call(pb::PreloadSrsRequest { circuit_id: id.clone() }, &auth))
             .await
             .with_context(|| format!("PreloadSRS {id}"))?
             .into_inner();
@@ -104,8 +127,9 @@ async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
     for i in 0..args.jobs {
         let mut c = client.clone();
         let req = pb::SubmitProofRequest { priority: args.priority.wire() as i32, ..base.clone() };
+        let auth = auth.clone();
         tasks.push(tokio::spawn(async move {
-            let r = c.prove(pb::ProveRequest { submit: Some(req) }).await;
+            let r = c.prove(call(pb::ProveRequest { submit: Some(req) }, &auth)).await;
             (i, r, start.elapsed())
         }));
         // Spaced submissions, so that FIFO scheduling most likely sees them in order.

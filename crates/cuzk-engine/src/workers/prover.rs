@@ -11,7 +11,7 @@ use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use super::catch_panic;
+use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
 use crate::scheduler::{PartitionTask, ReadyPartition};
@@ -43,6 +43,7 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         // verifying.
         drop(circuit);
         job.add_gpu(took);
+        shared.costs.proved(&job.circuit_id, took);
         lock(&shared.stats).prove.entry(job.kind).or_default().observe(took);
         let proof = match result {
             Ok(out) if out.proofs.len() == 1 => out.proofs[0],
@@ -58,13 +59,18 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
             }
         };
         if job.timing_note.is_some() {
+            // The set's lease goes before the job can complete, so whoever sees the job
+            // done finds the set unused (EvictSRS refuses a set in use).
+            drop(params);
             // Timing only: the proof is not checked, and it is never returned.
             if job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some() && job.complete(Vec::new()) {
                 tracing::info!(job = %job.id, kind = %job.kind, "timing-only job completed; no proof is returned");
             }
             continue;
         }
-        match verify_proof(&params.pvk, &proof, &inputs) {
+        let verdict = verify_proof(&params.pvk, &proof, &inputs);
+        drop(params);
+        match verdict {
             Ok(true) => keep(shared, &job, task.index, &proof, lane),
             bad => {
                 let why = match bad {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{Scalar, SynthesizedCircuit};
 
-use super::catch_panic;
+use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
 use crate::memory::BudgetGuard;
@@ -31,7 +31,7 @@ struct Admitted {
 pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
     while let Some(task) = shared.queue.pop() {
         let job = task.job.clone();
-        if job.is_finished() {
+        if job.is_finished() || shared.cancel_if_it_cannot_finish(&job) {
             continue;
         }
         shared.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
@@ -93,6 +93,7 @@ fn synthesize(shared: &Shared, job: &Arc<Job>, index: usize, abc: EvalBuffers, l
     let took = t.elapsed();
     shared.timeline.record(&job.id.0, Some(index), EventKind::SynthesisEnd, lane);
     job.add_synthesis(took);
+    shared.costs.synthesized(&job.circuit_id, took);
     lock(&shared.stats).synthesis.entry(job.kind).or_default().observe(took);
     // The inputs to check the proof against, here rather than in the prover loop
     // (which feeds the device): the kind's own where it computes them.

@@ -11,9 +11,10 @@ use cuzk_engine::{Engine, EngineConfig};
 use cuzk_groth16::synthetic::SyntheticShape;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, CpuBackend, Proof, ProvingBackend};
+use cuzk_server::connections::ConnectionLimits;
 use cuzk_server::pb::proving_engine_client::ProvingEngineClient;
 use cuzk_server::pb::{self, ProofKind};
-use cuzk_server::{serve_service, ListenAddr, Listener, ParameterFiles, ProvingService, MAX_MESSAGE_BYTES};
+use cuzk_server::{serve_service_with, ListenAddr, Listener, ParameterFiles, ProvingService, MAX_MESSAGE_BYTES};
 use tonic::transport::Channel;
 
 pub struct Daemon {
@@ -56,6 +57,32 @@ impl Daemon {
         buffers: cuzk_engine::Buffers,
         files: Option<ParameterFiles>,
     ) -> Daemon {
+        Daemon::start_limited(cfg, backends, kinds, buffers, files, ConnectionLimits::default(), None).await
+    }
+
+    /// On the CPU backend with synthetic circuits, every call requiring `token`.
+    pub async fn start_with_token(cfg: EngineConfig, token: &str) -> Daemon {
+        let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(SyntheticKind::new(14))];
+        let token = Arc::new(cuzk_server::access::AccessToken::new(token).unwrap());
+        let (backends, buffers) = (vec![Arc::new(CpuBackend::new()) as Arc<dyn ProvingBackend>], cuzk_engine::Buffers::plain());
+        Daemon::start_limited(cfg, backends, kinds, buffers, None, ConnectionLimits::default(), Some(token)).await
+    }
+
+    /// On the CPU backend with synthetic circuits, the connections bounded by `limits`.
+    pub async fn start_with_limits(cfg: EngineConfig, limits: ConnectionLimits) -> Daemon {
+        let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(SyntheticKind::new(14))];
+        Daemon::start_limited(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain(), None, limits, None).await
+    }
+
+    async fn start_limited(
+        cfg: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        buffers: cuzk_engine::Buffers,
+        files: Option<ParameterFiles>,
+        limits: ConnectionLimits,
+        token: Option<Arc<cuzk_server::access::AccessToken>>,
+    ) -> Daemon {
         let engine = Arc::new(Engine::start_with_buffers(cfg, backends, kinds, buffers).unwrap());
         let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -64,8 +91,11 @@ impl Daemon {
         if let Some(files) = files {
             service = service.checking_parameters(files);
         }
+        if let Some(token) = token {
+            service = service.requiring_token(token);
+        }
         let served = tokio::spawn(async move {
-            serve_service(listener, service, async {
+            serve_service_with(listener, service, &limits, async {
                 let _ = stopped.await;
             })
             .await
@@ -92,7 +122,12 @@ impl Daemon {
 }
 
 pub fn config() -> EngineConfig {
-    EngineConfig { memory_budget_bytes: 2 << 30, ..EngineConfig::default() }
+    // Synthetic jobs stand in for every kind here, CRITICAL ones too.
+    let admission = cuzk_engine::AdmissionLimits {
+        critical_kinds: vec![cuzk_engine::ProofKind::WinningPost, cuzk_engine::ProofKind::Synthetic],
+        ..Default::default()
+    };
+    EngineConfig { memory_budget_bytes: 2 << 30, admission, ..EngineConfig::default() }
 }
 
 pub fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: pb::Priority, request_id: &str) -> pb::SubmitProofRequest {

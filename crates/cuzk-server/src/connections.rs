@@ -1,0 +1,371 @@
+//! Accepted connections, bounded. Without bounds a client that opens connections and
+//! never speaks holds one descriptor each, forever; at the descriptor limit the accept
+//! loop spins and real clients cannot connect. Here:
+//! - a connection must send its first [`HANDSHAKE_BYTES`] (the HTTP/2 preface, or a
+//!   TLS ClientHello) within the handshake timeout, and is closed after the idle
+//!   timeout without traffic (the server's HTTP/2 keep-alive pings, which a live
+//!   client answers, count as traffic);
+//! - at most `max_connections` are open; a new one beyond the cap takes the place of
+//!   the oldest that has not finished its handshake (a legitimate client sends its
+//!   preface at once, so a flood of silent connections cannot keep it out), and is
+//!   refused (closed at once) when every open one has;
+//! - when accepting fails for lack of descriptors, the loop backs off (and frees the
+//!   oldest silent connection's) instead of spinning;
+//! - TCP connections get TCP_NODELAY (gRPC's small frames otherwise wait ~40 ms for
+//!   the peer's delayed ACK).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
+use tonic::transport::server::Connected;
+
+/// Bytes a client must send within the handshake timeout: the HTTP/2 client preface's
+/// length (a TLS ClientHello is longer).
+pub const HANDSHAKE_BYTES: usize = 24;
+
+/// TOML `daemon.max_connections`, `daemon.handshake_timeout`, `daemon.idle_timeout`,
+/// `daemon.max_request_bytes_in_flight`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    pub max_connections: usize,
+    pub handshake_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Bytes of request bodies being received at once, all connections together
+    /// (crate::request_bytes); at least one largest message.
+    pub max_request_bytes_in_flight: u64,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 256,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+            max_request_bytes_in_flight: 1 << 30,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// How often the server pings an HTTP/2 connection: often enough that a live
+    /// client's answers keep it from the idle timeout.
+    pub fn keepalive_interval(&self) -> Duration {
+        (self.idle_timeout / 3).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+}
+
+/// One open connection, as the registry sees it.
+#[derive(Default)]
+struct ConnectionState {
+    handshaken: AtomicBool,
+    closed_by_us: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl ConnectionState {
+    fn close(&self) {
+        self.closed_by_us.store(true, Ordering::SeqCst);
+        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            w.wake();
+        }
+    }
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct Registry {
+    open: Mutex<(u64, BTreeMap<u64, Arc<ConnectionState>>)>,
+}
+
+impl Registry {
+    /// A place for a new connection: its id and state, or None when every place is
+    /// taken by a connection past its handshake.
+    fn admit(&self, cap: usize) -> Option<(u64, Arc<ConnectionState>)> {
+        let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if g.1.len() >= cap {
+            let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id)?;
+            if let Some(c) = g.1.remove(&silent) {
+                c.close();
+            }
+        }
+        g.0 += 1;
+        let id = g.0;
+        let state = Arc::new(ConnectionState::default());
+        g.1.insert(id, state.clone());
+        Some((id, state))
+    }
+
+    /// Closes the oldest connection that has not finished its handshake; true if one was.
+    fn close_oldest_silent(&self) -> bool {
+        let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(id) = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id) else { return false };
+        if let Some(c) = g.1.remove(&id) {
+            c.close();
+        }
+        true
+    }
+
+    fn remove(&self, id: u64) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&id);
+    }
+}
+
+/// A listener the daemon accepts from.
+pub trait Acceptor: Send + Unpin + 'static {
+    type Io: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static;
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>>;
+}
+
+impl Acceptor for tokio::net::TcpListener {
+    type Io = tokio::net::TcpStream;
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
+        tokio::net::TcpListener::poll_accept(self, cx).map_ok(|(s, _)| {
+            if let Err(e) = s.set_nodelay(true) {
+                tracing::debug!("setting TCP_NODELAY: {e}");
+            }
+            s
+        })
+    }
+}
+
+impl Acceptor for tokio::net::UnixListener {
+    type Io = tokio::net::UnixStream;
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
+        tokio::net::UnixListener::poll_accept(self, cx).map_ok(|(s, _)| s)
+    }
+}
+
+/// Whether an accept error means the process (or system) is out of descriptors or
+/// memory: retrying at once would only spin.
+fn is_exhaustion(e: &io::Error) -> bool {
+    // EMFILE 24, ENFILE 23, ENOBUFS 105, ENOMEM 12 (Linux numbering; elsewhere the
+    // back-off still applies through the OutOfMemory kind).
+    matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12)) || e.kind() == io::ErrorKind::OutOfMemory
+}
+
+/// Logs at most one line per `every` for a kind of event, with how many were not logged.
+struct Throttled {
+    last: Option<Instant>,
+    skipped: u64,
+}
+
+impl Throttled {
+    fn new() -> Self {
+        Throttled { last: None, skipped: 0 }
+    }
+
+    /// Some(skipped since the last line) when a line may be logged now.
+    fn due(&mut self, every: Duration) -> Option<u64> {
+        if self.last.is_some_and(|t| t.elapsed() < every) {
+            self.skipped += 1;
+            return None;
+        }
+        self.last = Some(Instant::now());
+        Some(std::mem::take(&mut self.skipped))
+    }
+}
+
+/// The accepted connections of `listener`, bounded by `limits`: what tonic serves.
+pub struct Incoming<A: Acceptor> {
+    listener: A,
+    limits: ConnectionLimits,
+    registry: Arc<Registry>,
+    backoff: Option<Pin<Box<Sleep>>>,
+    backoff_step: Duration,
+    refused_log: Throttled,
+    exhausted_log: Throttled,
+}
+
+impl<A: Acceptor> Incoming<A> {
+    pub fn new(listener: A, limits: ConnectionLimits) -> Self {
+        Incoming {
+            listener,
+            limits,
+            registry: Arc::default(),
+            backoff: None,
+            backoff_step: Duration::from_millis(10),
+            refused_log: Throttled::new(),
+            exhausted_log: Throttled::new(),
+        }
+    }
+}
+
+impl<A: Acceptor> tokio_stream::Stream for Incoming<A> {
+    type Item = io::Result<Bounded<A::Io>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(b) = this.backoff.as_mut() {
+                if b.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.backoff = None;
+            }
+            let io = match this.listener.poll_accept(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(io)) => io,
+                Poll::Ready(Err(e)) if is_exhaustion(&e) => {
+                    let freed = this.registry.close_oldest_silent();
+                    if let Some(skipped) = this.exhausted_log.due(Duration::from_secs(10)) {
+                        tracing::warn!(skipped, freed_a_silent_connection = freed, "accepting a connection: {e}; backing off");
+                    }
+                    this.backoff = Some(Box::pin(tokio::time::sleep(this.backoff_step)));
+                    this.backoff_step = (this.backoff_step * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+                // A connection reset before it was accepted, and the like: the next one.
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!("accepting a connection: {e}");
+                    continue;
+                }
+            };
+            this.backoff_step = Duration::from_millis(10);
+            match this.registry.admit(this.limits.max_connections) {
+                Some((id, state)) => {
+                    let deadline = Box::pin(tokio::time::sleep(this.limits.handshake_timeout));
+                    return Poll::Ready(Some(Ok(Bounded {
+                        io,
+                        id,
+                        state,
+                        registry: this.registry.clone(),
+                        read: 0,
+                        deadline,
+                        idle_timeout: this.limits.idle_timeout,
+                    })));
+                }
+                None => {
+                    if let Some(skipped) = this.refused_log.due(Duration::from_secs(10)) {
+                        tracing::warn!(max = this.limits.max_connections, skipped, "connection refused: daemon.max_connections are open");
+                    }
+                    drop(io);
+                }
+            }
+        }
+    }
+}
+
+/// An accepted connection under the handshake and idle timeouts; its place in the
+/// registry goes when it is dropped.
+pub struct Bounded<T> {
+    io: T,
+    id: u64,
+    state: Arc<ConnectionState>,
+    registry: Arc<Registry>,
+    /// Bytes read so far, counted up to [`HANDSHAKE_BYTES`].
+    read: usize,
+    /// The handshake's deadline, then the idle deadline.
+    deadline: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+}
+
+impl<T> Drop for Bounded<T> {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
+}
+
+impl<T> Bounded<T> {
+    /// An error when the connection is to be closed: taken for another, or timed out.
+    /// Registers the task's waker for both.
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.state.closed_by_us.load(Ordering::SeqCst) {
+            return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed: its place was needed (daemon.max_connections)"));
+        }
+        *self.state.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            let what = if self.read < HANDSHAKE_BYTES { "no handshake within daemon.handshake_timeout" } else { "idle for daemon.idle_timeout" };
+            return Err(io::Error::new(io::ErrorKind::TimedOut, what));
+        }
+        Ok(())
+    }
+
+    fn active(&mut self) {
+        if self.read >= HANDSHAKE_BYTES {
+            let next = tokio::time::Instant::now() + self.idle_timeout;
+            self.deadline.as_mut().reset(next);
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Bounded<T> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Err(e) = this.check(cx) {
+            return Poll::Ready(Err(e));
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            let n = buf.filled().len() - before;
+            if n > 0 {
+                let was = this.read;
+                this.read = (this.read + n).min(HANDSHAKE_BYTES);
+                if was < HANDSHAKE_BYTES && this.read >= HANDSHAKE_BYTES {
+                    this.state.handshaken.store(true, Ordering::SeqCst);
+                }
+                this.active();
+            }
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Bounded<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Err(e) = this.check(cx) {
+            return Poll::Ready(Err(e));
+        }
+        let r = Pin::new(&mut this.io).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                this.active();
+            }
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<T: Connected> Connected for Bounded<T> {
+    type ConnectInfo = T::ConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_registry_gives_a_silent_connections_place_to_a_new_one() {
+        let r = Registry::default();
+        let (_, a) = r.admit(2).unwrap();
+        let (_, b) = r.admit(2).unwrap();
+        b.handshaken.store(true, Ordering::SeqCst);
+        // Full: the silent one (a) makes way.
+        let (_, c) = r.admit(2).unwrap();
+        assert!(a.closed_by_us.load(Ordering::SeqCst) && !b.closed_by_us.load(Ordering::SeqCst));
+        c.handshaken.store(true, Ordering::SeqCst);
+        // Full of connections past their handshake: refused.
+        assert!(r.admit(2).is_none());
+        assert!(!r.close_oldest_silent());
+    }
+}

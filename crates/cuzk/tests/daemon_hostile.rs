@@ -1,0 +1,176 @@
+//! `cuzk daemon` as a process under a hostile client and an impatient operator (issue
+//! 26): at the descriptor limit it neither spins nor shuts a real client out, a
+//! second SIGTERM ends the shutdown's grace period at once, and a port other machines
+//! can reach needs a token.
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A daemon process (killed when dropped) and its log lines.
+struct Daemon {
+    child: Child,
+    log: mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// Starts `cuzk daemon` listening on a free loopback port, under `prlimit` when
+    /// `max_descriptors` is given; returns it with the port's address.
+    fn start(dir: &Path, extra: &str, max_descriptors: Option<u32>) -> (Daemon, String) {
+        Daemon::start_on(dir, "127.0.0.1:0", extra, max_descriptors)
+    }
+
+    fn start_on(dir: &Path, listen: &str, extra: &str, max_descriptors: Option<u32>) -> (Daemon, String) {
+        let cfg = config(dir, listen, extra);
+        let cuzk = env!("CARGO_BIN_EXE_cuzk");
+        let mut cmd = match max_descriptors {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(cuzk);
+                c
+            }
+            None => Command::new(cuzk),
+        };
+        let mut child = cmd
+            .args(["daemon", "--config", cfg.to_str().unwrap()])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start cuzk daemon");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut d = Daemon { child, log: rx, seen: String::new() };
+        let line = d.wait_for("cuzk daemon listening");
+        let addr =
+            line.split("address=").nth(1).and_then(|a| a.split_whitespace().next()).expect("address in the log line").trim_matches('"').to_string();
+        (d, addr)
+    }
+
+    /// The first log line (from now) containing `needle`.
+    fn wait_for(&mut self, needle: &str) -> String {
+        loop {
+            let line =
+                self.log.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|e| panic!("no {needle:?} in the daemon's log ({e}):\n{}", self.seen));
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// CPU seconds the process has used (user + system).
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name (which ends at the last ')'): utime is the 12th, stime the 13th.
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / 100.0
+    }
+
+    fn signal(&self, name: &str) {
+        assert!(Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status().unwrap().success());
+    }
+}
+
+fn config(dir: &Path, listen: &str, extra: &str) -> std::path::PathBuf {
+    let cfg = dir.join("cuzk.toml");
+    std::fs::write(&cfg, format!("[daemon]\nlisten = \"{listen}\"\n{extra}\n[memory]\ntotal_budget = \"1GiB\"\n")).unwrap();
+    cfg
+}
+
+fn submit(addr: &str, payload: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cuzk"));
+    c.args(["submit", "--to", &format!("http://{addr}"), "--synthetic", payload]).env("RUST_LOG", "warn");
+    c
+}
+
+#[test]
+fn at_the_descriptor_limit_the_daemon_neither_spins_nor_shuts_out_a_real_client() {
+    let dir = tempfile::tempdir().unwrap();
+    // A cap above the descriptor limit, so accepting runs out of descriptors first, and
+    // a handshake timeout that does not clear the silent connections during the test.
+    // `prlimit` is itself the process that becomes the daemon (it execs it).
+    let (d, addr) = Daemon::start(dir.path(), "max_connections = 5000\nhandshake_timeout = \"5m\"", Some(96));
+    let silent: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let before = d.cpu_seconds();
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = d.cpu_seconds() - before;
+    assert!(spent < 0.5, "the daemon used {spent:.2} CPU-seconds in 2 s holding silent connections at its descriptor limit");
+    let t = Instant::now();
+    let o = submit(&addr, r#"{"log_size": 6, "partitions": 1, "seed": 1}"#).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    drop(silent);
+}
+
+#[test]
+fn a_second_sigterm_ends_the_grace_period_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, addr) = Daemon::start(dir.path(), "", None);
+    // Minutes of work on this machine.
+    let mut client = submit(&addr, r#"{"log_size": 14, "partitions": 64, "seed": 0}"#).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    d.wait_for("job queued");
+    let t = Instant::now();
+    d.signal("TERM");
+    d.wait_for("shutting down");
+    d.signal("TERM");
+    d.wait_for("second signal");
+    d.wait_for("cuzk daemon stopped");
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status:?}\n{}", d.seen);
+    assert!(t.elapsed() < Duration::from_secs(10), "stopping took {:?} after two signals", t.elapsed());
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+#[test]
+fn a_port_other_machines_reach_needs_a_token_or_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["daemon", "--config", config(dir.path(), "0.0.0.0:0", "").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && text.contains("daemon.listen 0.0.0.0:0") && text.contains("daemon.auth_token_file"), "{text}");
+
+    // Consent: it starts, and says so.
+    let (d, _) = Daemon::start_on(dir.path(), "0.0.0.0:0", "allow_insecure = true", None);
+    assert!(d.seen.contains("WARN") && d.seen.contains("INSECURE: daemon.listen 0.0.0.0:0"), "{}", d.seen);
+    drop(d);
+
+    // A token: calls without it are refused, calls with it served.
+    let token = dir.path().join("token");
+    std::fs::write(&token, "5f0c3e9a1b7d42c68e2f90a4d1c3b5e7\n").unwrap();
+    let (mut d, addr) = Daemon::start_on(dir.path(), "0.0.0.0:0", &format!("auth_token_file = \"{}\"", token.display()), None);
+    let addr = addr.replace("0.0.0.0", "127.0.0.1");
+    let payload = r#"{"log_size": 6, "partitions": 1, "seed": 2}"#;
+    let o = submit(&addr, payload).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success() && text.contains("requires its token"), "{text}");
+    // The refusal is in the daemon's log, with its reason.
+    let line = d.wait_for("request rejected");
+    assert!(line.contains("requires its token") && line.contains("Unauthenticated"), "{line}");
+    let o = submit(&addr, payload).arg("--token-file").arg(&token).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}

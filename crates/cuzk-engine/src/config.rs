@@ -2,6 +2,7 @@
 //! daemon's keys); cuzk-server's `config` module maps those keys onto these names, in
 //! that one place.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::admission::AdmissionLimits;
@@ -23,6 +24,9 @@ pub struct EngineConfig {
     pub eviction_min_idle: Duration,
     /// How long a finished job stays answerable (AwaitProof, idempotent resubmits).
     pub job_retention: Duration,
+    /// Where completed proofs are kept across restarts (for `job_retention`); None =
+    /// in memory only. TOML: `daemon.state_dir`.
+    pub state_dir: Option<PathBuf>,
     /// Caps on unfinished work and who may use CRITICAL. TOML: `[admission]`.
     pub admission: AdmissionLimits,
 }
@@ -36,6 +40,7 @@ impl Default for EngineConfig {
             memory_budget_bytes: MemoryBudget::auto_total(5 << 30).unwrap_or(16 << 30),
             eviction_min_idle: Duration::from_secs(300),
             job_retention: Duration::from_secs(3600),
+            state_dir: None,
             admission: AdmissionLimits::default(),
         }
     }

@@ -29,6 +29,7 @@ use crate::request::{JobId, JobOutcome, JobRequest};
 use crate::scheduler::PartitionTask;
 use crate::shared::{lock, Shared};
 use crate::status::EngineStatus;
+use crate::store::ProofStore;
 use crate::timeline::{EventKind, TimelineEvent};
 use crate::workers::{prover_loop, synthesis_loop};
 
@@ -67,7 +68,12 @@ impl Engine {
         if backends.is_empty() {
             return Err(EngineError::InvalidArgument("the engine needs at least one proving backend".into()));
         }
-        let shared = Arc::new(Shared::new(config, backends, handlers, buffers));
+        let store = match &config.state_dir {
+            Some(dir) => Some(ProofStore::open(dir).map_err(|e| EngineError::InvalidArgument(e.to_string()))?),
+            None => None,
+        };
+        let shared = Arc::new(Shared::new(config, backends, handlers, buffers, store));
+        restore_completed(&shared)?;
         let engine = Engine { shared: shared.clone(), threads: Mutex::new(Vec::new()) };
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             let t = std::thread::Builder::new().name(name.clone()).spawn(f).map_err(|e| EngineError::Internal(format!("starting {name}: {e}")))?;
@@ -106,6 +112,7 @@ impl Engine {
             .clone();
         shared.config.admission.check_priority(req.kind, req.priority)?;
         let digest = req.digest();
+        shared.prune_jobs();
         if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest)? {
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
@@ -126,7 +133,6 @@ impl Engine {
         if !shared.accepting.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
-        table.prune(shared.config.job_retention);
         if let Some(id) = table.reusable(&req.request_id, &digest)? {
             // Submitted concurrently under the same request id: keep the first.
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
@@ -277,6 +283,27 @@ impl Engine {
         }
         tracing::info!("engine stopped");
     }
+}
+
+/// Puts the proofs a previous daemon completed (and kept in the state directory) back
+/// in the job table under their ids and request ids: AwaitProof and a resubmission
+/// return them as before the restart.
+fn restore_completed(shared: &Shared) -> Result<(), EngineError> {
+    let Some(store) = &shared.store else {
+        tracing::info!("completed proofs are kept in memory only (no state directory): a restart loses those not yet fetched");
+        return Ok(());
+    };
+    let loaded = store.load(shared.config.job_retention).map_err(|e| EngineError::Internal(format!("reading stored proofs: {e}")))?;
+    for (path, why) in &loaded.set_aside {
+        tracing::warn!(file = %path.display(), why = why.as_str(), "a stored proof could not be read; set aside");
+    }
+    let restored = loaded.proofs.len();
+    let mut table = lock(&shared.jobs);
+    for p in loaded.proofs {
+        table.insert(Arc::new(Job::restored(p, shared.timeline.clone(), shared.stats.clone())));
+    }
+    tracing::info!(dir = %store.dir().display(), restored, expired = loaded.expired, set_aside = loaded.set_aside.len(), "completed proofs from before the restart");
+    Ok(())
 }
 
 impl Drop for Engine {

@@ -13,6 +13,7 @@ use crate::error::{shown, EngineError};
 use crate::kind::{FinalCheck, JobPlan, PartitionWork};
 use crate::metrics::Stats;
 use crate::request::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind};
+use crate::store::StoredProof;
 use crate::timeline::{EventKind, Timeline};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -130,6 +131,55 @@ impl Job {
             timeline,
             stats,
         }
+    }
+
+    /// A job completed before a restart, from its stored record: finished, with its
+    /// proof, answerable until `job_retention` after it completed (its age is taken
+    /// from the wall clock). Not counted in this process's metrics.
+    pub fn restored(p: StoredProof, timeline: Arc<Timeline>, stats: Arc<Mutex<Stats>>) -> Job {
+        let now = Instant::now();
+        let age = std::time::SystemTime::now().duration_since(p.finished).unwrap_or_default();
+        let finished_at = now.checked_sub(age).unwrap_or(now);
+        let submitted = finished_at.checked_sub(Duration::from_millis(p.timings.total_ms)).unwrap_or(finished_at);
+        Job {
+            id: p.job_id,
+            seq: 0,
+            request_id: p.request_id,
+            request_digest: p.request_digest,
+            kind: p.kind,
+            priority: Priority::Normal,
+            circuit_id: String::new(),
+            partitions: Vec::new(),
+            eval_len: 0,
+            partition_bytes: 0,
+            final_check: None,
+            timing_note: None,
+            submitted,
+            state: Mutex::new(JobState {
+                status: JobStatus::Completed,
+                parts: Vec::new(),
+                proofs: Vec::new(),
+                started: 0,
+                in_flight: 0,
+                done: 0,
+                error: String::new(),
+                timings: p.timings,
+                first_start: None,
+                finished_at: Some(finished_at),
+                proof: p.proof,
+                wakers: HashMap::new(),
+                next_waker: 0,
+            }),
+            finished: Condvar::new(),
+            timeline,
+            stats,
+        }
+    }
+
+    /// The record a store keeps of this job once it has completed with a proof.
+    pub fn stored(&self) -> Option<StoredProof> {
+        let s = self.state();
+        (s.status == JobStatus::Completed).then(|| StoredProof::of(&self.outcome(&s), &self.request_id, self.request_digest, self.kind)).flatten()
     }
 
     fn state(&self) -> MutexGuard<'_, JobState> {
@@ -432,17 +482,18 @@ impl JobTable {
         Ok(Some(id))
     }
 
-    /// Forgets finished jobs older than `keep`.
-    pub fn prune(&mut self, keep: Duration) {
+    /// Forgets finished jobs older than `keep`; returns their ids.
+    pub fn prune(&mut self, keep: Duration) -> Vec<JobId> {
         let old: Vec<JobId> = self.by_id.values().filter(|j| j.finished_at().is_some_and(|t| t.elapsed() > keep)).map(|j| j.id.clone()).collect();
-        for id in old {
-            if let Some(j) = self.by_id.remove(&id) {
+        for id in &old {
+            if let Some(j) = self.by_id.remove(id) {
                 // The request id may name a newer job by now (a retry): that mapping stays.
-                if self.by_request.get(&j.request_id) == Some(&id) {
+                if self.by_request.get(&j.request_id) == Some(id) {
                     self.by_request.remove(&j.request_id);
                 }
             }
         }
+        old
     }
 
     /// Unfinished jobs, oldest first.

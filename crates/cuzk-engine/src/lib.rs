@@ -14,7 +14,7 @@
 //!
 //! Modules, in the order a request meets them: `engine` (the API), `request`,
 //! `kind`, `job`, `scheduler`, `workers` (synthesis, then prover), `params`, `memory`,
-//! `pool`; then `status`, `metrics` and [`timeline`] report on it all.
+//! `pool`, `store` (completed proofs across restarts); then `status`, `metrics` and [`timeline`] report on it all.
 //!
 //! Names: a *parameter set* (cuzk-groth16's `ParameterSet`) is named by its *circuit
 //! id* ("porep-32g", "synthetic-2^10"); the wire calls it an SRS (PreloadSRS,
@@ -40,6 +40,7 @@ mod request;
 mod scheduler;
 mod shared;
 mod status;
+mod store;
 pub mod synthetic;
 pub mod timeline;
 mod workers;
@@ -55,4 +56,5 @@ pub use params::ParameterSetStatus;
 pub use pool::{BufferMaker, Buffers};
 pub use request::{label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority, ProofKind, JOB_LABEL_DIGITS};
 pub use status::{BackendStatus, EngineStatus, QueueStatus};
+pub use store::{ProofStore, StoreError, StoredProof};
 pub use timeline::{EventKind, TimelineEvent};

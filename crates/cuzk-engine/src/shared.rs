@@ -22,6 +22,7 @@ use crate::pool::{BufferPool, Buffers};
 use crate::request::{JobId, ProofKind};
 use crate::scheduler::{BoundedQueue, PartitionQueue, ReadyPartition};
 use crate::status::{BackendStatus, EngineStatus, QueueStatus};
+use crate::store::ProofStore;
 use crate::timeline::Timeline;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -57,10 +58,18 @@ pub(crate) struct Shared {
     /// Shutdown's grace period, and what partitions take (which jobs can finish in it).
     pub grace: Grace,
     pub costs: PartitionCosts,
+    /// Completed proofs on disk (`state_dir`), so they outlive a restart.
+    pub store: Option<ProofStore>,
 }
 
 impl Shared {
-    pub fn new(config: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, handlers: Vec<Arc<dyn KindHandler>>, buffers: Buffers) -> Shared {
+    pub fn new(
+        config: EngineConfig,
+        backends: Vec<Arc<dyn ProvingBackend>>,
+        handlers: Vec<Arc<dyn KindHandler>>,
+        buffers: Buffers,
+        store: Option<ProofStore>,
+    ) -> Shared {
         let budget = MemoryBudget::new(config.memory_budget_bytes);
         // Enough idle buffers for every partition that can be in flight at once.
         let in_flight = config.synthesis_workers.max(1) + config.synthesis_lookahead.max(1) + backends.len() * config.workers_per_backend.max(1);
@@ -83,6 +92,7 @@ impl Shared {
             next_seq: AtomicU64::new(1),
             grace: Grace::default(),
             costs: PartitionCosts::default(),
+            store,
             config,
         }
     }
@@ -109,6 +119,27 @@ impl Shared {
     /// a, b, c of `len` scalars from the pool, making room as needed.
     pub fn take_abc(&self, len: usize, give_up: &dyn Fn() -> bool) -> Result<Option<EvalBuffers>, EngineError> {
         self.buffers.take_abc(len, give_up, &|| self.make_room())
+    }
+
+    /// Keeps a completed job's proof on disk (where there is a store). A failed write
+    /// is logged, not fatal: the proof is still held in memory and returned.
+    pub fn store_completed(&self, job: &Job) {
+        let (Some(store), Some(record)) = (&self.store, job.stored()) else { return };
+        if let Err(e) = store.save(&record) {
+            tracing::error!(job = %job.id, error = %e, "the completed proof could not be kept on disk; it is lost if the daemon restarts before it is fetched");
+        }
+    }
+
+    /// Forgets finished jobs past `job_retention`, and their stored proofs.
+    pub fn prune_jobs(&self) {
+        let gone = lock(&self.jobs).prune(self.config.job_retention);
+        if let Some(store) = &self.store {
+            for id in &gone {
+                if let Err(e) = store.remove(id) {
+                    tracing::warn!(job = %id, error = %e, "an expired stored proof could not be removed");
+                }
+            }
+        }
     }
 
     pub fn fail_job(&self, job: &Job, error: String) {

@@ -18,6 +18,17 @@ use crate::ListenAddr;
 /// (their `fetch-params` commands download into it): srs.param_cache's default when set.
 pub const PARAMETER_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
+/// The state directory systemd makes for a unit with `StateDirectory=` (the first, when
+/// it names several): daemon.state_dir's default when set.
+pub const STATE_DIRECTORY_ENV: &str = "STATE_DIRECTORY";
+
+/// [`STATE_DIRECTORY_ENV`] of this process, when set and not empty.
+pub fn state_dir_from_env() -> Option<PathBuf> {
+    let v = std::env::var_os(STATE_DIRECTORY_ENV)?;
+    let first = v.to_string_lossy().split(':').next().unwrap_or_default().to_string();
+    (!first.is_empty()).then(|| PathBuf::from(first))
+}
+
 /// srs.param_cache when neither the file nor the environment names one (the reference
 /// daemon's default).
 pub const DEFAULT_PARAMETER_DIR: &str = "/data/zk/params";
@@ -88,6 +99,12 @@ pub struct DaemonConfig {
     /// daemon.tls_cert_file, daemon.tls_key_file, daemon.tls_client_ca_file: TLS on
     /// daemon.listen; None = plain.
     pub tls: Option<TlsFiles>,
+    /// daemon.state_dir: where completed proofs are kept across restarts; None = in
+    /// memory only.
+    pub state_dir: Option<PathBuf>,
+    /// daemon.job_retention: how long a finished job stays answerable (AwaitProof, a
+    /// resubmitted request id), in memory and in the state directory.
+    pub job_retention: Duration,
 }
 
 impl Default for DaemonConfig {
@@ -116,6 +133,8 @@ impl Default for DaemonConfig {
             auth_token_file: None,
             allow_insecure: false,
             tls: None,
+            state_dir: None,
+            job_retention: Duration::from_secs(3600),
         }
     }
 }
@@ -243,7 +262,8 @@ impl DaemonConfig {
             memory_budget_bytes,
             eviction_min_idle: self.eviction_min_idle,
             admission: self.admission.clone(),
-            ..EngineConfig::default()
+            state_dir: self.state_dir.clone(),
+            job_retention: self.job_retention,
         }
     }
 
@@ -299,6 +319,8 @@ impl DaemonConfig {
                         c.auth_token_file = (!f.is_empty()).then(|| PathBuf::from(f));
                     }
                     "daemon.allow_insecure" => c.allow_insecure = as_bool(k, v)?,
+                    "daemon.state_dir" => c.state_dir = path_or_none(k, v)?,
+                    "daemon.job_retention" => c.job_retention = positive_duration(k, v)?,
                     "daemon.tls_cert_file" => tls_cert = path_or_none(k, v)?,
                     "daemon.tls_key_file" => tls_key = path_or_none(k, v)?,
                     "daemon.tls_client_ca_file" => tls_client_ca = path_or_none(k, v)?,
@@ -469,7 +491,7 @@ impl DaemonConfig {
         format!(
             "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\nsocket_mode = \"{:04o}\"\nsocket_group = {}\n\
              max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\
-             tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\n\n\
+             tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\nstate_dir = {}\njob_retention = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
              [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
@@ -491,6 +513,8 @@ impl DaemonConfig {
             quoted(&tls_path(self.tls.as_ref().map(|t| &t.cert))),
             quoted(&tls_path(self.tls.as_ref().map(|t| &t.key))),
             quoted(&tls_path(self.tls.as_ref().and_then(|t| t.client_ca.as_ref()))),
+            quoted(&tls_path(self.state_dir.as_ref())),
+            quoted(&duration_text(self.job_retention)),
             quoted(&self.parameter_dir.to_string_lossy()),
             list(self.preload.iter().map(|p| quoted(p)).collect()),
             quoted(&budget),

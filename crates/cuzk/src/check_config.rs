@@ -39,6 +39,13 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
         }
         ListenAddr::Tcp(a) => println!("# socket: TCP {a}"),
     }
+    match &config.state_dir {
+        Some(d) => {
+            let state = if d.is_dir() { "exists" } else { "does not exist yet (made at start; the systemd unit's StateDirectory= makes it)" };
+            println!("# completed proofs kept across restarts in {} ({state}) for {:?}", d.display(), config.job_retention);
+        }
+        None => println!("# completed proofs: in memory only (daemon.state_dir): a restart loses those not yet fetched"),
+    }
     match config.status_listen {
         Some(a) => println!("# status endpoint: http://{a}/status, /metrics (Prometheus), /timeline"),
         None => println!("# status endpoint: off (daemon.status_listen)"),

@@ -4,12 +4,14 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use cuzk_server::config::{parameter_dir_from_env, DaemonConfig};
+use cuzk_server::config::{parameter_dir_from_env, state_dir_from_env, DaemonConfig};
 
 /// Reads a configuration file (the defaults without one); srs.param_cache defaults to
-/// $FIL_PROOFS_PARAMETER_CACHE when the file names none. Returns the warnings to log.
+/// $FIL_PROOFS_PARAMETER_CACHE and daemon.state_dir to $STATE_DIRECTORY (systemd's
+/// `StateDirectory=`) when the file names none. Returns the warnings to log.
 pub fn read_config(path: Option<&Path>) -> Result<(DaemonConfig, Vec<String>)> {
-    let base = DaemonConfig::defaults_with(parameter_dir_from_env());
+    let mut base = DaemonConfig::defaults_with(parameter_dir_from_env());
+    base.state_dir = state_dir_from_env();
     match path {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

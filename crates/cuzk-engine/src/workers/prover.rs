@@ -138,6 +138,7 @@ fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str
     match checked {
         Ok(how) => {
             if job.complete(assembled) {
+                shared.store_completed(job);
                 tracing::info!(job = %job.id, kind = %job.kind, checked = how.as_str(), "job completed");
             }
         }

@@ -126,6 +126,9 @@ pub(crate) struct Kernels {
     pub msm_tile_scan: CudaFunction,
     pub msm_scatter: CudaFunction,
     pub msm_split_lists: CudaFunction,
+    pub witness_word_offsets: CudaFunction,
+    pub witness_expand: CudaFunction,
+    pub csr_products: CudaFunction,
     pub msm_g1: CurveKernels,
     pub msm_g2: CurveKernels,
 }
@@ -148,6 +151,9 @@ impl Kernels {
             msm_tile_scan: m.load_function("msm_tile_scan")?,
             msm_scatter: m.load_function("msm_scatter")?,
             msm_split_lists: m.load_function("msm_split_lists")?,
+            witness_word_offsets: m.load_function("witness_word_offsets")?,
+            witness_expand: m.load_function("witness_expand")?,
+            csr_products: m.load_function("csr_products")?,
             msm_g1: CurveKernels::load(m, "g1")?,
             msm_g2: CurveKernels::load(m, "g2")?,
         })

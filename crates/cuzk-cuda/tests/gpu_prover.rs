@@ -406,3 +406,87 @@ fn streamed_parameters_prove_as_resident_ones() {
     assert!(e.contains(&format!("section b_g2, point {k}")) && e.contains(&format!("byte offset {offset}")), "{e}");
     eprintln!("2^{log_n}: streamed proofs equal resident ones and verify; rejected: {e}");
 }
+
+/// A circuit whose constraints mix random coefficients (and ±1, 2) over inputs and aux
+/// values that are mostly 0 and 1, like a Filecoin circuit's: the products' every path.
+struct MixedCircuit {
+    constraints: usize,
+    seed: u64,
+}
+
+impl bellpepper_core::Circuit<Scalar> for MixedCircuit {
+    fn synthesize<CS: bellpepper_core::ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), bellpepper_core::SynthesisError> {
+        use bellpepper_core::LinearCombination;
+        use ff::Field;
+        use rand::Rng;
+        let mut rng = ChaCha20Rng::seed_from_u64(self.seed);
+        let mut vars = vec![cs.alloc_input(|| "x", || Ok(Scalar::from(5u64)))?];
+        let coefficients: Vec<Scalar> =
+            [Scalar::ONE, -Scalar::ONE, Scalar::from(2u64)].into_iter().chain((0..40).map(|_| Scalar::random(&mut rng))).collect();
+        for i in 0..self.constraints {
+            let v = match rng.gen_range(0..100) {
+                0..=49 => Scalar::ZERO,
+                50..=96 => Scalar::ONE,
+                _ => Scalar::random(&mut rng),
+            };
+            vars.push(cs.alloc(|| format!("v{i}"), || Ok(v))?);
+            let mut lc = || {
+                let mut lc = LinearCombination::zero();
+                for _ in 0..rng.gen_range(0..6) {
+                    let c = coefficients[rng.gen_range(0..coefficients.len()).min(rng.gen_range(0..coefficients.len()))];
+                    lc = lc + (c, vars[rng.gen_range(0..vars.len())]);
+                }
+                lc
+            };
+            let (a, b, c) = (lc(), lc(), lc());
+            cs.enforce(|| format!("c{i}"), |_| a, |_| b, |_| c);
+        }
+        Ok(())
+    }
+}
+
+/// a, b, c on the device from the compiled matrices and the compact witness equal the
+/// host's products bit for bit (and the expanded witness equals the witness), on the
+/// mixed circuit and on C2-shaped synthetic ones.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_products_equal_host_products() {
+    use cuzk_cuda::groth16::products::{read_back, DeviceMatrices, DeviceWitness};
+    use cuzk_groth16::matrices::compile_matrices;
+    use cuzk_groth16::synthesis::EvalBuffers;
+    use cuzk_groth16::{synthesize_witness, CompactWitness};
+    let Some(g) = common::gpu() else { return };
+    let check = |name: &str, m: cuzk_groth16::matrices::ConstraintMatrices, w: cuzk_groth16::Witness| {
+        let compact = CompactWitness::new(&w);
+        let len = m.num_constraints().next_power_of_two();
+        let dm = DeviceMatrices::upload(&g, &m).unwrap();
+        let dw = DeviceWitness::upload(&g, &compact).unwrap();
+        let [a, b, c] = dm.products(&g, &dw, len).unwrap();
+        let z: Vec<Scalar> = w.input.iter().chain(&w.aux).copied().collect();
+        assert_eq!(dw.to_host().unwrap(), z, "{name}: the expanded witness differs");
+        let host = m.synthesize(w, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }).unwrap();
+        for (what, dev, cpu) in [("a", &a, &host.a), ("b", &b, &host.b), ("c", &c, &host.c)] {
+            let dev = read_back(dev).unwrap();
+            let rows = cpu.as_slice().len();
+            assert_eq!(&dev[..rows], cpu.as_slice(), "{name}: {what} differs");
+            assert!(dev[rows..].iter().all(|x| *x == Scalar::from(0u64)), "{name}: {what} is not zero past the rows");
+        }
+        eprintln!(
+            "{name}: {} rows, {} non-zeros, {} coefficients; witness {} bytes compact of {} full; a, b, c equal the host's",
+            m.num_constraints(),
+            m.non_zeros(),
+            m.dictionary.len(),
+            dw.bytes,
+            z.len() * 32
+        );
+    };
+    for (constraints, seed) in [(1usize, 1u64), (300, 2), (70_000, 3)] {
+        let m = compile_matrices(MixedCircuit { constraints, seed }).unwrap();
+        let w = synthesize_witness(MixedCircuit { constraints, seed }, 0).unwrap();
+        check(&format!("mixed {constraints}"), m, w);
+    }
+    for log_n in [10u32, 17] {
+        let shape = SyntheticShape::for_domain(log_n);
+        check(&format!("synthetic 2^{log_n}"), compile_matrices(shape.circuit(0)).unwrap(), synthesize_witness(shape.circuit(7), 0).unwrap());
+    }
+}

@@ -24,6 +24,7 @@
 
 pub mod array;
 pub mod backend;
+pub mod compact;
 pub mod domain;
 pub mod format;
 pub mod generator;
@@ -42,6 +43,7 @@ pub mod verifier;
 pub mod witness;
 
 pub use backend::{DeviceInfo, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+pub use compact::CompactWitness;
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
 pub use progress::{NoProgress, Progress};
 pub use proof::Proof;

@@ -89,12 +89,12 @@ impl Density {
         self.words.par_iter().map(|w| w.count_ones() as usize).sum()
     }
 
-    /// The backing words, 64 variables each, least significant bit first.
     /// The values at the positions in the set, in order.
     pub fn select<T: Copy>(&self, values: &[T]) -> Vec<T> {
         values.iter().enumerate().filter(|(i, _)| self.get(*i)).map(|(_, v)| *v).collect()
     }
 
+    /// The backing words, 64 variables each, least significant bit first.
     pub fn words(&self) -> &[u64] {
         &self.words
     }

@@ -32,6 +32,9 @@ pub enum Part {
     /// Split MSMs of a C2 partition's shape (BRIEF §2 witness model): L/A in G1, B in G1
     /// and G2.
     Split,
+    /// a, b, c = A·z, B·z, C·z from compiled matrices and a compact witness (a
+    /// synthetic circuit of --products-constraints), against the host's products.
+    Products,
 }
 
 #[derive(Args)]
@@ -65,6 +68,10 @@ pub struct GpuBenchArgs {
     /// Divide the split MSMs' sizes by 2^k (0: a full C2 partition's).
     #[arg(long, default_value_t = 0)]
     split_log_scale: u32,
+    /// Constraints of the synthetic circuit (the measured C2 witness model) whose
+    /// products are timed (default: a C2 partition's 130,278,869).
+    #[arg(long, default_value_t = cuzk_groth16::synthetic::C2_CONSTRAINTS)]
+    products_constraints: usize,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -134,6 +141,94 @@ pub fn run(args: &GpuBenchArgs) -> Result<()> {
     }
     if args.parts.contains(&Part::Split) {
         run_split(&gpu, args)?;
+    }
+    if args.parts.contains(&Part::Products) {
+        run_products(&gpu, args)?;
+    }
+    Ok(())
+}
+
+/// The products of a synthetic circuit: compiled once (timed), one witness (timed),
+/// the host's parallel products (the CPU backend's way, timed), then on the device the
+/// matrices uploaded once and, per repetition, the compact witness sent and expanded
+/// and a, b, c computed (CUDA events, medians); the device's a, b, c checked equal to
+/// the host's.
+fn run_products(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
+    use cuzk_cuda::groth16::products::{read_back, DeviceMatrices, DeviceWitness};
+    use cuzk_groth16::matrices::compile_matrices;
+    use cuzk_groth16::synthesis::EvalBuffers;
+    use cuzk_groth16::synthetic::SyntheticShape;
+    use cuzk_groth16::{synthesize_witness, CompactWitness};
+    let shape = SyntheticShape { constraints: args.products_constraints, ..SyntheticShape::c2() };
+    println!(
+        "Products of a synthetic circuit of {} constraints (C2 witness model), {} host threads",
+        shape.constraints,
+        rayon::current_num_threads()
+    );
+    let t = Instant::now();
+    let m = compile_matrices(shape.circuit(0)).context("compiling the matrices")?;
+    let compile_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let w = synthesize_witness(shape.circuit(0x77), m.num_aux).context("synthesizing the witness")?;
+    let witness_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let compact = CompactWitness::new(&w);
+    let compact_s = t.elapsed().as_secs_f64();
+    println!(
+        "matrices: {} rows, {} non-zeros (A {}, B {}, C {}), {} coefficients, {:.2} GB; compiled in {compile_s:.1} s (one thread); witness {witness_s:.1} s (one thread), compact form {compact_s:.2} s",
+        m.num_constraints(),
+        m.non_zeros(),
+        m.a.non_zeros(),
+        m.b.non_zeros(),
+        m.c.non_zeros(),
+        m.dictionary.len(),
+        m.bytes() as f64 / 1e9
+    );
+    let len = m.num_constraints().next_power_of_two();
+    let t = Instant::now();
+    let dm = DeviceMatrices::upload(gpu, &m)?;
+    gpu.stream().synchronize()?;
+    let upload_s = t.elapsed().as_secs_f64();
+    let s = gpu.stream();
+    let mut out = None;
+    let expand_ms = time_ms(gpu, args.reps, || {
+        drop(DeviceWitness::upload(gpu, &compact)?);
+        Ok(())
+    })?;
+    let dw = DeviceWitness::upload(gpu, &compact)?;
+    let products_ms = time_ms(gpu, args.reps, || {
+        out = Some(dm.products(gpu, &dw, len)?);
+        Ok(())
+    })?;
+    s.synchronize()?;
+    // The host's products (the CPU backend's path), timed; then the device's compared.
+    let z_host: Vec<Scalar> = w.input.iter().chain(&w.aux).copied().collect();
+    let t = Instant::now();
+    let host = m.synthesize(w, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) })?;
+    let host_s = t.elapsed().as_secs_f64();
+    let [a, b, c] = out.context("no products")?;
+    let z_ok = dw.to_host()? == z_host;
+    drop(z_host);
+    let mut ok = z_ok;
+    for (dev, cpu) in [(&a, &host.a), (&b, &host.b), (&c, &host.c)] {
+        let dev = read_back(dev)?;
+        let rows = cpu.as_slice().len();
+        ok &= dev[..rows] == *cpu.as_slice() && dev[rows..].iter().all(|x| bool::from(x.is_zero()));
+    }
+    println!(
+        "device: matrices uploaded once in {upload_s:.2} s ({:.2} GB); per partition: witness {:.1} MB sent and expanded {expand_ms:.2} ms, a, b, c {products_ms:.2} ms; host products {host_s:.2} s; {}",
+        dm.bytes as f64 / 1e9,
+        dw.bytes as f64 / 1e6,
+        if ok { "a, b, c and z equal the host's" } else { "MISMATCH" }
+    );
+    println!(
+        "RESULT products constraints={} non_zeros={} witness_bytes={} expand_ms={expand_ms:.2} products_ms={products_ms:.2} host_products_s={host_s:.2} equal={ok}",
+        shape.constraints,
+        m.non_zeros(),
+        dw.bytes
+    );
+    if !ok {
+        bail!("the device's products differ from the host's");
     }
     Ok(())
 }

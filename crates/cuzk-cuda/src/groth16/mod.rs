@@ -22,6 +22,7 @@ pub mod compute;
 pub mod placement;
 pub mod points;
 pub mod prepare;
+pub mod products;
 pub mod staging;
 
 pub use backend::{CudaBackend, PointsPlacement};

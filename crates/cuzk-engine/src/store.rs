@@ -165,15 +165,26 @@ pub struct ProofStore {
 }
 
 impl ProofStore {
-    /// Opens (creating, mode 0700) the state directory and checks that it takes files.
+    /// Opens the state directory, creating it (mode 0700: job ids are what let a client
+    /// await or cancel a job) when missing, and checks that it takes files. An existing
+    /// directory keeps its mode (it may be shared); one that others can read is logged.
     pub fn open(dir: &Path) -> Result<ProofStore, StoreError> {
         let err = |source| StoreError::Dir { dir: dir.to_path_buf(), source };
-        fs::create_dir_all(dir).map_err(err)?;
+        if !dir.exists() {
+            fs::create_dir_all(dir).map_err(err)?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
+            }
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            // Proofs are not secret, but job ids are (they let a client await or cancel).
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
+            let mode = fs::metadata(dir).map_err(err)?.permissions().mode();
+            if mode & 0o007 != 0 {
+                tracing::warn!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "the state directory is open to other users, who could read job ids from it");
+            }
         }
         let probe = dir.join(".cuzk-write-check");
         fs::write(&probe, b"").and_then(|_| fs::remove_file(&probe)).map_err(err)?;
@@ -318,6 +329,21 @@ mod tests {
         store.remove(&kept.job_id).unwrap();
         store.remove(&kept.job_id).unwrap();
         assert!(store.load(Duration::from_secs(3600)).unwrap().proofs.is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_directory_is_private_and_an_existing_one_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("a/b");
+        ProofStore::open(&new).unwrap();
+        assert_eq!(fs::metadata(&new).unwrap().permissions().mode() & 0o777, 0o700);
+        let shared = dir.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o755)).unwrap();
+        ProofStore::open(&shared).unwrap();
+        assert_eq!(fs::metadata(&shared).unwrap().permissions().mode() & 0o777, 0o755);
     }
 
     #[test]

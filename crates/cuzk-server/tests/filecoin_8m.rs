@@ -4,9 +4,11 @@
 //! proved by the daemon on the CPU over gRPC and accepted by filecoin-proofs' own
 //! verifiers; altered public data is rejected by them.
 //!
-//! Ignored in CI (making the fixtures takes minutes on two cores, most of it the 2^22
-//! PoRep setup, and proving them minutes more):
-//! `cargo test --release -p cuzk-server --test filecoin_8m -- --ignored`.
+//! Ignored in CI (making the fixtures takes minutes, most of it the setups of the 2^24
+//! SnapDeals and 2^22 PoRep circuits: 95 s and 34 s on 16 cores, 17 min for PoRep's on
+//! two busy ones; proving them takes minutes more, SnapDeals' the longest):
+//! `cargo test --release -p cuzk-server --test filecoin_8m -- --ignored` (one kind:
+//! add its name, e.g. `snap`).
 
 mod common;
 
@@ -65,26 +67,44 @@ fn post_request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
     }
 }
 
+// One test per kind (they share the fixtures, made once and cached), so each can be
+// run and recorded on its own: `... --ignored snap`.
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
-async fn every_kind_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+async fn winning_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
     let f = fixtures();
     let d = daemon(f).await;
     let mut c = d.client().await;
-
     let r = prove(&mut c, post_request(ProofKind::WinningPost, &f.winning)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "WinningPoSt: {}", r.error_message);
     assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "filecoin-proofs accepts WinningPoSt");
     let mut other = f.winning.randomness;
     other[1] ^= 1;
     assert!(!f.winning.filecoin_proofs_accepts(&r.proof, &other, &f.winning.comm_rs), "and rejects it for other randomness");
+    d.stop(Duration::from_secs(5)).await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+async fn window_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let d = daemon(f).await;
+    let mut c = d.client().await;
     let r = prove(&mut c, post_request(ProofKind::WindowPostPartition, &f.window)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "WindowPoSt: {}", r.error_message);
     assert!(f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &f.window.comm_rs), "filecoin-proofs accepts WindowPoSt");
     let swapped = [f.window.comm_rs[1], f.window.comm_rs[0]];
     assert!(!f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &swapped), "and rejects it for other commitments");
+    d.stop(Duration::from_secs(5)).await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+async fn porep_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let d = daemon(f).await;
+    let mut c = d.client().await;
     let p = &f.porep;
     let r = prove(
         &mut c,
@@ -104,7 +124,15 @@ async fn every_kind_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
     let mut seed = p.seed;
     seed[2] ^= 1;
     assert!(!p.filecoin_proofs_accepts(&r.proof, p.comm_r, seed), "and rejects it for another seed");
+    d.stop(Duration::from_secs(5)).await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+async fn snap_deals_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let d = daemon(f).await;
+    let mut c = d.client().await;
     let s = &f.snap;
     let r = prove(
         &mut c,

@@ -165,6 +165,13 @@ impl ParameterCache {
         let size_bytes = set.size_bytes() as u64 + pinned;
         let took = t.elapsed();
         tracing::info!(circuit_id = id, size_bytes, ms = took.as_millis() as u64, "parameters loaded");
+        // A set larger than the whole budget would wait forever.
+        if size_bytes > self.budget.total() {
+            return Err(EngineError::ResourceExhausted(format!(
+                "parameter set {id} takes {size_bytes} bytes of host memory, more than the whole memory budget ({} bytes, memory.total_budget)",
+                self.budget.total()
+            )));
+        }
         // Room is made by evicting idle sets, else this waits for partitions in flight
         // to finish.
         let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(size_bytes, pinned))? else {

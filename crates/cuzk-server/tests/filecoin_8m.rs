@@ -34,8 +34,10 @@ async fn daemon(f: &Fixtures) -> Daemon {
         .into_iter()
         .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
         .collect();
-    // 8 MiB PoRep is a 2^22 domain: a, b, c and the witness take about 0.5 GiB.
-    let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: 4 << 30, ..config() };
+    // SnapDeals' 8 MiB circuit is a 2^24 domain: its parameters take 4.3 GB and a
+    // partition's a, b, c 1.6 GB (a 4 GiB budget left it waiting for memory forever,
+    // before the engine refused what cannot fit).
+    let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: 12 << 30, ..config() };
     Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 

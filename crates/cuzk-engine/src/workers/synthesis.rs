@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{Scalar, SynthesizedCircuit};
+use cuzk_groth16::{Scalar, SynthesizedCircuit, SCALAR_BYTES};
 
 use super::panic_guard::catch_panic;
 use crate::error::EngineError;
@@ -67,6 +67,17 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
         Ok(p) => p?,
         Err(e) => return fail(format!("loading parameters {}: {e}", job.circuit_id)),
     };
+    // The set stays charged while its partition is in flight: both must fit the budget
+    // together, or the partition would wait for memory forever.
+    let need = params.size_bytes + job.partition_bytes + 3 * (SCALAR_BYTES * job.eval_len) as u64;
+    if need > shared.budget.total() {
+        return fail(format!(
+            "parameter set {} ({} bytes) and one partition's memory need {need} bytes together, more than the memory budget ({} bytes, memory.total_budget)",
+            job.circuit_id,
+            params.size_bytes,
+            shared.budget.total()
+        ));
+    }
     // One synthesis worker at a time gathers a partition's memory (its charge, then
     // three buffers): two gathering at once could each hold part of what the budget
     // has room for and wait for the rest forever.

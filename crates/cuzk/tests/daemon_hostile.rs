@@ -128,8 +128,11 @@ fn at_the_descriptor_limit_the_daemon_neither_spins_nor_shuts_out_a_real_client(
 fn a_second_sigterm_ends_the_grace_period_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, addr) = Daemon::start(dir.path(), "", None);
-    // Minutes of work on this machine.
-    let mut client = submit(&addr, r#"{"log_size": 14, "partitions": 64, "seed": 0}"#).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // One partition of seconds: the engine knows no cost of its circuit yet, so the
+    // grace period waits for it (a job of many short partitions would be cancelled at
+    // once wherever it cannot finish in the grace, and the daemon would stop before
+    // the second signal), and it ends seconds after the second signal.
+    let mut client = submit(&addr, r#"{"log_size": 16, "partitions": 1, "seed": 0}"#).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     d.wait_for("job queued");
     let t = Instant::now();
     d.signal("TERM");
@@ -140,6 +143,8 @@ fn a_second_sigterm_ends_the_grace_period_at_once() {
     let status = d.child.wait().unwrap();
     assert!(status.success(), "{status:?}\n{}", d.seen);
     assert!(t.elapsed() < Duration::from_secs(10), "stopping took {:?} after two signals", t.elapsed());
+    assert!(d.seen.contains("cancelled: shutdown without grace"), "the job was not cut short:\n{}", d.seen);
+    eprintln!("stopped {:?} after the first signal", t.elapsed());
     let _ = client.kill();
     let _ = client.wait();
 }

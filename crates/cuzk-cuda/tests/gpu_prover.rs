@@ -460,11 +460,16 @@ fn device_products_equal_host_products() {
         let compact = CompactWitness::new(&w);
         let len = m.num_constraints().next_power_of_two();
         let dm = DeviceMatrices::upload(&g, &m).unwrap();
-        let dw = DeviceWitness::upload(&g, &compact).unwrap();
+        let dw = DeviceWitness::upload(&g, g.stream(), &compact).unwrap();
         let [a, b, c] = dm.products(&g, &dw, len).unwrap();
         let z: Vec<Scalar> = w.input.iter().chain(&w.aux).copied().collect();
         assert_eq!(dw.to_host().unwrap(), z, "{name}: the expanded witness differs");
-        let host = m.synthesize(w, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }).unwrap();
+        let host = cuzk_groth16::SynthesizedCircuit::from_matrices(
+            &m,
+            w,
+            EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
+        )
+        .unwrap();
         for (what, dev, cpu) in [("a", &a, &host.a), ("b", &b, &host.b), ("c", &c, &host.c)] {
             let dev = read_back(dev).unwrap();
             let rows = cpu.as_slice().len();
@@ -489,4 +494,71 @@ fn device_products_equal_host_products() {
         let shape = SyntheticShape::for_domain(log_n);
         check(&format!("synthetic 2^{log_n}"), compile_matrices(shape.circuit(0)).unwrap(), synthesize_witness(shape.circuit(7), 0).unwrap());
     }
+}
+
+/// Proofs whose a, b, c the GPU computes from the compiled matrices (synthesis left
+/// them pending: only the compact witness goes up) equal the CPU's proofs of the same
+/// circuits synthesized in full, byte for byte with r = s = 0; with random r, s they
+/// verify. Twice over, so the matrices' second use (resident) is covered, and with two
+/// callers at once (both staging slots computing products).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn proofs_with_products_on_the_device_equal_the_full_synthesis_proofs() {
+    use cuzk_groth16::matrices::compile_matrices;
+    use cuzk_groth16::{synthesize_witness, Stage, SynthesizedCircuit};
+    use std::sync::Arc;
+    let Some(g) = common::gpu() else { return };
+    let backend = CudaBackend::new(g);
+    let mut rng = ChaCha20Rng::seed_from_u64(0x70d);
+    let check = |name: &str,
+                 params: &cuzk_groth16::ParameterSet,
+                 m: Arc<cuzk_groth16::matrices::ConstraintMatrices>,
+                 full: Vec<SynthesizedCircuit>,
+                 witnesses: Vec<cuzk_groth16::Witness>| {
+        let inputs: Vec<Vec<Scalar>> = full.iter().map(|c| c.input[1..].to_vec()).collect();
+        let zero = vec![ProofRandomness::zero(); full.len()];
+        let cpu = CpuBackend::new().prove(params, &mut { full }, &zero).unwrap();
+        let pending = |ws: &[cuzk_groth16::Witness]| -> Vec<SynthesizedCircuit> {
+            ws.iter().map(|w| SynthesizedCircuit::with_pending_products(m.clone(), w.clone()).unwrap()).collect()
+        };
+        for round in 0..2 {
+            let out = backend.prove(params, &mut pending(&witnesses), &zero).unwrap();
+            assert_eq!(out.proofs, cpu.proofs, "{name}, round {round}: products on the device give other proofs");
+            let d = out.device.unwrap();
+            eprintln!(
+                "{name}, round {round}: equal to the CPU's; products {:?}, upload {:?}, {} bytes up",
+                out.timings.get(Stage::Products),
+                out.timings.get(Stage::Upload),
+                d.bytes_up
+            );
+        }
+        // Two callers at once.
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..2).map(|_| s.spawn(|| backend.prove(params, &mut pending(&witnesses), &zero).unwrap().proofs)).collect();
+            for r in runs {
+                assert_eq!(r.join().unwrap(), cpu.proofs, "{name}: concurrent callers get other proofs");
+            }
+        });
+        // The CPU backend computes pending products on the host: the same proofs.
+        assert_eq!(CpuBackend::new().prove(params, &mut pending(&witnesses), &zero).unwrap().proofs, cpu.proofs, "{name}: CPU products");
+        let rs: Vec<_> = witnesses.iter().map(|_| ProofRandomness::random(&mut ChaCha20Rng::seed_from_u64(7))).collect();
+        let out = backend.prove(params, &mut pending(&witnesses), &rs).unwrap();
+        let pvk = PreparedVerifyingKey::new(&params.vk);
+        for (p, x) in out.proofs.iter().zip(&inputs) {
+            assert!(verify_proof(&pvk, p, x).unwrap(), "{name}: a proof with products on the device does not verify");
+        }
+    };
+    for log_n in [10u32, 16] {
+        let shape = SyntheticShape::for_domain(log_n);
+        let params = generate_parameters(shape.circuit(0), &mut rng, &NoProgress).unwrap();
+        let m = Arc::new(compile_matrices(shape.circuit(0)).unwrap());
+        let seeds = [3u64, 4];
+        let full = synthesize_many(seeds.iter().map(|&s| shape.circuit(s)).collect()).unwrap();
+        let witnesses = seeds.iter().map(|&s| synthesize_witness(shape.circuit(s), 0).unwrap()).collect();
+        check(&format!("synthetic 2^{log_n}"), &params, m, full, witnesses);
+    }
+    let circuit = || MixedCircuit { constraints: 5000, seed: 11 };
+    let params = generate_parameters(circuit(), &mut rng, &NoProgress).unwrap();
+    let m = Arc::new(compile_matrices(circuit()).unwrap());
+    check("mixed 5000", &params, m, synthesize_many(vec![circuit()]).unwrap(), vec![synthesize_witness(circuit(), 0).unwrap()]);
 }

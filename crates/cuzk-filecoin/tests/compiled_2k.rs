@@ -6,7 +6,7 @@
 
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
-use cuzk_groth16::synthesis::EvalBuffers;
+use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
 
 fn buffers() -> EvalBuffers {
     EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
@@ -22,7 +22,7 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
         assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
         // Partition 0's matrices serve every partition of the shape.
-        let compiled = matrices.synthesize(witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let compiled = SynthesizedCircuit::from_matrices(&matrices, witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what} partition {k}: constraints");
         assert!(compiled.a.as_slice() == full.a.as_slice(), "{what} partition {k}: a");
         assert!(compiled.b.as_slice() == full.b.as_slice(), "{what} partition {k}: b");

@@ -36,6 +36,9 @@ pub enum Stage {
     Upload,
     /// Host work before the device is taken: index lists, the public-input parts.
     Prepare,
+    /// a = A·z, b = B·z, c = C·z from compiled matrices, where synthesis left them to
+    /// the backend (on a device: the witness's expansion too).
+    Products,
     /// The NTTs and pointwise passes of the H polynomial.
     HPolynomial,
     MsmH,
@@ -47,13 +50,24 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 9] =
-        [Stage::Upload, Stage::Prepare, Stage::HPolynomial, Stage::MsmH, Stage::MsmL, Stage::MsmA, Stage::MsmBG1, Stage::MsmBG2, Stage::Assembly];
+    pub const ALL: [Stage; 10] = [
+        Stage::Upload,
+        Stage::Prepare,
+        Stage::Products,
+        Stage::HPolynomial,
+        Stage::MsmH,
+        Stage::MsmL,
+        Stage::MsmA,
+        Stage::MsmBG1,
+        Stage::MsmBG2,
+        Stage::Assembly,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Stage::Upload => "upload",
             Stage::Prepare => "prepare",
+            Stage::Products => "products",
             Stage::HPolynomial => "h_poly",
             Stage::MsmH => "msm_h",
             Stage::MsmL => "msm_l",

@@ -5,7 +5,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use crate::synthesis::ScalarClasses;
+use crate::density::ScalarClasses;
 use crate::witness::Witness;
 
 /// A witness as it crosses to a device: the inputs, the aux values' classes (bitmaps
@@ -26,6 +26,13 @@ impl CompactWitness {
         let classes = ScalarClasses::classify(&w.aux);
         let others = w.aux.par_iter().filter(|v| !v.is_zero_vartime() && **v != Scalar::ONE).copied().collect();
         CompactWitness { input: w.input.clone(), classes, others }
+    }
+
+    /// The compact form of the inputs `input` and the aux values `aux` already
+    /// classified as `classes` (a synthesized circuit's), the others kept in parallel.
+    pub fn from_classified(input: &[Scalar], aux: &[Scalar], classes: &ScalarClasses) -> Self {
+        let others = aux.par_iter().filter(|v| !v.is_zero_vartime() && **v != Scalar::ONE).copied().collect();
+        CompactWitness { input: input.to_vec(), classes: classes.clone(), others }
     }
 
     pub fn num_aux(&self) -> usize {

@@ -3,6 +3,7 @@
 //! Modules are named after the pieces of the scheme:
 //! - [`synthesis`]: running a `bellpepper_core::Circuit` into a [`SynthesizedCircuit`]
 //!   (assignments, the a/b/c evaluation vectors, query densities, 0/1/other split);
+//! - [`density`]: bitmaps over the variables (query densities, the 0/1/other split);
 //! - [`witness`]: witness-only synthesis, the assignments alone (no linear combination
 //!   is built);
 //! - [`matrices`]: a circuit shape's constraint matrices, compiled once; a, b, c as
@@ -25,6 +26,7 @@
 pub mod array;
 pub mod backend;
 pub mod compact;
+pub mod density;
 pub mod domain;
 pub mod format;
 pub mod generator;

@@ -4,7 +4,7 @@
 //! the same matrices; only the assignment z = (input, aux) changes. So the matrices are
 //! recorded once, from one synthesis that computes no value, and a proof needs only
 //! witness-only synthesis ([`crate::witness`]) and the products a = A·z, b = B·z,
-//! c = C·z ([`ConstraintMatrices::evaluate`]).
+//! c = C·z ([`ConstraintMatrices::products_into`], or a device's kernels).
 //!
 //! Layout: compressed sparse rows over the unified variable index (inputs first, then
 //! aux: column `i` is input `i`, column `num_inputs + j` is aux `j`), with each
@@ -14,8 +14,8 @@
 //! Rows follow the prover's order: the circuit's constraints, then one input
 //! constraint `x_i · 0 = 0` per public input.
 //!
-//! Invariant: for any instance, [`ConstraintMatrices::synthesize`] gives exactly what
-//! [`crate::synthesis::synthesize`] gives (assignments, a, b, c, densities, classes).
+//! Invariant: for any instance, `SynthesizedCircuit::from_matrices` gives exactly what
+//! `synthesis::synthesize` gives (assignments, a, b, c, densities, classes).
 
 use std::collections::HashMap;
 
@@ -25,9 +25,8 @@ use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
 use crate::array::Array;
+use crate::density::Density;
 use crate::progress::{NoProgress, Progress};
-use crate::synthesis::{Density, EvalBuffers, EvalVec, ScalarClasses, SynthesizedCircuit};
-use crate::witness::Witness;
 
 /// Distinct coefficients a compiled circuit may have: indices are 16 bits.
 pub const MAX_COEFFICIENTS: usize = 1 << 16;
@@ -148,34 +147,30 @@ impl ConstraintMatrices {
         self.a.bytes() + self.b.bytes() + self.c.bytes() + self.dictionary.len() * 32 + densities
     }
 
-    /// a = A·z, b = B·z, c = C·z for `witness` into `buffers`, and everything else a
-    /// prover needs: the instance as [`crate::synthesis::synthesize_into`] would give it.
-    pub fn synthesize(&self, witness: Witness, buffers: EvalBuffers) -> Result<SynthesizedCircuit, SynthesisError> {
-        if witness.input.len() != self.num_inputs || witness.aux.len() != self.num_aux {
+    /// Whether an assignment of `inputs` inputs and `aux` aux values is an instance of
+    /// this shape (else it is another circuit's, logged).
+    pub fn fits(&self, inputs: usize, aux: usize) -> bool {
+        let fits = inputs == self.num_inputs && aux == self.num_aux;
+        if !fits {
             tracing::error!(
-                inputs = witness.input.len(),
-                aux = witness.aux.len(),
+                inputs,
+                aux,
                 expected_inputs = self.num_inputs,
                 expected_aux = self.num_aux,
                 "the witness does not fit the compiled matrices (another circuit shape)"
             );
-            return Err(SynthesisError::Unsatisfiable);
         }
+        fits
+    }
+
+    /// a = A·z, b = B·z, c = C·z of z = (`input`, `aux`) on the host, in parallel, into
+    /// the first `num_constraints` values of each output (callers check [`Self::fits`]
+    /// and the outputs' lengths).
+    pub fn products_into(&self, input: &[Scalar], aux: &[Scalar], [a, b, c]: [&mut [Scalar]; 3]) {
         let n = self.num_constraints();
-        let product = |m: &SparseMatrix, storage| -> Result<EvalVec, SynthesisError> {
-            let mut v = EvalVec::new(storage);
-            v.resize(n)?;
-            m.multiply(&self.dictionary, &witness.input, &witness.aux, v.as_mut_slice());
-            Ok(v)
-        };
-        let (a, b, c) = (product(&self.a, buffers.a)?, product(&self.b, buffers.b)?, product(&self.c, buffers.c)?);
-        let aux_classes = ScalarClasses::classify(&witness.aux);
-        Ok(SynthesizedCircuit::from_parts(
-            witness,
-            [a, b, c],
-            [self.a_aux_density.clone(), self.b_input_density.clone(), self.b_aux_density.clone()],
-            aux_classes,
-        ))
+        self.a.multiply(&self.dictionary, input, aux, &mut a[..n]);
+        self.b.multiply(&self.dictionary, input, aux, &mut b[..n]);
+        self.c.multiply(&self.dictionary, input, aux, &mut c[..n]);
     }
 }
 
@@ -387,7 +382,7 @@ impl ConstraintSystem<Scalar> for MatrixAssembly<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthesis::synthesize;
+    use crate::synthesis::{synthesize, EvalBuffers, SynthesizedCircuit};
     use crate::synthetic::SyntheticShape;
     use crate::witness::synthesize_witness;
 
@@ -414,7 +409,7 @@ mod tests {
             // One compilation serves every instance of the shape.
             for seed in [1, 2] {
                 let full = synthesize(shape.circuit(seed)).unwrap();
-                let compiled = matrices.synthesize(synthesize_witness(shape.circuit(seed), 0).unwrap(), buffers()).unwrap();
+                let compiled = SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(shape.circuit(seed), 0).unwrap(), buffers()).unwrap();
                 assert_same(&compiled, &full, &format!("2^{log_n} seed {seed}"));
             }
             assert!(matrices.dictionary.len() >= 2 && matrices.non_zeros() >= matrices.num_constraints());
@@ -447,7 +442,7 @@ mod tests {
     fn compiled_products_equal_full_synthesis_on_mixed_coefficients() {
         let matrices = compile_matrices(Mixed).unwrap();
         let full = synthesize(Mixed).unwrap();
-        assert_same(&matrices.synthesize(synthesize_witness(Mixed, 0).unwrap(), buffers()).unwrap(), &full, "mixed");
+        assert_same(&SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(Mixed, 0).unwrap(), buffers()).unwrap(), &full, "mixed");
         assert_eq!(matrices.num_constraints(), 3 + 2);
         // ±1 fixed, then 2 and 50 (4 = 2 + 2 merged into one term; -2 + 2 cancels).
         assert_eq!(&matrices.dictionary[..2], &[Scalar::ONE, -Scalar::ONE]);
@@ -459,6 +454,6 @@ mod tests {
     fn a_witness_of_another_shape_is_refused() {
         let matrices = compile_matrices(SyntheticShape::for_domain(6).circuit(0)).unwrap();
         let other = synthesize_witness(SyntheticShape::for_domain(7).circuit(0), 0).unwrap();
-        assert!(matrices.synthesize(other, buffers()).is_err());
+        assert!(SynthesizedCircuit::from_matrices(&matrices, other, buffers()).is_err());
     }
 }

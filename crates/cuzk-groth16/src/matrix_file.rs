@@ -274,7 +274,7 @@ mod tests {
         assert!(matches!(mapped.a.columns, Array::Mapped { .. }), "memory-mapped, not copied");
         assert_eq!(mapped, compiled);
         let full = synthesize(shape.circuit(4)).unwrap();
-        let s = mapped.synthesize(synthesize_witness(shape.circuit(4), 0).unwrap(), buffers()).unwrap();
+        let s = crate::synthesis::SynthesizedCircuit::from_matrices(&mapped, synthesize_witness(shape.circuit(4), 0).unwrap(), buffers()).unwrap();
         assert!(s.a.as_slice() == full.a.as_slice() && s.b.as_slice() == full.b.as_slice() && s.c.as_slice() == full.c.as_slice());
         assert!(!path.with_extension("partial").exists(), "no temporary left");
     }

@@ -12,7 +12,7 @@ use ff::PrimeField;
 use group::Group;
 use rayon::prelude::*;
 
-use crate::synthesis::{Density, ScalarClasses};
+use crate::density::{Density, ScalarClasses};
 
 /// Variables per task when walking densities (a multiple of 64: whole bitmap words).
 const SPLIT_CHUNK: usize = 1 << 16;

@@ -1,6 +1,6 @@
 //! The CPU proving backend.
 //!
-//! Per circuit: the H polynomial (six NTTs on the CPU), the H MSM (dense), the L, A
+//! Per circuit: a, b, c from the compiled matrices where synthesis left them pending, the H polynomial (six NTTs on the CPU), the H MSM (dense), the L, A
 //! and B MSMs as split MSMs over their densities, then the Groth16 assembly
 //!   A = α + Σ aᵢ·zᵢ + r·δ            (G1)
 //!   B = β + Σ bᵢ·zᵢ + s·δ            (G2, and its twin B₁ in G1)
@@ -18,7 +18,7 @@ use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::{HostQueries, ParameterSet};
 use crate::proof::Proof;
-use crate::synthesis::SynthesizedCircuit;
+use crate::synthesis::{EvalBuffers, SynthesizedCircuit};
 
 /// Groth16 on the CPU: NTTs with rayon, MSMs with blst's Pippenger.
 #[derive(Default)]
@@ -81,6 +81,13 @@ fn prove_one(
     t: &mut StageTimings,
 ) -> Result<Proof, ProveError> {
     let n = domain.size();
+    if c.pending_products().is_some() {
+        // a, b, c left to the backend: the host's parallel sparse products, into
+        // vectors of the domain's size (the H polynomial works in them).
+        let v = || -> Box<Vec<blstrs::Scalar>> { Box::new(Vec::with_capacity(n)) };
+        t.time(Stage::Products, || c.compute_products(EvalBuffers { a: v(), b: v(), c: v() }))
+            .map_err(|e| ProveError::Backend(format!("computing a, b, c from the compiled matrices: {e}")))?;
+    }
     c.mark_consumed();
     for v in [&mut c.a, &mut c.b, &mut c.c] {
         v.resize(n).map_err(|_| ProveError::Buffer(format!("needs {n} elements, has {}", v.capacity())))?;
@@ -117,4 +124,41 @@ pub fn assemble(
     let mut affine = [G1Affine::identity(); 2];
     G1Projective::batch_normalize(&[g_a, g_c], &mut affine);
     Proof { a: affine[0], b: g_b.to_affine(), c: affine[1] }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::generator::generate_parameters;
+    use crate::matrices::compile_matrices;
+    use crate::progress::NoProgress;
+    use crate::synthesis::synthesize_many;
+    use crate::synthetic::SyntheticShape;
+    use crate::witness::synthesize_witness;
+    use rand_core::SeedableRng;
+
+    /// a, b, c left pending by synthesis and computed by the backend from the compiled
+    /// matrices give the proofs of full synthesis, byte for byte with fixed r, s.
+    #[test]
+    fn pending_products_give_the_full_synthesis_proofs() {
+        let shape = SyntheticShape::for_domain(9);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let params = generate_parameters(shape.circuit(0), &mut rng, &NoProgress).unwrap();
+        let m = Arc::new(compile_matrices(shape.circuit(0)).unwrap());
+        let rs = [ProofRandomness::random(&mut rng), ProofRandomness::random(&mut rng)];
+        let full = CpuBackend::new().prove(&params, &mut synthesize_many(vec![shape.circuit(5), shape.circuit(6)]).unwrap(), &rs).unwrap();
+        let mut pending: Vec<SynthesizedCircuit> = [5, 6]
+            .iter()
+            .map(|&s| SynthesizedCircuit::with_pending_products(m.clone(), synthesize_witness(shape.circuit(s), 0).unwrap()).unwrap())
+            .collect();
+        assert!(pending.iter().all(|c| c.pending_products().is_some() && c.a.is_empty()));
+        let out = CpuBackend::new().prove(&params, &mut pending, &rs).unwrap();
+        assert_eq!(out.proofs, full.proofs);
+        assert!(out.timings.get(Stage::Products) > std::time::Duration::ZERO);
+        // A witness of another shape is refused when it is made pending.
+        let other = synthesize_witness(SyntheticShape::for_domain(8).circuit(0), 0).unwrap();
+        assert!(SynthesizedCircuit::with_pending_products(m, other).is_err());
+    }
 }

@@ -10,147 +10,17 @@
 //! coefficient in at least one constraint; the parameter generator in
 //! [`crate::generator`] applies the same rule, so query lengths always agree.
 
+use std::sync::Arc;
+
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-/// A bitmap over the variables of one kind (inputs or aux), saying which belong to a query.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Density {
-    words: Vec<u64>,
-    len: usize,
-}
+use crate::matrices::ConstraintMatrices;
+use crate::witness::Witness;
 
-impl Density {
-    /// `len` variables, none in the query.
-    pub fn empty(len: usize) -> Self {
-        Density { words: vec![0; len.div_ceil(64)], len }
-    }
-
-    /// A density from its words (64 variables each, least significant bit first); bits
-    /// past `len` are cleared. `words` must hold `len.div_ceil(64)` words.
-    pub fn from_words(words: Vec<u64>, len: usize) -> Self {
-        debug_assert_eq!(words.len(), len.div_ceil(64));
-        let mut d = Density { words, len };
-        d.clear_tail();
-        d
-    }
-
-    /// `len` variables, all in the query.
-    pub fn full(len: usize) -> Self {
-        let mut d = Density { words: vec![u64::MAX; len.div_ceil(64)], len };
-        d.clear_tail();
-        d
-    }
-
-    fn clear_tail(&mut self) {
-        if self.len % 64 != 0 {
-            if let Some(last) = self.words.last_mut() {
-                *last &= (1u64 << (self.len % 64)) - 1;
-            }
-        }
-    }
-
-    /// Appends one variable.
-    pub fn push(&mut self, set: bool) {
-        if self.len % 64 == 0 {
-            self.words.push(0);
-        }
-        if set {
-            self.words[self.len / 64] |= 1 << (self.len % 64);
-        }
-        self.len += 1;
-    }
-
-    /// Marks variable `i` (which must exist) as part of the query.
-    #[inline]
-    pub fn set(&mut self, i: usize) {
-        debug_assert!(i < self.len);
-        self.words[i / 64] |= 1 << (i % 64);
-    }
-
-    #[inline]
-    pub fn get(&self, i: usize) -> bool {
-        i < self.len && (self.words[i / 64] >> (i % 64)) & 1 == 1
-    }
-
-    /// Number of variables covered (members or not).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Number of variables in the query.
-    pub fn count(&self) -> usize {
-        self.words.par_iter().map(|w| w.count_ones() as usize).sum()
-    }
-
-    /// The values at the positions in the set, in order.
-    pub fn select<T: Copy>(&self, values: &[T]) -> Vec<T> {
-        values.iter().enumerate().filter(|(i, _)| self.get(*i)).map(|(_, v)| *v).collect()
-    }
-
-    /// The backing words, 64 variables each, least significant bit first.
-    pub fn words(&self) -> &[u64] {
-        &self.words
-    }
-
-    /// Builds a density from a predicate over `len` variables, in parallel.
-    pub fn from_fn(len: usize, f: impl Fn(usize) -> bool + Sync) -> Self {
-        let words = (0..len.div_ceil(64))
-            .into_par_iter()
-            .map(|w| {
-                let mut word = 0u64;
-                for bit in 0..64 {
-                    let i = w * 64 + bit;
-                    if i < len && f(i) {
-                        word |= 1 << bit;
-                    }
-                }
-                word
-            })
-            .collect();
-        Density { words, len }
-    }
-}
-
-/// Which aux values are 0, which are 1; all others are "significant".
-///
-/// Filecoin circuits are mostly bits, so an MSM skips the zeros, sums the bases of the
-/// ones, and runs Pippenger only over the significant rest.
-#[derive(Clone, Debug, Default)]
-pub struct ScalarClasses {
-    pub zero: Density,
-    pub one: Density,
-}
-
-impl ScalarClasses {
-    /// Classifies `values` in parallel.
-    pub fn classify(values: &[Scalar]) -> Self {
-        let zero = Density::from_fn(values.len(), |i| values[i].is_zero_vartime());
-        let one = Density::from_fn(values.len(), |i| values[i] == Scalar::ONE);
-        ScalarClasses { zero, one }
-    }
-
-    /// (zeros, ones, significant) counts.
-    pub fn counts(&self) -> (usize, usize, usize) {
-        let z = self.zero.count();
-        let o = self.one.count();
-        (z, o, self.zero.len() - z - o)
-    }
-
-    /// (zeros, ones, significant) counts among the variables in `query` (a density
-    /// over the same aux variables): the scalars that query's MSM sees.
-    pub fn counts_within(&self, query: &Density) -> (usize, usize, usize) {
-        let within = |d: &Density| d.words().par_iter().zip(query.words()).map(|(a, b)| (a & b).count_ones() as usize).sum::<usize>();
-        let (z, o) = (within(&self.zero), within(&self.one));
-        (z, o, query.count() - z - o)
-    }
-}
+pub use crate::density::{Density, ScalarClasses};
 
 /// Memory that one evaluation vector (a, b or c) is written into.
 ///
@@ -330,6 +200,10 @@ pub struct SynthesizedCircuit {
     /// Dropped with the witness; its presence asks a backend to free the witness as
     /// soon as it has read it ([`SynthesizedCircuit::charge_witness`]).
     witness_charge: Option<WitnessCharge>,
+    /// Set when a, b, c were left to the backend ([`SynthesizedCircuit::with_pending_products`]):
+    /// the compiled matrices whose products with the witness they are; a, b, c are
+    /// then empty.
+    products: Option<Arc<ConstraintMatrices>>,
 }
 
 /// Whatever an owner ties to a circuit's witness (the engine: its memory-budget charge),
@@ -345,9 +219,9 @@ impl std::fmt::Debug for WitnessCharge {
 impl SynthesizedCircuit {
     /// An instance from its witness, its evaluations `[a, b, c]` (one value per
     /// constraint, input constraints included) and its densities `[A aux, B input,
-    /// B aux]`: what compiled matrices produce ([`crate::matrices`]).
-    pub(crate) fn from_parts(
-        witness: crate::witness::Witness,
+    /// B aux]`.
+    fn from_parts(
+        witness: Witness,
         [a, b, c]: [EvalVec; 3],
         [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
         aux_classes: ScalarClasses,
@@ -356,6 +230,7 @@ impl SynthesizedCircuit {
             num_constraints: a.len(),
             consumed: false,
             witness_charge: None,
+            products: None,
             input: witness.input,
             aux: witness.aux,
             a,
@@ -365,6 +240,64 @@ impl SynthesizedCircuit {
             b_input_density,
             b_aux_density,
             aux_classes,
+        }
+    }
+
+    fn densities(m: &ConstraintMatrices) -> [Density; 3] {
+        [m.a_aux_density.clone(), m.b_input_density.clone(), m.b_aux_density.clone()]
+    }
+
+    /// The instance of `witness` with a = A·z, b = B·z, c = C·z computed on the host
+    /// from the compiled matrices `m`, into `buffers`: what [`synthesize_into`] gives for
+    /// the same circuit. A witness of another shape is refused.
+    pub fn from_matrices(m: &ConstraintMatrices, witness: Witness, buffers: EvalBuffers) -> Result<Self, SynthesisError> {
+        if !m.fits(witness.input.len(), witness.aux.len()) {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        let abc = host_products(m, &witness, buffers)?;
+        let aux_classes = ScalarClasses::classify(&witness.aux);
+        Ok(Self::from_parts(witness, abc, Self::densities(m), aux_classes))
+    }
+
+    /// The instance of `witness` with a, b, c left to the backend, which computes them
+    /// from the compiled matrices `m` where it proves (a GPU backend on its device, from
+    /// the compact witness; the CPU backend on the host): no host memory for a, b, c.
+    /// A witness of another shape is refused.
+    pub fn with_pending_products(m: Arc<ConstraintMatrices>, witness: Witness) -> Result<Self, SynthesisError> {
+        if !m.fits(witness.input.len(), witness.aux.len()) {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        let aux_classes = ScalarClasses::classify(&witness.aux);
+        let empty = || EvalVec::with_capacity(0);
+        let mut c = Self::from_parts(witness, [empty(), empty(), empty()], Self::densities(&m), aux_classes);
+        c.num_constraints = m.num_constraints();
+        c.products = Some(m);
+        Ok(c)
+    }
+
+    /// The compiled matrices whose products with the witness a, b, c are, when the
+    /// backend is to compute them ([`SynthesizedCircuit::with_pending_products`]).
+    pub fn pending_products(&self) -> Option<&Arc<ConstraintMatrices>> {
+        self.products.as_ref()
+    }
+
+    /// Computes pending products on the host into `buffers` (the CPU backend's way, and
+    /// a GPU backend's where the matrices do not fit its device): a, b, c then hold
+    /// them as after a synthesis. Nothing to do when none are pending.
+    pub fn compute_products(&mut self, buffers: EvalBuffers) -> Result<(), SynthesisError> {
+        let Some(m) = self.products.take() else { return Ok(()) };
+        let witness = Witness { input: std::mem::take(&mut self.input), aux: std::mem::take(&mut self.aux) };
+        let abc = host_products(&m, &witness, buffers);
+        (self.input, self.aux) = (witness.input, witness.aux);
+        match abc {
+            Ok([a, b, c]) => {
+                (self.a, self.b, self.c) = (a, b, c);
+                Ok(())
+            }
+            Err(e) => {
+                self.products = Some(m);
+                Err(e)
+            }
         }
     }
 
@@ -442,6 +375,7 @@ impl SynthesizedCircuit {
             num_constraints: self.num_constraints,
             consumed: false,
             witness_charge: None,
+            products: self.products.clone(),
         })
     }
 
@@ -457,6 +391,19 @@ impl SynthesizedCircuit {
     pub fn domain_size(&self) -> usize {
         self.num_constraints().next_power_of_two()
     }
+}
+
+/// a, b, c of `w` from the compiled matrices `m` into `buffers` (each made large
+/// enough); the caller has checked that `w` fits `m`.
+fn host_products(m: &ConstraintMatrices, w: &Witness, buffers: EvalBuffers) -> Result<[EvalVec; 3], SynthesisError> {
+    let n = m.num_constraints();
+    let mut abc = [EvalVec::new(buffers.a), EvalVec::new(buffers.b), EvalVec::new(buffers.c)];
+    for v in &mut abc {
+        v.resize(n)?;
+    }
+    let [a, b, c] = &mut abc;
+    m.products_into(&w.input, &w.aux, [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()]);
+    Ok(abc)
 }
 
 /// The constraint system that records assignments and evaluations during synthesis.
@@ -618,6 +565,7 @@ pub fn synthesize_into<C: Circuit<Scalar>>(circuit: C, buffers: EvalBuffers) -> 
         num_constraints,
         consumed: false,
         witness_charge: None,
+        products: None,
         input: cs.input,
         aux: cs.aux,
         a: cs.a,

@@ -85,7 +85,7 @@ pub fn run(circuit: Circuit, job: &dyn FilecoinJob, k: usize, dir: &Path, domain
     println!("  witness-only synthesis ({} threads): {}", rayon::current_num_threads(), witness_cost.describe());
     let buffers = new_buffers(None, domain)?;
     let sp = spinner("a, b, c from the compiled matrices");
-    let (synthesized, products) = measure(|| matrices.synthesize(witness, buffers));
+    let (synthesized, products) = measure(|| SynthesizedCircuit::from_matrices(&matrices, witness, buffers));
     sp.finish_and_clear();
     let synthesized = synthesized?;
     println!("  a, b, c as sparse products ({} threads): {}", rayon::current_num_threads(), products.describe());

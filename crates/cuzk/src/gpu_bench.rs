@@ -192,10 +192,10 @@ fn run_products(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     let s = gpu.stream();
     let mut out = None;
     let expand_ms = time_ms(gpu, args.reps, || {
-        drop(DeviceWitness::upload(gpu, &compact)?);
+        drop(DeviceWitness::upload(gpu, gpu.stream(), &compact)?);
         Ok(())
     })?;
-    let dw = DeviceWitness::upload(gpu, &compact)?;
+    let dw = DeviceWitness::upload(gpu, gpu.stream(), &compact)?;
     let products_ms = time_ms(gpu, args.reps, || {
         out = Some(dm.products(gpu, &dw, len)?);
         Ok(())
@@ -204,7 +204,11 @@ fn run_products(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     // The host's products (the CPU backend's path), timed; then the device's compared.
     let z_host: Vec<Scalar> = w.input.iter().chain(&w.aux).copied().collect();
     let t = Instant::now();
-    let host = m.synthesize(w, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) })?;
+    let host = cuzk_groth16::SynthesizedCircuit::from_matrices(
+        &m,
+        w,
+        EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
+    )?;
     let host_s = t.elapsed().as_secs_f64();
     let [a, b, c] = out.context("no products")?;
     let z_ok = dw.to_host()? == z_host;

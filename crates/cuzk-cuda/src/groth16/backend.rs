@@ -1,20 +1,26 @@
 //! [`CudaBackend`]: the GPU proving backend. It keeps each parameter set's points
 //! where the placement puts them (loaded on first use, kept until the set is
-//! released) and proves each circuit with its GPU's [`PartitionProver`].
+//! released) and the compiled matrices of circuits whose a, b, c it computes, and
+//! proves each circuit with its GPU's [`PartitionProver`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use blstrs::Scalar;
 use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::ParameterSetId;
-use cuzk_groth16::synthesis::SynthesizedCircuit;
-use cuzk_groth16::{NoProgress, ParameterSet, Progress};
+use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
+use cuzk_groth16::{NoProgress, ParameterSet, Progress, Proof};
 
 use super::compute::PartitionProver;
-use super::placement::{decide, Placement};
+use super::placement::{decide, working_bytes, Placement};
 use super::points::{load, LoadedPoints};
+use super::products::{matrices_bytes, DeviceMatrices};
+use super::staging::STAGING_SLOTS;
 use crate::device::{backend_error, DeviceLock, Gpu};
+use crate::field::DeviceFr;
 use crate::msm::streamed::{check_chunk_bytes, BaseChunks};
 
 /// Where a backend keeps parameter sets' points.
@@ -37,6 +43,9 @@ struct Decided {
     points_bytes: usize,
 }
 
+/// A circuit shape's compiled matrices on the host and, where they fit, on the device.
+type ShapeMatrices = (Arc<ConstraintMatrices>, Option<Arc<DeviceMatrices>>);
+
 /// Groth16 on one GPU.
 pub struct CudaBackend {
     prover: PartitionProver,
@@ -48,6 +57,12 @@ pub struct CudaBackend {
     /// not the map's lock: proofs with loaded sets go on meanwhile.
     loading: Mutex<()>,
     policy: PointsPlacement,
+    /// Compiled matrices of the circuits whose a, b, c this device computes, by the
+    /// host's copy (the engine keeps one per circuit shape): uploaded on first use, or
+    /// None where they do not fit beside a partition's working memory (their a, b, c
+    /// are then computed on the host and uploaded; logged once). An entry goes when no
+    /// one else holds its host copy any more.
+    matrices: Mutex<Vec<ShapeMatrices>>,
 }
 
 impl CudaBackend {
@@ -58,6 +73,7 @@ impl CudaBackend {
             decided: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             policy: PointsPlacement::Auto,
+            matrices: Mutex::new(Vec::new()),
         }
     }
 
@@ -118,6 +134,67 @@ impl CudaBackend {
         decide(p.points_bytes(), n, free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
     }
 
+    /// `m` on this device for partitions of an n-point domain: uploaded on first use
+    /// when the matrices, two partitions' expanded witnesses and a partition's working
+    /// memory fit in the free memory; else None (decided once per shape, logged).
+    fn device_matrices(&self, m: &Arc<ConstraintMatrices>, n: usize) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+        let mut cache = self.matrices.lock().map_err(|_| ProveError::Backend("compiled matrices map poisoned".into()))?;
+        cache.retain(|(k, _)| Arc::strong_count(k) > 1 || Arc::ptr_eq(k, m));
+        if let Some((_, d)) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
+            return Ok(d.clone());
+        }
+        let gb = |b: usize| format!("{:.2}", b as f64 / 1e9);
+        let need = matrices_bytes(m) as usize;
+        // z and its class bitmaps, in each of the two staging slots' partitions.
+        let witnesses = STAGING_SLOTS * (m.num_inputs + m.num_aux) * (std::mem::size_of::<DeviceFr>() + 1);
+        let working = working_bytes(n, n.saturating_sub(1));
+        let free = {
+            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+            self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))? + self.prover.staging.bytes_held(n)
+        };
+        let d = if need + witnesses + working <= free {
+            let start = Instant::now();
+            let d = DeviceMatrices::upload(self.gpu(), m).map_err(|e| backend_error("uploading the compiled matrices", e))?;
+            tracing::info!(backend = %self.name(), constraints = m.num_constraints(), gb = gb(need), seconds = format!("{:.2}", start.elapsed().as_secs_f64()), "compiled matrices resident on the GPU: a, b, c computed there");
+            Some(Arc::new(d))
+        } else {
+            tracing::warn!(
+                backend = %self.name(),
+                constraints = m.num_constraints(),
+                matrices_gb = gb(need),
+                witnesses_gb = gb(witnesses),
+                working_gb = gb(working),
+                free_gb = gb(free),
+                "compiled matrices do not fit beside a partition's working memory: a, b, c computed on the host and uploaded"
+            );
+            None
+        };
+        cache.push((m.clone(), d.clone()));
+        Ok(d)
+    }
+
+    /// One circuit's proof: its a, b, c computed on this device when pending and its
+    /// matrices fit here, else on the host first.
+    fn prove_one(
+        &self,
+        params: &ParameterSet,
+        points: &LoadedPoints,
+        c: &mut SynthesizedCircuit,
+        rs: &ProofRandomness,
+        t: &mut StageTimings,
+    ) -> Result<(Proof, DeviceReport), ProveError> {
+        let matrices = match c.pending_products() {
+            Some(m) => self.device_matrices(m, c.domain_size())?,
+            None => None,
+        };
+        if c.pending_products().is_some() && matrices.is_none() {
+            let v = || -> Box<Vec<Scalar>> { Box::new(Vec::new()) };
+            t.time(Stage::Products, || c.compute_products(EvalBuffers { a: v(), b: v(), c: v() }))
+                .map_err(|e| ProveError::Backend(format!("computing a, b, c from the compiled matrices on the host: {e}")))?;
+        }
+        self.prover.prove(params, points, matrices.as_deref(), c, rs, t)
+    }
+
     /// The parameter set's points, loaded on first use where the placement puts them.
     fn points(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<LoadedPoints>, ProveError> {
         let loaded = || -> Result<Option<Arc<LoadedPoints>>, ProveError> {
@@ -174,7 +251,7 @@ impl ProvingBackend for CudaBackend {
         let points = self.points(params, &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
         let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
-            let (proof, report) = self.prover.prove(params, &points, c, rs, t)?;
+            let (proof, report) = self.prove_one(params, &points, c, rs, t)?;
             device.add(&report);
             Ok(proof)
         })?;

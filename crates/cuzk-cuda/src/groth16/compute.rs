@@ -15,6 +15,7 @@ use cuzk_groth16::{ParameterSet, Proof};
 
 use super::points::LoadedPoints;
 use super::prepare::{prepare, Prepared};
+use super::products::DeviceMatrices;
 use super::staging::StagingSlots;
 use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
 use crate::field::DeviceFr;
@@ -81,20 +82,22 @@ impl PartitionProver {
         Ok(chunks)
     }
 
-    /// One proof of circuit `c` with the set's `points`. A circuit with a witness
+    /// One proof of circuit `c` with the set's `points` (and, where its a, b, c are
+    /// pending, its compiled `matrices` on this device). A circuit with a witness
     /// charge has its witness freed as soon as the device has it: before waiting for
     /// the device when another proof holds it, else after the proof.
     pub fn prove(
         &self,
         p: &ParameterSet,
         points: &LoadedPoints,
+        matrices: Option<&DeviceMatrices>,
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         c.mark_consumed();
         let t0 = Instant::now();
-        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c)?;
+        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c, matrices)?;
         let device = match self.device.try_lock() {
             Ok(held) => held,
             Err(TryLockError::WouldBlock) if c.frees_witness_early() => {
@@ -162,8 +165,12 @@ impl PartitionProver {
             (Stage::MsmBG1, span(m.b_g1.span())?),
             (Stage::MsmBG2, span(m.b_g2.span())?),
         ];
-        // From the first pageable upload to the end of c's.
-        let up = x.abc.upload_start.elapsed_ms(&x.abc.uploaded[2]).map(ms)?;
+        // From the first pageable upload to the end of c's (or to the products, which
+        // end with c's).
+        let (up, products) = match &x.abc.products_start {
+            None => (x.abc.upload_start.elapsed_ms(&x.abc.uploaded[2]).map(ms)?, Duration::ZERO),
+            Some(p) => (x.abc.upload_start.elapsed_ms(p).map(ms)?, p.elapsed_ms(&x.abc.uploaded[2]).map(ms)?),
+        };
         let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
         let bases_up = m.h.bytes_up() + m.l.bytes_up() + m.a.bytes_up() + m.b_g1.bytes_up() + m.b_g2.bytes_up();
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
@@ -177,6 +184,10 @@ impl PartitionProver {
             ..DeviceReport::default()
         };
         t.add(Stage::Upload, up);
+        if !products.is_zero() {
+            // On the copy stream, overlapping the previous partition's kernels.
+            t.add(Stage::Products, products);
+        }
         for (stage, d) in stages {
             report.busy += d;
             t.add(stage, d);

@@ -1,6 +1,8 @@
 //! The host's part of a proof, with the device free for others: a staging slot taken,
-//! the split MSMs' lists built on the device from the aux values, a, b, c uploaded, and
-//! the public-input parts of the A and B queries summed on the host meanwhile.
+//! the split MSMs' lists built on the device from the aux values, a, b, c uploaded (or,
+//! where synthesis left them pending, the compact witness sent and a, b, c computed
+//! there from the compiled matrices), and the public-input parts of the A and B
+//! queries summed on the host meanwhile.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,8 +12,9 @@ use cudarc::driver::CudaStream;
 use cuzk_groth16::backend::ProveError;
 use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
-use cuzk_groth16::ParameterSet;
+use cuzk_groth16::{CompactWitness, ParameterSet};
 
+use super::products::{DeviceMatrices, DeviceWitness};
 use super::staging::{StagedAbc, StagingSlots};
 use crate::device::{backend_error, Gpu, GpuError};
 use crate::msm::split::{build_on_device, split_plan, upload_density, DeviceAux, SplitPlan};
@@ -60,13 +63,16 @@ struct Lists {
 /// per query, where each chunk's lists start (popcounts of the bitmaps); then, on a
 /// staging slot's copy stream, the pageable aux values and bitmaps go up and the lists
 /// are built from them, and a, b, c follow (pinned: no host wait); the public-input
-/// sums on the host meanwhile.
+/// sums on the host meanwhile. A circuit whose products are pending sends its compact
+/// witness instead and gets a, b, c from `matrices` (its compiled matrices on this
+/// device, which the caller has).
 pub fn prepare<'s, 'c>(
     gpu: &Gpu,
     staging: &'s StagingSlots,
     lens: [usize; 3],
     p: &ParameterSet,
     c: &'c SynthesizedCircuit,
+    matrices: Option<&DeviceMatrices>,
 ) -> Result<Prepared<'s, 'c>, ProveError> {
     let num_inputs = c.num_inputs();
     let b_inputs = c.b_input_density.select(&c.input);
@@ -82,7 +88,12 @@ pub fn prepare<'s, 'c>(
     let plans = [pl?, pa?, pb?];
     let t_plans = t0.elapsed();
     let (staged, (a_inputs, (b_inputs_g1, b_inputs_g2))) = rayon::join(
-        || stage(gpu, staging, lens, &plans, c).map_err(|e| backend_error("uploading a, b, c and building the split lists", e)),
+        || match (c.pending_products(), matrices) {
+            (None, _) => stage(gpu, staging, lens, &plans, c).map_err(|e| backend_error("uploading a, b, c and building the split lists", e)),
+            (Some(_), Some(m)) => stage_products(gpu, staging, lens, &plans, c, m)
+                .map_err(|e| backend_error("computing a, b, c on the device and building the split lists", e)),
+            (Some(_), None) => Err(ProveError::Backend("a, b, c are pending but the compiled matrices are not on the device".into())),
+        },
         || rayon::join(|| host_msm(a_rows, &c.input), || rayon::join(|| host_msm(b_g1_rows, &b_inputs), || host_msm(b_g2_rows, &b_inputs))),
     );
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
@@ -101,8 +112,41 @@ fn stage<'s, 'c>(
 ) -> Result<(StagedAbc<'s, 'c>, Lists), GpuError> {
     let domain = c.a.as_slice().len().max(c.b.as_slice().len()).max(c.c.as_slice().len()).max(1).next_power_of_two();
     let slot = staging.take(domain)?;
-    let lists = build_lists(gpu, slot.copy_stream()?, lens, plans, c)?;
+    if c.aux.is_empty() {
+        let none = || DeviceSplit::new(None, None, None, 0);
+        return Ok((slot.upload(c.a.as_slice(), c.b.as_slice(), c.c.as_slice())?, Lists { l: none(), a: none(), b: none(), bytes: 0 }));
+    }
+    let s = slot.copy_stream()?;
+    let up = Instant::now();
+    let aux = DeviceAux::upload(s, &c.aux, &c.aux_classes)?;
+    tracing::debug!(ms = up.elapsed().as_secs_f64() * 1e3, gb = aux.bytes as f64 / 1e9, "prepare: aux values up (pageable)");
+    let lists = build_lists(gpu, s, lens, plans, c, &aux)?;
     let abc = slot.upload(c.a.as_slice(), c.b.as_slice(), c.c.as_slice())?;
+    Ok((abc, lists))
+}
+
+/// On a staging slot's copy stream: the compact witness up and expanded, the lists
+/// built from it, a, b, c computed from the compiled matrices.
+fn stage_products<'s>(
+    gpu: &Gpu,
+    staging: &'s StagingSlots,
+    lens: [usize; 3],
+    plans: &[SplitPlan; 3],
+    c: &SynthesizedCircuit,
+    matrices: &DeviceMatrices,
+) -> Result<(StagedAbc<'s, 'static>, Lists), GpuError> {
+    if c.aux.is_empty() {
+        return Err(GpuError::Invalid("a circuit without aux values: nothing for compiled matrices to multiply".into()));
+    }
+    let slot = staging.take(c.domain_size())?;
+    let s = slot.copy_stream()?;
+    let up = Instant::now();
+    let compact = CompactWitness::from_classified(&c.input, &c.aux, &c.aux_classes);
+    let z = DeviceWitness::upload(gpu, s, &compact)?;
+    tracing::debug!(ms = up.elapsed().as_secs_f64() * 1e3, gb = z.bytes as f64 / 1e9, "prepare: compact witness up (pageable)");
+    let lists = build_lists(gpu, s, lens, plans, c, &z.aux)?;
+    let abc = slot.products(gpu, matrices, &z)?;
+    // z is freed in stream order, after the kernels that read it.
     Ok((abc, lists))
 }
 
@@ -111,22 +155,18 @@ fn stage<'s, 'c>(
 fn build_lists(
     gpu: &Gpu,
     s: &Arc<CudaStream>,
-    [l_len, a_len, b_len]: [usize; 3],
-    [pl, pa, pb]: &[SplitPlan; 3],
+    lens: [usize; 3],
+    plans: &[SplitPlan; 3],
     c: &SynthesizedCircuit,
+    aux: &DeviceAux,
 ) -> Result<Lists, GpuError> {
+    let [l_len, a_len, b_len] = lens;
+    let [pl, pa, pb] = plans;
     let n = c.aux.len();
-    if n == 0 {
-        let none = || DeviceSplit::new(None, None, None, 0);
-        return Ok(Lists { l: none(), a: none(), b: none(), bytes: 0 });
-    }
-    let up = Instant::now();
-    let aux = DeviceAux::upload(s, &c.aux, &c.aux_classes)?;
-    tracing::debug!(ms = up.elapsed().as_secs_f64() * 1e3, gb = aux.bytes as f64 / 1e9, "prepare: aux values up (pageable)");
     let (da, db) = (upload_density(s, &c.a_aux_density, n)?, upload_density(s, &c.b_aux_density, n)?);
-    let l = build_on_device(gpu, s, l_len, &aux, None, pl)?;
-    let a = build_on_device(gpu, s, a_len, &aux, Some(&da), pa)?;
-    let b = build_on_device(gpu, s, b_len, &aux, Some(&db), pb)?;
+    let l = build_on_device(gpu, s, l_len, aux, None, pl)?;
+    let a = build_on_device(gpu, s, a_len, aux, Some(&da), pa)?;
+    let b = build_on_device(gpu, s, b_len, aux, Some(&db), pb)?;
     // The aux values and classes, the A and B densities, the lists' offsets.
     let bytes = aux.bytes + 2 * n.div_ceil(64) as u64 * 8 + l.bytes + a.bytes + b.bytes;
     Ok(Lists { l, a, b, bytes })

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, PushKernelArg};
 use cuzk_groth16::matrices::{ConstraintMatrices, SparseMatrix};
 use cuzk_groth16::CompactWitness;
 use ff::Field;
@@ -21,6 +21,7 @@ use ff::Field;
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, to_device, DeviceFr};
 use crate::msm::blocks;
+use crate::msm::split::DeviceAux;
 
 /// Words of the bitmaps per block of `witness_word_offsets` (WITNESS_OFFSET_THREADS).
 const OFFSET_WORDS: usize = 256;
@@ -89,22 +90,50 @@ impl DeviceMatrices {
     /// (the rows past the constraints zero, as the NTT domain wants them), enqueued on
     /// the GPU's compute stream.
     pub fn products(&self, gpu: &Gpu, z: &DeviceWitness, len: usize) -> Result<[CudaSlice<DeviceFr>; 3], GpuError> {
-        if z.num_inputs != self.num_inputs || z.num_aux != self.num_aux {
+        let stream = gpu.stream();
+        let mut out = [stream.alloc_zeros::<DeviceFr>(len)?, stream.alloc_zeros::<DeviceFr>(len)?, stream.alloc_zeros::<DeviceFr>(len)?];
+        let [a, b, c] = &mut out;
+        self.products_into(gpu, stream, z, [&mut a.slice_mut(..), &mut b.slice_mut(..), &mut c.slice_mut(..)])?;
+        Ok(out)
+    }
+
+    /// a, b, c of the witness `z` into `out` (three vectors of equal length ≥ rows; the
+    /// rows past the constraints zeroed, as the NTT domain wants them), enqueued on
+    /// `stream` (a staging slot's copy stream: no host wait).
+    pub fn products_into(
+        &self,
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
+        z: &DeviceWitness,
+        out: [&mut CudaViewMut<'_, DeviceFr>; 3],
+    ) -> Result<(), GpuError> {
+        if z.num_inputs != self.num_inputs || z.num_aux() != self.num_aux {
             return Err(GpuError::Invalid(format!(
                 "a witness of {} inputs and {} aux values for matrices of {} and {} (another circuit shape)",
-                z.num_inputs, z.num_aux, self.num_inputs, self.num_aux
+                z.num_inputs,
+                z.num_aux(),
+                self.num_inputs,
+                self.num_aux
             )));
         }
-        if len < self.rows {
-            return Err(GpuError::Invalid(format!("vectors of {len} values for {} rows", self.rows)));
+        let len = out[0].len();
+        if out.iter().any(|v| v.len() != len) || len < self.rows {
+            return Err(GpuError::Invalid(format!(
+                "vectors of {}, {} and {} values for {} rows",
+                out[0].len(),
+                out[1].len(),
+                out[2].len(),
+                self.rows
+            )));
         }
-        let stream = gpu.stream();
         let rows = self.rows as u64;
-        let mut out = Vec::with_capacity(3);
-        for m in &self.matrices {
-            let mut v = stream.alloc_zeros::<DeviceFr>(len)?;
+        let values = z.aux.values();
+        for (m, v) in self.matrices.iter().zip(out) {
+            if len > self.rows {
+                stream.memset_zeros(&mut v.slice_mut(self.rows..))?;
+            }
             let mut b = stream.launch_builder(&gpu.k.csr_products);
-            b.arg(&m.row_starts).arg(&m.columns).arg(&m.coefficients).arg(&self.dictionary).arg(&z.z).arg(&rows).arg(&mut v);
+            b.arg(&m.row_starts).arg(&m.columns).arg(&m.coefficients).arg(&self.dictionary).arg(values).arg(&rows).arg(&mut *v);
             // SAFETY: matches `csr_products(const u64*, const u32*, const u16*, const fr*,
             // const fr*, u64, fr*)`. row_starts holds rows + 1 ascending offsets into
             // columns and coefficients (a SparseMatrix's invariant, checked when its file
@@ -112,26 +141,26 @@ impl DeviceMatrices {
             // above: the same shape); every coefficient index is below the dictionary's
             // length (compile's invariant); `v` holds len ≥ rows values.
             unsafe { b.launch(blocks(rows, THREADS))? };
-            out.push(v);
         }
-        let [a, b, c]: [CudaSlice<DeviceFr>; 3] = out.try_into().map_err(|_| GpuError::Invalid("three products".into()))?;
-        Ok([a, b, c])
+        Ok(())
     }
 }
 
 /// A partition's assignment z = (inputs, aux) on the device, expanded there from its
 /// compact form.
 pub struct DeviceWitness {
-    z: CudaSlice<DeviceFr>,
+    /// z whole (the inputs, then the aux values) and the aux values' classes: what the
+    /// split lists are built from.
+    pub aux: DeviceAux,
     num_inputs: usize,
-    num_aux: usize,
     /// Bytes sent to the device.
     pub bytes: u64,
 }
 
 impl DeviceWitness {
-    /// Sends `w` on the GPU's compute stream and expands it there (no host wait).
-    pub fn upload(gpu: &Gpu, w: &CompactWitness) -> Result<Self, GpuError> {
+    /// Sends `w` on `stream` and expands it there (no host wait; from pageable memory
+    /// the driver copies before returning).
+    pub fn upload(gpu: &Gpu, stream: &Arc<CudaStream>, w: &CompactWitness) -> Result<Self, GpuError> {
         let n = w.num_aux();
         let words = n.div_ceil(64);
         let (one, zero) = (&w.classes.one, &w.classes.zero);
@@ -158,7 +187,6 @@ impl DeviceWitness {
         if seen >= 1 << 32 {
             return Err(GpuError::Invalid(format!("{seen} other values: more than 32-bit offsets hold")));
         }
-        let stream = gpu.stream();
         let d_one = stream.clone_htod(&one.words()[..words])?;
         let d_zero = stream.clone_htod(&zero.words()[..words])?;
         let d_first = stream.clone_htod(&block_first)?;
@@ -188,18 +216,17 @@ impl DeviceWitness {
             unsafe { b.launch(blocks(n64, THREADS))? };
         }
         let bytes = (2 * words * 8 + block_first.len() * 4 + (w.others.len() + n_in) * 32) as u64;
-        // The bitmaps and offsets are freed in stream order, after the kernels that read them.
-        Ok(DeviceWitness { z, num_inputs: n_in, num_aux: n, bytes })
+        // The offsets are freed in stream order, after the kernel that reads them.
+        Ok(DeviceWitness { aux: DeviceAux::on_device(z, n_in, d_one, d_zero)?, num_inputs: n_in, bytes })
     }
 
-    /// The aux part of z.
-    pub fn aux(&self) -> CudaView<'_, DeviceFr> {
-        self.z.slice(self.num_inputs..)
+    pub fn num_aux(&self) -> usize {
+        self.aux.len()
     }
 
     /// z read back (waits for the stream): for tests.
     pub fn to_host(&self) -> Result<Vec<Scalar>, GpuError> {
-        read_back(&self.z)
+        read_back(self.aux.values())
     }
 }
 

@@ -1,4 +1,5 @@
-//! a, b and c of partitions on their way to the device.
+//! a, b and c of partitions on their way to the device: uploaded, or computed there
+//! from compiled matrices ([`Staging::products`]).
 //!
 //! They live in one of [`STAGING_SLOTS`] device slots of three vectors each, allocated
 //! once and reused by every partition of that size or smaller: with two, the next
@@ -14,6 +15,7 @@ use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaViewMut};
 
+use super::products::{DeviceMatrices, DeviceWitness};
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 
@@ -166,12 +168,53 @@ impl<'s> Staging<'s> {
         match r {
             Ok(uploaded) => {
                 let bytes = (a.len() + b.len() + c.len()) as u64 * std::mem::size_of::<Scalar>() as u64;
-                Ok(StagedAbc { slots: self.slots, slot: Some(slot), n, upload_start, uploaded, bytes, host: PhantomData })
+                Ok(StagedAbc { slots: self.slots, slot: Some(slot), n, upload_start, products_start: None, uploaded, bytes, host: PhantomData })
             }
             Err(e) => {
                 // Nothing may still read the caller's memory; the slot goes back.
                 if let Err(e) = cp.synchronize() {
                     tracing::error!(error = %e, "synchronizing after a failed upload");
+                }
+                self.slots.put(slot);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<'s> Staging<'s> {
+    /// a, b, c as the products of the compiled `matrices` with the device witness `z`
+    /// (sent and expanded on [`Staging::copy_stream`] before), computed into the slot on
+    /// the copy stream (zero-padded to n): nothing is read from the host.
+    pub fn products(mut self, gpu: &Gpu, matrices: &DeviceMatrices, z: &DeviceWitness) -> Result<StagedAbc<'s, 'static>, GpuError> {
+        let n = self.n;
+        let (Some(mut slot), Some(upload_start)) = (self.slot.take(), self.upload_start.take()) else {
+            return Err(GpuError::Invalid("staging without a slot".into()));
+        };
+        let cp = slot.copy.clone();
+        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3]), GpuError> {
+            let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            let products_start = cp.record_event(timing)?;
+            let [a, b, c] = &mut slot.v;
+            matrices.products_into(gpu, &cp, z, [&mut a.slice_mut(..n), &mut b.slice_mut(..n), &mut c.slice_mut(..n)])?;
+            // One event for all three: the products run in order on the copy stream.
+            let done = || cp.record_event(timing);
+            Ok((products_start, [done()?, done()?, done()?]))
+        })();
+        match r {
+            Ok((products_start, uploaded)) => Ok(StagedAbc {
+                slots: self.slots,
+                slot: Some(slot),
+                n,
+                upload_start,
+                products_start: Some(products_start),
+                uploaded,
+                bytes: z.bytes,
+                host: PhantomData,
+            }),
+            Err(e) => {
+                if let Err(e) = cp.synchronize() {
+                    tracing::error!(error = %e, "synchronizing after failed products");
                 }
                 self.slots.put(slot);
                 Err(e)
@@ -201,9 +244,11 @@ pub struct StagedAbc<'s, 'h> {
     slots: &'s StagingSlots,
     slot: Option<Slot>,
     n: usize,
-    /// On the copy stream: before the partition's first upload (the staging's), after
+    /// On the copy stream: before the partition's first upload (the staging's), before
+    /// the products where the device computes a, b, c ([`Staging::products`]), after
     /// each of a, b, c.
     pub upload_start: CudaEvent,
+    pub products_start: Option<CudaEvent>,
     pub uploaded: [CudaEvent; 3],
     /// Bytes sent to the device.
     pub bytes: u64,
@@ -241,7 +286,20 @@ impl<'s> StagedAbc<'s, '_> {
             std::mem::replace(&mut self.uploaded[1], swap()?),
             std::mem::replace(&mut self.uploaded[2], swap()?),
         ];
-        Ok(StagedAbc { slots: self.slots, slot: self.slot.take(), n: self.n, upload_start, uploaded, bytes: self.bytes, host: PhantomData })
+        let products_start = match &mut self.products_start {
+            Some(e) => Some(std::mem::replace(e, swap()?)),
+            None => None,
+        };
+        Ok(StagedAbc {
+            slots: self.slots,
+            slot: self.slot.take(),
+            n: self.n,
+            upload_start,
+            products_start,
+            uploaded,
+            bytes: self.bytes,
+            host: PhantomData,
+        })
     }
 }
 

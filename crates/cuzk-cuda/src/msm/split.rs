@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
 use cuzk_groth16::synthesis::{Density, ScalarClasses};
 use ff::Field;
 use rayon::prelude::*;
@@ -204,10 +204,13 @@ pub fn split_lists(aux: &[Scalar], classes: &ScalarClasses, density: Option<&Den
 /// A partition's aux values and their 0 / 1 classes on the device: what its split
 /// lists are built from.
 pub struct DeviceAux {
-    aux: CudaSlice<DeviceFr>,
+    /// The aux values from index `first` on (a device witness keeps its inputs before
+    /// them: [`crate::groth16::products::DeviceWitness`]).
+    values: CudaSlice<DeviceFr>,
+    first: usize,
     one: CudaSlice<u64>,
     zero: CudaSlice<u64>,
-    /// Bytes sent to the device.
+    /// Bytes sent to the device for it.
     pub bytes: u64,
 }
 
@@ -223,19 +226,45 @@ impl DeviceAux {
         }
         let bytes = (aux.len() * 32 + 2 * words * 8) as u64;
         Ok(DeviceAux {
-            aux: stream.clone_htod(as_device(aux))?,
+            values: stream.clone_htod(as_device(aux))?,
+            first: 0,
             one: stream.clone_htod(&one[..words])?,
             zero: stream.clone_htod(&zero[..words])?,
             bytes,
         })
     }
 
+    /// Values already on the device: the aux values are `values[first..]`, classed by
+    /// the bitmaps `one` and `zero` (⌈aux/64⌉ words each). Nothing is sent.
+    pub fn on_device(values: CudaSlice<DeviceFr>, first: usize, one: CudaSlice<u64>, zero: CudaSlice<u64>) -> Result<Self, GpuError> {
+        let n = values.len().saturating_sub(first);
+        if first > values.len() || one.len() < n.div_ceil(64) || zero.len() < n.div_ceil(64) {
+            return Err(GpuError::Invalid(format!("{n} aux values with class bitmaps of {} and {} words", one.len(), zero.len())));
+        }
+        Ok(DeviceAux { values, first, one, zero, bytes: 0 })
+    }
+
     pub fn len(&self) -> usize {
-        self.aux.len()
+        self.values.len() - self.first
     }
 
     pub fn is_empty(&self) -> bool {
-        self.aux.is_empty()
+        self.len() == 0
+    }
+
+    /// Every value: the aux values from [`DeviceAux::first`] on.
+    pub fn values(&self) -> &CudaSlice<DeviceFr> {
+        &self.values
+    }
+
+    /// The index of the first aux value in [`DeviceAux::values`].
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// The aux values only.
+    pub fn aux(&self) -> CudaView<'_, DeviceFr> {
+        self.values.slice(self.first..)
     }
 }
 
@@ -275,8 +304,9 @@ pub fn build_on_device(
     let mut sig_scalars = unsafe { stream.alloc::<DeviceFr>(plan.significant.max(1))? };
     let n64 = n as u64;
     let null: u64 = 0;
+    let values = aux.aux();
     let mut b = stream.launch_builder(&gpu.k.msm_split_lists);
-    b.arg(&aux.aux).arg(&n64).arg(&aux.one).arg(&aux.zero);
+    b.arg(&values).arg(&n64).arg(&aux.one).arg(&aux.zero);
     match density {
         Some(d) => b.arg(d),
         None => b.arg(&null),

@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_groth16::generator::{generate_parameters_with, timing_parameters, FixedBaseMul, ToxicWaste};
+use cuzk_groth16::matrices::compile_matrices;
 use cuzk_groth16::synthesis::{synthesize_into, EvalBuffers};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+use cuzk_groth16::witness::synthesize_witness;
 use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -89,6 +91,11 @@ pub struct BenchArgs {
     /// a, b, c as sparse products), checked against cuzk's full synthesis.
     #[arg(long, requires = "input", value_name = "DIR")]
     pub(crate) compiled: Option<std::path::PathBuf>,
+    /// Synthetic circuits: the shape's matrices compiled once, then per proof the
+    /// witness only, a, b, c left pending for the backend to compute (a GPU backend on
+    /// its device, from the compact witness) instead of full synthesis.
+    #[arg(long, conflicts_with = "input")]
+    pub(crate) pending_products: bool,
     #[command(flatten)]
     pub(crate) shape: ShapeArgs,
 }
@@ -204,6 +211,20 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             },
             setup.as_secs_f64()
         );
+        let matrices = if args.pending_products {
+            let t = Instant::now();
+            let m = Arc::new(compile_matrices(shape.circuit(0)).context("compiling the shape's matrices")?);
+            println!(
+                "  matrices compiled in {:.2} s: {} non-zeros, {:.2} GB; synthesis below is witness-only, a, b, c pending for {}",
+                t.elapsed().as_secs_f64(),
+                m.non_zeros(),
+                m.bytes() as f64 / 1e9,
+                backend.name()
+            );
+            Some(m)
+        } else {
+            None
+        };
         let mut rng = ChaCha20Rng::seed_from_u64(1000 + log as u64);
         let mut synth_times = Vec::new();
         let mut prove_times = Vec::new();
@@ -212,12 +233,22 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         // The last two circuits, kept for --back-to-back.
         let mut kept: VecDeque<SynthesizedCircuit> = VecDeque::new();
         for rep in 0..=args.reps {
-            let buffers = match spare.pop() {
-                Some(b) => b,
-                None => new_buffers(gpu.as_ref(), n)?,
+            // Full synthesis writes a, b, c into buffers (allocated outside the timing).
+            let buffers = match (&matrices, spare.pop()) {
+                (Some(_), _) => None,
+                (None, Some(b)) => Some(b),
+                (None, None) => Some(new_buffers(gpu.as_ref(), n)?),
             };
             let t = Instant::now();
-            let mut circuits = vec![synthesize_into(shape.circuit(rep as u64 + 1), buffers).context("synthesis failed")?];
+            let circuit = shape.circuit(rep as u64 + 1);
+            let mut circuits = vec![match (&matrices, buffers) {
+                (None, Some(buffers)) => synthesize_into(circuit, buffers).context("synthesis failed")?,
+                (None, None) => bail!("no a, b, c buffers for full synthesis"),
+                (Some(m), _) => {
+                    let w = synthesize_witness(circuit, m.num_aux).context("witness synthesis failed")?;
+                    SynthesizedCircuit::with_pending_products(m.clone(), w).context("the witness does not fit the compiled matrices")?
+                }
+            }];
             let synth = t.elapsed();
             let inputs = circuits[0].input[1..].to_vec();
             let t = Instant::now();
@@ -237,9 +268,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             if args.back_to_back > 0 {
                 kept.push_back(c);
                 if kept.len() > 2 {
-                    spare.extend(kept.pop_front().map(take_buffers));
+                    spare.extend(kept.pop_front().filter(|_| matrices.is_none()).map(take_buffers));
                 }
-            } else {
+            } else if matrices.is_none() {
                 spare.push(take_buffers(c));
             }
             if rep == 0 {
@@ -255,7 +286,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
         }
         let (synth, prove) = (median(synth_times), median(prove_times));
-        println!("  {:<18} {:>9.3} s", "synthesis", synth.as_secs_f64());
+        println!("  {:<18} {:>9.3} s", if matrices.is_some() { "witness synthesis" } else { "synthesis" }, synth.as_secs_f64());
         for (i, s) in Stage::ALL.iter().enumerate() {
             let m = median(stage_times[i].clone());
             if !m.is_zero() {
@@ -274,8 +305,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             println!("  all {} proofs verified; a tampered proof{altered} rejected", args.reps + 1);
         }
         println!(
-            "RESULT backend={} log_size={log} synthesis_s={:.4} prove_s={:.4} total_s={:.4}",
+            "RESULT backend={} log_size={log} products={} synthesis_s={:.4} prove_s={:.4} total_s={:.4}",
             backend.name(),
+            if matrices.is_some() { "pending" } else { "synthesis" },
             synth.as_secs_f64(),
             prove.as_secs_f64(),
             (synth + prove).as_secs_f64()

@@ -7,11 +7,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use cuzk_filecoin::matrices::{load_or_compile, Provenance};
 use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, InputChecks, PorepRequest, PostRequest, SnapRequest};
 use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit, SCALAR_BYTES};
+use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit, Witness, SCALAR_BYTES};
 
 use crate::error::EngineError;
 use crate::kind::{JobPlan, KindHandler, PartitionWork};
@@ -34,6 +36,9 @@ pub struct FilecoinKind {
     checks: InputChecks,
     /// What the parameter file headers say, per circuit.
     headers: Mutex<HashMap<Circuit, ParamsHeader>>,
+    /// Where compiled matrices are kept, when partitions are synthesized witness-only
+    /// and a, b, c computed by the backend ([`FilecoinKind::with_compiled_matrices`]).
+    matrices_dir: Option<PathBuf>,
 }
 
 /// What a plan needs of a parameter file, read from its header, and the file's length
@@ -60,7 +65,21 @@ impl FilecoinKind {
         if kind == ProofKind::Synthetic {
             return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
-        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()) })
+        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices_dir: None })
+    }
+
+    /// Proves with compiled matrices kept in `dir` (`<params stem>.cuzk-matrices`,
+    /// compiled on first use when missing, stale or corrupt): witness-only synthesis,
+    /// a, b, c computed by the backend.
+    pub fn with_compiled_matrices(mut self, dir: PathBuf) -> Self {
+        self.matrices_dir = Some(dir);
+        self
+    }
+
+    fn circuit(&self, circuit_id: &str) -> Result<Circuit, EngineError> {
+        Circuit::from_id(circuit_id)
+            .filter(|c| c.kind == self.circuit_kind())
+            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {}", self.kind, crate::error::shown(circuit_id))))
     }
 
     fn circuit_kind(&self) -> CircuitKind {
@@ -112,6 +131,10 @@ struct FilecoinPartition {
 impl PartitionWork for FilecoinPartition {
     fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
         self.job.synthesize(self.index, buffers).map_err(engine_error)
+    }
+
+    fn witness(&self) -> Result<Witness, EngineError> {
+        self.job.witness(self.index).map_err(engine_error)
     }
 
     fn public_inputs(&self) -> Option<Result<Vec<Scalar>, EngineError>> {
@@ -203,10 +226,25 @@ impl KindHandler for FilecoinKind {
         Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.circuit_kind())
     }
 
+    fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
+        let Some(dir) = &self.matrices_dir else { return Ok(None) };
+        let circuit = self.circuit(circuit_id)?;
+        let t = std::time::Instant::now();
+        let (m, provenance) =
+            load_or_compile(circuit, dir, &NoProgress).map_err(|e| EngineError::Internal(format!("compiled matrices of {circuit}: {e}")))?;
+        tracing::info!(
+            circuit_id,
+            dir = %dir.display(),
+            how = match provenance { Provenance::Mapped => "mapped from the file".to_string(), Provenance::Compiled(why) => format!("compiled ({why}) and written") },
+            gb = format!("{:.2}", m.bytes() as f64 / 1e9),
+            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
+            "compiled matrices ready: partitions are synthesized witness-only"
+        );
+        Ok(Some(m))
+    }
+
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        let circuit = Circuit::from_id(circuit_id)
-            .filter(|c| c.kind == self.circuit_kind())
-            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {}", self.kind, crate::error::shown(circuit_id))))?;
+        let circuit = self.circuit(circuit_id)?;
         let path = self.params_path(circuit)?;
         if !path.exists() {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{ParameterSet, Scalar, SynthesizedCircuit};
+use cuzk_groth16::{ParameterSet, Scalar, SynthesizedCircuit, Witness};
 
 use crate::error::EngineError;
 use crate::request::{JobRequest, ProofKind};
@@ -14,6 +15,13 @@ pub trait PartitionWork: Send + Sync {
     /// Synthesizes into `buffers` (a, b, c from the engine's pool, each at least
     /// `JobPlan::eval_len` long).
     fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError>;
+
+    /// The partition's assignment only (no constraint is built, no a, b, c): what a
+    /// kind whose circuits have compiled matrices ([`KindHandler::load_matrices`])
+    /// proves with, the backend computing a, b, c from them.
+    fn witness(&self) -> Result<Witness, EngineError> {
+        Err(EngineError::Internal("this proof kind has no witness-only synthesis".into()))
+    }
 
     /// The partition's public inputs (without the leading one) as the kind's verifier
     /// computes them from the public data alone; the proof is checked against these.
@@ -59,4 +67,13 @@ pub trait KindHandler: Send + Sync {
     /// backend reads the query points from the file itself: a handler that reads a file
     /// may then leave them there ([`cuzk_groth16::format::read_params_placed`]).
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError>;
+
+    /// The compiled matrices of `circuit_id` (read, or compiled first) when this kind
+    /// proves with them: its partitions are then synthesized witness-only
+    /// ([`PartitionWork::witness`]) and the backend computes a, b, c from these. None:
+    /// full synthesis. Loaded with the parameter set and kept (and charged) with it.
+    fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
+        let _ = circuit_id;
+        Ok(None)
+    }
 }

@@ -7,6 +7,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::verifier::PreparedVerifyingKey;
 use cuzk_groth16::{ParameterSet, ProvingBackend};
 
@@ -24,8 +25,11 @@ pub(crate) struct LoadedParameterSet {
     pub circuit_id: String,
     pub set: ParameterSet,
     pub pvk: PreparedVerifyingKey,
-    /// Host memory it holds: the set, and the pinned copy of its points backends
-    /// streaming it share.
+    /// The circuit's compiled matrices where its kind proves with them
+    /// ([`KindHandler::load_matrices`]).
+    pub matrices: Option<Arc<ConstraintMatrices>>,
+    /// Host memory it holds: the set, its matrices, and the pinned copy of its points
+    /// backends streaming it share.
     pub size_bytes: u64,
     /// Told when the set is dropped (evicted and no longer used), to free what they
     /// hold for it (a GPU's copy of the points).
@@ -35,6 +39,9 @@ pub(crate) struct LoadedParameterSet {
 
 impl Drop for LoadedParameterSet {
     fn drop(&mut self) {
+        // The matrices first, so that a backend releasing the set finds no other holder
+        // of them and drops its device copy too.
+        self.matrices = None;
         for b in &self.backends {
             b.release_params(self.set.id());
         }
@@ -159,12 +166,14 @@ impl ParameterCache {
         tracing::info!(circuit_id = id, "loading parameters");
         let set = handler.load_params(id, self.points_in_file)?;
         let pvk = PreparedVerifyingKey::new(&set.vk);
-        // What the host holds for the set, and the pinned copy of its points that
-        // backends streaming it share.
+        let matrices = handler.load_matrices(id)?.map(Arc::new);
+        let matrices_bytes = matrices.as_ref().map_or(0, |m| m.bytes() as u64);
+        // What the host holds for the set and its matrices, and the pinned copy of its
+        // points that backends streaming it share.
         let pinned = self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
-        let size_bytes = set.size_bytes() as u64 + pinned;
+        let size_bytes = set.size_bytes() as u64 + matrices_bytes + pinned;
         let took = t.elapsed();
-        tracing::info!(circuit_id = id, size_bytes, ms = took.as_millis() as u64, "parameters loaded");
+        tracing::info!(circuit_id = id, size_bytes, matrices_bytes, ms = took.as_millis() as u64, "parameters loaded");
         // A set larger than the whole budget would wait forever.
         if size_bytes > self.budget.total() {
             return Err(EngineError::ResourceExhausted(format!(
@@ -177,8 +186,15 @@ impl ParameterCache {
         let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(size_bytes, pinned))? else {
             return Ok(None);
         };
-        let loaded =
-            Arc::new(LoadedParameterSet { circuit_id: id.to_string(), set, pvk, size_bytes, backends: self.backends.clone(), _charge: charge });
+        let loaded = Arc::new(LoadedParameterSet {
+            circuit_id: id.to_string(),
+            set,
+            pvk,
+            matrices,
+            size_bytes,
+            backends: self.backends.clone(),
+            _charge: charge,
+        });
         lock(&self.entries).insert(id.to_string(), Entry { set: loaded.clone(), last_used: Instant::now() });
         Ok(Some((self.lease(loaded), took)))
     }

@@ -15,9 +15,10 @@
 use std::sync::{Arc, Mutex};
 
 use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseMul, ToxicWaste};
+use cuzk_groth16::matrices::{compile_matrices, ConstraintMatrices};
 use cuzk_groth16::synthesis::{synthesize, synthesize_into, EvalBuffers};
 use cuzk_groth16::synthetic::SyntheticShape;
-use cuzk_groth16::{NoProgress, ParameterSet, SynthesizedCircuit, SCALAR_BYTES};
+use cuzk_groth16::{synthesize_witness, NoProgress, ParameterSet, SynthesizedCircuit, Witness, SCALAR_BYTES};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
@@ -58,6 +59,9 @@ pub struct SyntheticKind {
     fixed_base: Box<FixedBaseMaker>,
     premade: Arc<Premade>,
     allow_premade: bool,
+    /// Prove with the shapes' compiled matrices (made in memory on first use):
+    /// witness-only synthesis, a, b, c computed by the backend.
+    compiled: bool,
 }
 
 impl SyntheticKind {
@@ -68,7 +72,15 @@ impl SyntheticKind {
             fixed_base: Box::new(|| Ok(Box::new(CpuFixedBase::new()))),
             premade: Arc::new(Premade::default()),
             allow_premade: false,
+            compiled: false,
         }
+    }
+
+    /// Whether partitions are proven with compiled matrices (witness-only synthesis,
+    /// a, b, c computed by the backend) rather than synthesized in full.
+    pub fn with_compiled_matrices(mut self, compiled: bool) -> Self {
+        self.compiled = compiled;
+        self
     }
 
     /// Whether `"premade": true` requests are accepted (off by default: the kept
@@ -163,6 +175,17 @@ impl PartitionWork for SyntheticPartition {
         };
         r.map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
     }
+
+    fn witness(&self) -> Result<Witness, EngineError> {
+        match &self.premade {
+            None => synthesize_witness(self.shape.circuit(self.witness_seed), self.shape.constraints)
+                .map_err(|e| EngineError::Internal(format!("witness synthesis: {e}"))),
+            Some(p) => {
+                let c = p.get(self.shape, self.witness_seed)?;
+                Ok(Witness { input: c.input.clone(), aux: c.aux.clone() })
+            }
+        }
+    }
 }
 
 impl KindHandler for SyntheticKind {
@@ -217,6 +240,24 @@ impl KindHandler for SyntheticKind {
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {
         self.parse_circuit_id(circuit_id).is_some()
+    }
+
+    fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
+        if !self.compiled {
+            return Ok(None);
+        }
+        let (shape, _) = self
+            .parse_circuit_id(circuit_id)
+            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
+        let t = std::time::Instant::now();
+        let m = compile_matrices(shape.circuit(0)).map_err(|e| EngineError::Internal(format!("compiling the matrices of {circuit_id}: {e}")))?;
+        tracing::info!(
+            circuit_id,
+            gb = format!("{:.2}", m.bytes() as f64 / 1e9),
+            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
+            "synthetic matrices compiled: partitions are synthesized witness-only"
+        );
+        Ok(Some(m))
     }
 
     /// Made in memory: `points_in_file` does not apply.

@@ -19,6 +19,16 @@ pub enum EventKind {
     Dequeued,
     SynthesisStart,
     SynthesisEnd,
+    /// Witness-only synthesis (a kind with compiled matrices), in place of synthesis.
+    WitnessStart,
+    WitnessEnd,
+    /// On a GPU's copy stream (lane "copy-…" of the prover worker), during the host
+    /// preparation: the partition's uploads, then its a, b, c computed from compiled
+    /// matrices where the backend does that.
+    UploadStart,
+    UploadEnd,
+    ProductsStart,
+    ProductsEnd,
     /// A prover worker's host preparation of a partition (on the "host-…" lane of its
     /// worker): uploads queued, split lists built; the device is not held.
     PrepareStart,
@@ -97,6 +107,12 @@ fn stage_edges(kind: EventKind) -> &'static [(&'static str, bool)] {
         EventKind::Dequeued => &[("admission", true)],
         EventKind::SynthesisStart => &[("admission", false), ("synthesis", true)],
         EventKind::SynthesisEnd => &[("synthesis", false)],
+        EventKind::WitnessStart => &[("admission", false), ("witness", true)],
+        EventKind::WitnessEnd => &[("witness", false)],
+        EventKind::UploadStart => &[("upload", true)],
+        EventKind::UploadEnd => &[("upload", false)],
+        EventKind::ProductsStart => &[("products", true)],
+        EventKind::ProductsEnd => &[("products", false)],
         EventKind::PrepareStart => &[("prepare", true)],
         EventKind::PrepareEnd => &[("prepare", false)],
         EventKind::ProveStart => &[("prove", true)],
@@ -106,7 +122,8 @@ fn stage_edges(kind: EventKind) -> &'static [(&'static str, bool)] {
 }
 
 /// Pairs start/end events per (lane, job, partition) into spans: admission (waiting
-/// for parameters and memory), synthesis, prepare, prove.
+/// for parameters and memory), synthesis (or witness), prepare, upload, products,
+/// prove.
 pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
     let mut open: BTreeMap<(String, String, Option<u32>, &'static str), u64> = BTreeMap::new();
     let mut out = Vec::new();
@@ -157,12 +174,14 @@ pub fn partition_waits(events: &[TimelineEvent]) -> PartitionWaits {
     }
     let mut w = PartitionWaits::default();
     for (&(job, p, kind), &t) in &at {
-        if kind != EventKind::SynthesisEnd {
-            continue;
-        }
+        let started_kind = match kind {
+            EventKind::SynthesisEnd => EventKind::SynthesisStart,
+            EventKind::WitnessEnd => EventKind::WitnessStart,
+            _ => continue,
+        };
         let get = |k| at.get(&(job, p, k)).copied();
         let prover = [get(EventKind::PrepareStart), get(EventKind::ProveStart)].into_iter().flatten().min();
-        let (Some(dequeued), Some(started), Some(prover)) = (get(EventKind::Dequeued), get(EventKind::SynthesisStart), prover) else {
+        let (Some(dequeued), Some(started), Some(prover)) = (get(EventKind::Dequeued), get(started_kind), prover) else {
             continue;
         };
         if let Some(&q) = queued.get(job) {

@@ -580,3 +580,30 @@ fn host_memory_a_backend_pins_for_a_set_is_charged_with_it() {
     let plain = charged(Arc::new(Recording::default()));
     assert_eq!(charged(Arc::new(Pinning::default())), plain + PINNED);
 }
+
+/// With compiled matrices the synthetic kind synthesizes witnesses only and the
+/// backend computes a, b, c: the proofs verify, the timeline shows witness spans in
+/// place of synthesis, and the budget charges the set's matrices with it.
+#[test]
+fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
+    use cuzk_engine::EventKind;
+    let kind = SyntheticKind::new(16).with_compiled_matrices(true);
+    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)]).unwrap();
+    let s = e.submit(synthetic(10, 3, 70, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 10, 3, 70);
+    let ev = e.timeline_events();
+    let kinds: Vec<EventKind> = ev.iter().filter(|x| x.job == s.job_id.0 && x.partition == Some(1)).map(|x| x.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::Dequeued, EventKind::WitnessStart, EventKind::WitnessEnd, EventKind::ProveStart, EventKind::ProveEnd, EventKind::Verified]
+    );
+    let waits = cuzk_engine::timeline::partition_waits(&ev);
+    assert_eq!(waits.admission_us.len(), 3);
+    // The set's charge covers its matrices: more than the parameters alone.
+    let st = e.status();
+    let params_only = SyntheticKind::parameters(10).unwrap().size_bytes() as u64;
+    assert!(st.parameter_sets[0].size_bytes > params_only, "{} ≤ {params_only}", st.parameter_sets[0].size_bytes);
+    e.shutdown(Duration::from_secs(5));
+}

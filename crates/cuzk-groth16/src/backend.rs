@@ -122,6 +122,11 @@ pub struct DeviceReport {
     /// one ended, where the backend has one.
     pub prepared_from: Option<std::time::Instant>,
     pub prepared_to: Option<std::time::Instant>,
+    /// When the uploads ran on the device's copy stream (first to last), and the
+    /// products where the backend computes a, b, c: on the host's clock, from the
+    /// device's events.
+    pub uploaded: Option<(std::time::Instant, std::time::Instant)>,
+    pub products: Option<(std::time::Instant, std::time::Instant)>,
     /// Device time of the kernels inside those regions (CUDA events).
     pub busy: Duration,
     /// Bytes moved host → device and device → host.
@@ -150,6 +155,12 @@ impl DeviceReport {
             (a, b) => a.or(b),
         };
         self.prepared_to = self.prepared_to.max(o.prepared_to);
+        let span = |a: Option<(std::time::Instant, std::time::Instant)>, b: Option<(std::time::Instant, std::time::Instant)>| match (a, b) {
+            (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+            (x, y) => x.or(y),
+        };
+        self.uploaded = span(self.uploaded, o.uploaded);
+        self.products = span(self.products, o.products);
         self.busy += o.busy;
         self.bytes_up += o.bytes_up;
         self.bytes_down += o.bytes_down;

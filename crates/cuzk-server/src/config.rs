@@ -75,6 +75,14 @@ pub struct DaemonConfig {
     pub synthesis_workers: usize,
     /// pipeline.synthesis_lookahead: synthesized partitions waiting for a prover.
     pub synthesis_lookahead: usize,
+    /// synthesis.compiled_matrices (cuzk's own key, off by default): prove with each
+    /// circuit's compiled constraint matrices, so partitions are synthesized
+    /// witness-only and the backend computes a, b, c (a GPU on its device, from the
+    /// compact witness).
+    pub compiled_matrices: bool,
+    /// synthesis.matrices_dir: where compiled matrices of Filecoin circuits are kept
+    /// (compiled there on first use); None = the parameter directory.
+    pub matrices_dir: Option<PathBuf>,
     /// synthetic.max_log_size: largest synthetic circuit accepted (cuzk's own key).
     pub synthetic_max_log_size: u32,
     /// synthetic.allow_premade: accept `"premade": true` synthetic jobs (benchmarks).
@@ -123,6 +131,8 @@ impl Default for DaemonConfig {
             cpu_threads: 0,
             synthesis_workers: 1,
             synthesis_lookahead: 1,
+            compiled_matrices: false,
+            matrices_dir: None,
             synthetic_max_log_size: 20,
             synthetic_allow_premade: false,
             timing_only: false,
@@ -420,6 +430,11 @@ impl DaemonConfig {
                         c.synthetic_max_log_size = n as u32;
                     }
                     "synthetic.allow_premade" => c.synthetic_allow_premade = as_bool(k, v)?,
+                    "synthesis.compiled_matrices" => c.compiled_matrices = as_bool(k, v)?,
+                    "synthesis.matrices_dir" => {
+                        let s = as_str(k, v)?;
+                        c.matrices_dir = (!s.is_empty()).then(|| PathBuf::from(s));
+                    }
                     _ => warnings.push(format!("{k}: unknown key; ignored")),
                 }
             }
@@ -466,7 +481,7 @@ fn duration_text(d: Duration) -> String {
 }
 
 /// A path as the configuration writes it ("" for none).
-fn tls_path(p: Option<&PathBuf>) -> String {
+fn path_text(p: Option<&PathBuf>) -> String {
     p.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
@@ -496,6 +511,7 @@ impl DaemonConfig {
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
              [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
              [pipeline]\nsynthesis_lookahead = {}\nsynthesis_concurrency = {}\n\n\
+             [synthesis]\ncompiled_matrices = {}\nmatrices_dir = {}\n\n\
              [logging]\nlevel = {}\n\n\
              [synthetic]\nmax_log_size = {}\nallow_premade = {}\n\n\
              [admission]\nmax_queued_jobs = {}\nmax_queued_jobs_per_kind = {}\nmax_queued_partitions = {}\nmax_queued_partitions_per_kind = {}\ncritical_kinds = {}\n",
@@ -510,10 +526,10 @@ impl DaemonConfig {
             quoted(&size_text(self.connections.max_request_bytes_in_flight)),
             quoted(&self.auth_token_file.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
             self.allow_insecure,
-            quoted(&tls_path(self.tls.as_ref().map(|t| &t.cert))),
-            quoted(&tls_path(self.tls.as_ref().map(|t| &t.key))),
-            quoted(&tls_path(self.tls.as_ref().and_then(|t| t.client_ca.as_ref()))),
-            quoted(&tls_path(self.state_dir.as_ref())),
+            quoted(&path_text(self.tls.as_ref().map(|t| &t.cert))),
+            quoted(&path_text(self.tls.as_ref().map(|t| &t.key))),
+            quoted(&path_text(self.tls.as_ref().and_then(|t| t.client_ca.as_ref()))),
+            quoted(&path_text(self.state_dir.as_ref())),
             quoted(&duration_text(self.job_retention)),
             quoted(&self.parameter_dir.to_string_lossy()),
             list(self.preload.iter().map(|p| quoted(p)).collect()),
@@ -525,6 +541,8 @@ impl DaemonConfig {
             self.workers_per_backend,
             self.synthesis_lookahead,
             self.synthesis_workers,
+            self.compiled_matrices,
+            quoted(&path_text(self.matrices_dir.as_ref())),
             quoted(&self.log_level),
             self.synthetic_max_log_size,
             self.synthetic_allow_premade,

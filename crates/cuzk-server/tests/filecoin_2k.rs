@@ -23,9 +23,20 @@ fn fixtures() -> &'static Fixtures {
 }
 
 async fn daemon(param_dir: &std::path::Path) -> Daemon {
+    daemon_compiling(param_dir, None).await
+}
+
+/// The daemon; with `matrices_dir`, proving with compiled matrices kept there.
+async fn daemon_compiling(param_dir: &std::path::Path, matrices_dir: Option<&std::path::Path>) -> Daemon {
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| {
+            let kind = FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full).unwrap();
+            Arc::new(match matrices_dir {
+                Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
+                None => kind,
+            }) as Arc<dyn KindHandler>
+        })
         .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
@@ -192,4 +203,60 @@ async fn snap_deals_over_grpc_are_accepted_by_filecoin_proofs() {
     other[0] ^= 1;
     assert!(!s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, other), "and rejects it for another comm_d_new");
     d.stop(Duration::from_secs(5)).await;
+}
+
+/// Every kind proved with compiled matrices (witness-only synthesis, a, b, c computed
+/// by the backend from the matrices, compiled into their directory on first use): the
+/// proofs are accepted by filecoin-proofs' verifiers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_kind_proved_with_compiled_matrices_is_accepted_by_filecoin_proofs() {
+    let f = fixtures();
+    let matrices = tempfile::tempdir().unwrap();
+    let d = daemon_compiling(&f.param_dir, Some(matrices.path())).await;
+    let mut c = d.client().await;
+
+    let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "WinningPoSt");
+    let r = prove(&mut c, request(ProofKind::WindowPostPartition, &f.window)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &f.window.comm_rs), "WindowPoSt");
+    let p = &f.porep;
+    let r = prove(
+        &mut c,
+        pb::SubmitProofRequest {
+            proof_kind: ProofKind::PorepSealCommit as i32,
+            sector_size: 2048,
+            registered_proof: p.registered_proof,
+            vanilla_proof: p.envelope.clone(),
+            sector_number: p.sector_number,
+            miner_id: p.miner_id,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(p.filecoin_proofs_accepts(&r.proof, p.comm_r, p.seed), "PoRep");
+    let s = &f.snap;
+    let r = prove(
+        &mut c,
+        pb::SubmitProofRequest {
+            proof_kind: ProofKind::SnapDealsUpdate as i32,
+            sector_size: 2048,
+            registered_proof: s.registered_proof,
+            vanilla_proofs: s.vanilla_proofs.clone(),
+            comm_r_old: s.comm_r_old.to_vec(),
+            comm_r_new: s.comm_r_new.to_vec(),
+            comm_d_new: s.comm_d_new.to_vec(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, s.comm_d_new), "SnapDeals");
+    d.stop(Duration::from_secs(5)).await;
+    // One matrices file per circuit (WinningPoSt and WindowPoSt at 2 KiB share theirs).
+    let files =
+        std::fs::read_dir(matrices.path()).unwrap().filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".cuzk-matrices")).count();
+    assert!(files >= 3, "{files} matrices files");
 }

@@ -86,7 +86,9 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let engine_config = config.engine_config(crate::memory::budget_bytes(&config)?);
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
-    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size).allowing_premade(config.synthetic_allow_premade);
+    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)
+        .allowing_premade(config.synthetic_allow_premade)
+        .with_compiled_matrices(config.compiled_matrices);
     let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::backends::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
@@ -115,7 +117,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     );
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
     for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        kinds.push(Arc::new(FilecoinKind::new(k, config.parameter_dir.clone(), checks)?));
+        let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks)?;
+        kinds.push(Arc::new(match config.compiled_matrices {
+            true => kind.with_compiled_matrices(config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone())),
+            false => kind,
+        }));
     }
     let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaView};
 use cuzk_groth16::backend::{DeviceReport, ProofRandomness, ProveError, Stage, StageTimings};
 use cuzk_groth16::prover::assemble;
@@ -150,6 +151,9 @@ impl PartitionProver {
     /// vector), the five MSMs, the partition's one host wait, the sums read back.
     fn compute(&self, points: &LoadedPoints, x: &mut Prepared<'_, '_>, t: &mut StageTimings) -> Result<Computed, GpuError> {
         let from = Instant::now();
+        // At `from` on the compute stream (idle between regions): the copy stream's
+        // events are placed on the host's clock against it.
+        let region = self.gpu.stream().record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         let n = x.abc.domain_size();
         let ([mut a, mut b, mut c], ready) = x.abc.views()?;
         let (h_start, h_end) = self.ntt.h_polynomial_on([&mut a, &mut b, &mut c], ready)?;
@@ -171,6 +175,19 @@ impl PartitionProver {
             None => (x.abc.upload_start.elapsed_ms(&x.abc.uploaded[2]).map(ms)?, Duration::ZERO),
             Some(p) => (x.abc.upload_start.elapsed_ms(p).map(ms)?, p.elapsed_ms(&x.abc.uploaded[2]).map(ms)?),
         };
+        let on_host = |e: &CudaEvent| -> Result<Instant, GpuError> {
+            let after = region.elapsed_ms(e)?;
+            let d = ms(after.abs());
+            Ok(if after >= 0.0 { from + d } else { from.checked_sub(d).unwrap_or(from) })
+        };
+        let upload_from = on_host(&x.abc.upload_start)?;
+        let (uploaded, products_span) = match &x.abc.products_start {
+            None => ((upload_from, on_host(&x.abc.uploaded[2])?), None),
+            Some(p) => {
+                let p = on_host(p)?;
+                ((upload_from, p), Some((p, on_host(&x.abc.uploaded[2])?)))
+            }
+        };
         let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
         let bases_up = m.h.bytes_up() + m.l.bytes_up() + m.a.bytes_up() + m.b_g1.bytes_up() + m.b_g2.bytes_up();
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
@@ -181,6 +198,8 @@ impl PartitionProver {
             bytes_up: x.abc.bytes + x.list_bytes + bases_up,
             bytes_down,
             host_syncs: 1,
+            uploaded: Some(uploaded),
+            products: products_span,
             ..DeviceReport::default()
         };
         t.add(Stage::Upload, up);

@@ -113,6 +113,17 @@ fn prove(
             shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareStart, &host, a);
             shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareEnd, &host, b);
         }
+        // The device's copy stream: uploads, and the products where it computed a, b, c.
+        let copy = lane.replacen("prove", "copy", 1);
+        let copy_spans = out.device.iter().flat_map(|d| {
+            [(d.uploaded, EventKind::UploadStart, EventKind::UploadEnd), (d.products, EventKind::ProductsStart, EventKind::ProductsEnd)]
+        });
+        for (span, start, end) in copy_spans {
+            if let Some((a, b)) = span {
+                shared.timeline.record_at(&job.id.0, Some(index), start, &copy, a);
+                shared.timeline.record_at(&job.id.0, Some(index), end, &copy, b);
+            }
+        }
         tracing::debug!(job = %job.id, partition = index, backend = slot.backend.name(), timings = ?out.timings, device = ?out.device, "proved");
     }
     shared.timeline.record_at(&job.id.0, Some(index), EventKind::ProveStart, lane, from);

@@ -1,10 +1,12 @@
 //! A synthesis worker: the next partition by priority → its parameter set → its
 //! memory (admission) → synthesis → its public inputs checked → the hand-off to the
-//! provers.
+//! provers. Where the set carries compiled matrices, synthesis is witness-only and
+//! the partition takes no a, b, c buffers: the backend computes them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{Scalar, SynthesizedCircuit, SCALAR_BYTES};
 
@@ -24,7 +26,8 @@ struct Admitted {
     load: Duration,
     /// The partition's own memory (its witness), besides a, b, c.
     charge: BudgetGuard,
-    abc: EvalBuffers,
+    /// None where a, b, c are left to the backend (compiled matrices).
+    abc: Option<EvalBuffers>,
 }
 
 /// Runs until the partition queue closes. `lane` names this worker in the timeline.
@@ -39,7 +42,7 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
-        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, lane) else { continue };
+        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, params.matrices.clone(), lane) else { continue };
         // The witness's memory goes back as soon as the backend has read it (a GPU
         // backend, once it is on the device), so the next partition's synthesis can
         // start during this proof.
@@ -69,7 +72,8 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
     };
     // The set stays charged while its partition is in flight: both must fit the budget
     // together, or the partition would wait for memory forever.
-    let need = params.size_bytes + job.partition_bytes + 3 * (SCALAR_BYTES * job.eval_len) as u64;
+    let abc_bytes = if params.matrices.is_some() { 0 } else { 3 * (SCALAR_BYTES * job.eval_len) as u64 };
+    let need = params.size_bytes + job.partition_bytes + abc_bytes;
     if need > shared.budget.total() {
         return fail(format!(
             "parameter set {} ({} bytes) and one partition's memory need {need} bytes together, more than the memory budget ({} bytes, memory.total_budget)",
@@ -86,23 +90,47 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
         Ok(c) => c?,
         Err(e) => return fail(e.to_string()),
     };
-    let abc = match shared.take_abc(job.eval_len, &give_up) {
-        Ok(b) => b?,
-        Err(e) => return fail(e.to_string()),
+    let abc = if params.matrices.is_some() {
+        None
+    } else {
+        match shared.take_abc(job.eval_len, &give_up) {
+            Ok(b) => Some(b?),
+            Err(e) => return fail(e.to_string()),
+        }
     };
     Some(Admitted { params, load, charge, abc })
 }
 
-/// Synthesizes partition `index` into `abc` and checks its public inputs against
-/// those the kind computes; the circuit and the inputs to verify its proof against,
-/// or None (the job failed).
-fn synthesize(shared: &Shared, job: &Arc<Job>, index: usize, abc: EvalBuffers, lane: &str) -> Option<(SynthesizedCircuit, Vec<Scalar>)> {
-    shared.timeline.record(&job.id.0, Some(index), EventKind::SynthesisStart, lane);
+/// Synthesizes partition `index` into `abc`, or its witness only where a, b, c are
+/// left to the backend (`matrices`), and checks its public inputs against those the
+/// kind computes; the circuit and the inputs to verify its proof against, or None (the
+/// job failed).
+fn synthesize(
+    shared: &Shared,
+    job: &Arc<Job>,
+    index: usize,
+    abc: Option<EvalBuffers>,
+    matrices: Option<Arc<ConstraintMatrices>>,
+    lane: &str,
+) -> Option<(SynthesizedCircuit, Vec<Scalar>)> {
+    let (start, end) = match matrices {
+        Some(_) => (EventKind::WitnessStart, EventKind::WitnessEnd),
+        None => (EventKind::SynthesisStart, EventKind::SynthesisEnd),
+    };
+    shared.timeline.record(&job.id.0, Some(index), start, lane);
     let t = Instant::now();
     let work = job.partitions[index].clone();
-    let result = catch_panic("synthesis", move || work.synthesize(abc));
+    let result = match (matrices, abc) {
+        (Some(m), _) => catch_panic("witness synthesis", move || {
+            let w = work.witness()?;
+            SynthesizedCircuit::with_pending_products(m, w)
+                .map_err(|_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into()))
+        }),
+        (None, Some(abc)) => catch_panic("synthesis", move || work.synthesize(abc)),
+        (None, None) => Err(EngineError::Internal("a partition without a, b, c buffers or compiled matrices".into())),
+    };
     let took = t.elapsed();
-    shared.timeline.record(&job.id.0, Some(index), EventKind::SynthesisEnd, lane);
+    shared.timeline.record(&job.id.0, Some(index), end, lane);
     job.add_synthesis(took);
     shared.costs.synthesized(&job.circuit_id, took);
     lock(&shared.stats).synthesis.entry(job.kind).or_default().observe(took);

@@ -29,10 +29,18 @@ fn fixtures() -> &'static Fixtures {
     fixtures_8m().unwrap_or_else(|e| panic!("8 MiB fixtures: {e}"))
 }
 
-async fn daemon(f: &Fixtures) -> Daemon {
+/// The daemon on the CPU; with `matrices`, proving with compiled matrices kept there
+/// (witness-only synthesis, a, b, c from the matrices).
+async fn daemon(f: &Fixtures, matrices: Option<&std::path::Path>) -> Daemon {
     let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| {
+            let kind = FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full).unwrap();
+            Arc::new(match matrices {
+                Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
+                None => kind,
+            }) as Arc<dyn KindHandler>
+        })
         .collect();
     // SnapDeals' 8 MiB circuit is a 2^24 domain: its parameters take 4.3 GB and a
     // partition's a, b, c 1.6 GB (a 4 GiB budget left it waiting for memory forever,
@@ -70,13 +78,44 @@ fn post_request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
 }
 
 // One test per kind (they share the fixtures, made once and cached), so each can be
-// run and recorded on its own: `... --ignored snap`.
+// run and recorded on its own: `... --ignored snap`; each also with compiled matrices
+// (`... --ignored compiled`).
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
-async fn winning_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
+/// Runs `check` against a daemon synthesizing in full, or with compiled matrices (kept
+/// in a temporary directory).
+async fn with_daemon<F: std::future::Future<Output = ()>>(compiled: bool, check: impl FnOnce(Daemon, &'static Fixtures) -> F) {
     let f = fixtures();
-    let d = daemon(f).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(f, compiled.then_some(dir.path())).await;
+    check(d, f).await;
+}
+
+macro_rules! both_paths {
+    ($full:ident, $compiled:ident, $check:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        #[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+        async fn $full() {
+            with_daemon(false, $check).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        #[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
+        async fn $compiled() {
+            with_daemon(true, $check).await;
+        }
+    };
+}
+
+both_paths!(
+    winning_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs,
+    winning_post_at_8mib_compiled_is_accepted_by_filecoin_proofs,
+    winning_post
+);
+both_paths!(window_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs, window_post_at_8mib_compiled_is_accepted_by_filecoin_proofs, window_post);
+both_paths!(porep_at_8mib_over_grpc_is_accepted_by_filecoin_proofs, porep_at_8mib_compiled_is_accepted_by_filecoin_proofs, porep);
+both_paths!(snap_deals_at_8mib_over_grpc_is_accepted_by_filecoin_proofs, snap_deals_at_8mib_compiled_is_accepted_by_filecoin_proofs, snap_deals);
+
+async fn winning_post(d: Daemon, f: &'static Fixtures) {
     let mut c = d.client().await;
     let r = prove(&mut c, post_request(ProofKind::WinningPost, &f.winning)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "WinningPoSt: {}", r.error_message);
@@ -87,11 +126,7 @@ async fn winning_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
     d.stop(Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
-async fn window_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
-    let f = fixtures();
-    let d = daemon(f).await;
+async fn window_post(d: Daemon, f: &'static Fixtures) {
     let mut c = d.client().await;
     let r = prove(&mut c, post_request(ProofKind::WindowPostPartition, &f.window)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "WindowPoSt: {}", r.error_message);
@@ -101,11 +136,7 @@ async fn window_post_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
     d.stop(Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
-async fn porep_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
-    let f = fixtures();
-    let d = daemon(f).await;
+async fn porep(d: Daemon, f: &'static Fixtures) {
     let mut c = d.client().await;
     let p = &f.porep;
     let r = prove(
@@ -129,11 +160,7 @@ async fn porep_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
     d.stop(Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "minutes: 8 MiB sectors sealed, four setups, proofs on the CPU"]
-async fn snap_deals_at_8mib_over_grpc_is_accepted_by_filecoin_proofs() {
-    let f = fixtures();
-    let d = daemon(f).await;
+async fn snap_deals(d: Daemon, f: &'static Fixtures) {
     let mut c = d.client().await;
     let s = &f.snap;
     let r = prove(

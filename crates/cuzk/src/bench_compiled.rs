@@ -3,17 +3,21 @@
 //! compiled matrices (mapped, or compiled now), and a, b, c as their sparse products
 //! with the witness. Its results are fingerprinted so that full synthesis, run after
 //! it (never beside it: at 32 GiB the two do not fit one 24 GiB host together), can
-//! be compared value for value.
+//! be compared value for value. With parameters, the same witness is also proven with
+//! its a, b, c left pending for the backend (a GPU computes them on its device from
+//! the compact witness), r = s = 0, for comparison with full synthesis's proof.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use cuzk_filecoin::matrices::{load_or_compile, Provenance};
 use cuzk_filecoin::reference::fingerprint;
 use cuzk_filecoin::{Circuit, FilecoinJob};
-use cuzk_groth16::SynthesizedCircuit;
+use cuzk_groth16::matrices::ConstraintMatrices;
+use cuzk_groth16::{ParameterSet, Proof, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit, Witness};
 
-use crate::bench::new_buffers;
+use crate::bench::{new_buffers, print_device};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
 
@@ -25,6 +29,8 @@ pub struct CompiledRun {
     witness: StepCost,
     products: StepCost,
     matrices: Provenance,
+    /// The proof with a, b, c pending (r = s = 0) and its RESULT fields.
+    pub pending_proof: Option<(Proof, String)>,
 }
 
 impl CompiledRun {
@@ -57,8 +63,16 @@ impl CompiledRun {
     }
 }
 
-/// Runs the compiled path on partition `k` with the matrices in `dir`.
-pub fn run(circuit: Circuit, job: &dyn FilecoinJob, k: usize, dir: &Path, domain: usize) -> Result<CompiledRun> {
+/// Runs the compiled path on partition `k` with the matrices in `dir`; with `prove`,
+/// also proves its witness with a, b, c pending on that backend and parameter set.
+pub fn run(
+    circuit: Circuit,
+    job: &dyn FilecoinJob,
+    k: usize,
+    dir: &Path,
+    domain: usize,
+    prove: Option<(&dyn ProvingBackend, &ParameterSet)>,
+) -> Result<CompiledRun> {
     let bars = Bars::new();
     let (matrices, loaded) = measure(|| load_or_compile(circuit, dir, &bars));
     bars.finish();
@@ -89,11 +103,48 @@ pub fn run(circuit: Circuit, job: &dyn FilecoinJob, k: usize, dir: &Path, domain
     sp.finish_and_clear();
     let synthesized = synthesized?;
     println!("  a, b, c as sparse products ({} threads): {}", rayon::current_num_threads(), products.describe());
-    Ok(CompiledRun {
-        prints: CompiledRun::fingerprints(&synthesized),
-        constraints: synthesized.num_constraints(),
-        witness: witness_cost,
-        products,
-        matrices: provenance,
-    })
+    let prints = CompiledRun::fingerprints(&synthesized);
+    let constraints = synthesized.num_constraints();
+    let pending_proof = match prove {
+        Some((backend, params)) => {
+            let w = Witness { input: synthesized.input.clone(), aux: synthesized.aux.clone() };
+            drop(synthesized);
+            Some(prove_pending(backend, params, Arc::new(matrices), w)?)
+        }
+        None => None,
+    };
+    Ok(CompiledRun { prints, constraints, witness: witness_cost, products, matrices: provenance, pending_proof })
+}
+
+/// Proves `w` with a, b, c left pending for `backend` (r = s = 0); the proof and its
+/// RESULT fields.
+fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: Arc<ConstraintMatrices>, w: Witness) -> Result<(Proof, String)> {
+    let mut c = [SynthesizedCircuit::with_pending_products(matrices, w).context("the witness does not fit the compiled matrices")?];
+    let sp = spinner(&format!("proving with a, b, c pending on {}", backend.name()));
+    let (out, cost) = measure(|| backend.prove(params, &mut c, &[ProofRandomness::zero()]));
+    sp.finish_and_clear();
+    let out = out?;
+    println!("  prove with a, b, c pending (computed by {}; r = s = 0): {}", backend.name(), cost.describe());
+    for s in Stage::ALL {
+        let d = out.timings.get(s);
+        if !d.is_zero() {
+            println!("    {:<18} {:>9.3} s", s.name(), d.as_secs_f64());
+        }
+    }
+    if let Some(d) = &out.device {
+        print_device(d, 1);
+    }
+    let fields = match &out.device {
+        Some(d) => format!(
+            " pending_prove_s={:.3} pending_held_s={:.3} pending_kernels_s={:.3} pending_products_s={:.3} pending_gb_up={:.3}",
+            cost.wall.as_secs_f64(),
+            d.held.as_secs_f64(),
+            d.busy.as_secs_f64(),
+            out.timings.get(Stage::Products).as_secs_f64(),
+            d.bytes_up as f64 / 1e9
+        ),
+        None => format!(" pending_prove_s={:.3} pending_products_s={:.3}", cost.wall.as_secs_f64(), out.timings.get(Stage::Products).as_secs_f64()),
+    };
+    let proof = *out.proofs.first().context("the backend returned no proof")?;
+    Ok((proof, fields))
 }

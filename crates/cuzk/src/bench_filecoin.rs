@@ -173,7 +173,7 @@ impl FilecoinBench<'_> {
 
         // The compiled path first, and dropped before full synthesis runs.
         let compiled = match self.compiled {
-            Some(dir) => Some(crate::bench_compiled::run(circuit, job, k, dir, shape.domain_size())?),
+            Some(dir) => Some(crate::bench_compiled::run(circuit, job, k, dir, shape.domain_size(), params.map(|(p, _)| (self.backend, p)))?),
             None => None,
         };
 
@@ -203,6 +203,10 @@ impl FilecoinBench<'_> {
             None => String::new(),
         };
         let ours = fingerprint(&synthesized.aux);
+        let same_proof = match (compiled.as_ref().and_then(|c| c.pending_proof.as_ref()), params) {
+            (Some((pending, fields)), Some((p, _))) => self.same_proof_as(*pending, p, &mut synthesized)? + fields,
+            _ => String::new(),
+        };
 
         let proved = match params {
             Some((p, pvk)) => Some(self.prove(job, k, p, pvk, &mut synthesized, &inputs)?),
@@ -266,9 +270,25 @@ impl FilecoinBench<'_> {
             l.2 as f64 / total,
             a.2 as f64 / (a.0 + a.1 + a.2).max(1) as f64,
             b.2 as f64 / (b.0 + b.1 + b.2).max(1) as f64,
-            proved.unwrap_or_default() + &compiled_fields
+            proved.unwrap_or_default() + &compiled_fields + &same_proof
         );
         Ok(())
+    }
+
+    /// Checks that full synthesis's circuit, proven with r = s = 0, gives `pending` (the
+    /// proof from the same witness with a, b, c pending); the circuit stays provable.
+    fn same_proof_as(&self, pending: cuzk_groth16::Proof, params: &ParameterSet, circuit: &mut SynthesizedCircuit) -> Result<String> {
+        if !self.backend.keeps_evaluations() {
+            println!("  (the proof with a, b, c pending is not compared: {} uses a, b, c as scratch)", self.backend.name());
+            return Ok(String::new());
+        }
+        let out = self.backend.prove(params, std::slice::from_mut(circuit), &[ProofRandomness::zero()])?;
+        circuit.reuse_evaluations(self.backend)?;
+        if out.proofs.first() != Some(&pending) {
+            bail!("the proof with a, b, c pending differs from full synthesis's (r = s = 0)");
+        }
+        println!("  the proof with a, b, c pending equals full synthesis's, byte for byte (r = s = 0)");
+        Ok(" pending_proof=equal".into())
     }
 
     /// Proves the synthesized partition; returns the RESULT fields of the proof.

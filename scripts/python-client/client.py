@@ -30,10 +30,8 @@ def main():
     target = sys.argv[1]
     limit = 256 << 20
     options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
-    if target.startswith("unix:"):
-        # grpc-core would send the socket path as :authority, which is not a valid
-        # HTTP/2 authority; Go's client (Curio's) sends "localhost" here too.
-        options.append(("grpc.default_authority", "localhost"))
+    # No grpc.default_authority: over a unix socket C-core sends the socket's path as
+    # :authority, which the daemon accepts (crates/cuzk-server/src/authority.rs).
     channel = grpc.insecure_channel(target, options=options)
     stub = rpc.ProvingEngineStub(channel)
 

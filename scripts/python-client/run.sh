@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts `cuzk daemon` on a Unix socket and drives it with client.py (Python grpcio,
+# Starts `cuzk daemon` on a Unix socket, then on TCP, and drives it with client.py (Python grpcio,
 # stubs generated here from the same .proto). Python packages are installed once
 # into a cache directory keyed by requirements.txt.
 #   scripts/python-client/run.sh [path/to/cuzk]   (default: builds target/release/cuzk)
@@ -22,12 +22,17 @@ trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$wor
 "$venv/bin/python" -m grpc_tools.protoc -I "$root/crates/cuzk-server/proto" --python_out="$work" \
   --grpc_python_out="$work" "$root/crates/cuzk-server/proto/cuzk/v1/proving.proto"
 touch "$work/cuzk/__init__.py" "$work/cuzk/v1/__init__.py"
-"$cuzk" daemon --listen "unix://$work/cuzk.sock" 2> "$work/daemon.log" &
-pid=$!
-for _ in $(seq 100); do [ -S "$work/cuzk.sock" ] && break; sleep 0.1; done
-[ -S "$work/cuzk.sock" ] || { cat "$work/daemon.log"; echo "the daemon did not start" >&2; exit 1; }
-PYTHONPATH=$work "$venv/bin/python" "$here/client.py" "unix://$work/cuzk.sock"
-kill -TERM $pid
-wait $pid
-grep -q "cuzk daemon stopped" "$work/daemon.log" || { cat "$work/daemon.log"; echo "no clean shutdown" >&2; exit 1; }
-echo "daemon stopped cleanly"
+# Over the unix socket (with C-core's default :authority), then over TCP.
+port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for target in "unix://$work/cuzk.sock" "127.0.0.1:$port"; do
+  "$cuzk" daemon --listen "$target" 2> "$work/daemon.log" &
+  pid=$!
+  for _ in $(seq 100); do grep -q "cuzk daemon listening" "$work/daemon.log" && break; sleep 0.1; done
+  grep -q "cuzk daemon listening" "$work/daemon.log" || { cat "$work/daemon.log"; echo "the daemon did not start" >&2; exit 1; }
+  echo "== $target"
+  PYTHONPATH=$work "$venv/bin/python" "$here/client.py" "$target"
+  kill -TERM $pid
+  wait $pid
+  grep -q "cuzk daemon stopped" "$work/daemon.log" || { cat "$work/daemon.log"; echo "no clean shutdown" >&2; exit 1; }
+  echo "daemon stopped cleanly"
+done

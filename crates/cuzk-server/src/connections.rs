@@ -27,6 +27,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 use tonic::transport::server::Connected;
 
+use crate::authority::AuthorityFix;
+
 /// Bytes a client must send within the handshake timeout: the HTTP/2 client preface's
 /// length (a TLS ClientHello is longer).
 pub const HANDSHAKE_BYTES: usize = 24;
@@ -137,9 +139,10 @@ impl Acceptor for tokio::net::TcpListener {
 }
 
 impl Acceptor for tokio::net::UnixListener {
-    type Io = tokio::net::UnixStream;
+    /// gRPC C-core clients' socket-path authority made valid (crate::authority).
+    type Io = AuthorityFix<tokio::net::UnixStream>;
     fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
-        tokio::net::UnixListener::poll_accept(self, cx).map_ok(|(s, _)| s)
+        tokio::net::UnixListener::poll_accept(self, cx).map_ok(|(s, _)| AuthorityFix::new(s))
     }
 }
 

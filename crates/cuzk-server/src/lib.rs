@@ -5,6 +5,7 @@
 //! sets, `srs_load_ms` ← `parameter_load_ms`); a GPUStatus is a proving backend.
 
 pub mod access;
+pub mod authority;
 pub mod config;
 pub mod connections;
 pub mod rejection;

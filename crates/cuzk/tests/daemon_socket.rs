@@ -159,3 +159,19 @@ fn the_directory_is_created_and_the_mode_and_group_are_set() {
     let out = refused(&config(dir.path(), &dir.path().join("third.sock"), "socket_group = \"no-such-group-cuzk\""));
     assert!(out.contains("daemon.socket_group") && out.contains("no-such-group-cuzk"), "{out}");
 }
+
+/// The independent Python client (grpcio, stubs generated from the .proto, no
+/// `grpc.default_authority` override) over the unix socket, where C-core sends the
+/// socket's path as :authority, and over TCP: every check of scripts/python-client
+/// passes both times. Needs python3 with venv; its packages are installed once into the
+/// user's cache directory (keyed by requirements.txt).
+#[test]
+fn the_python_grpcio_client_works_over_the_unix_socket_and_tcp() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o =
+        Command::new("bash").arg(root.join("scripts/python-client/run.sh")).arg(env!("CARGO_BIN_EXE_cuzk")).output().expect("run the Python client");
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    assert_eq!(text.matches("all checks passed").count(), 2, "{text}");
+    assert!(text.contains("== unix://") && text.contains("== 127.0.0.1:"), "{text}");
+}

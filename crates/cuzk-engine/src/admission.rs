@@ -21,6 +21,10 @@ pub struct AdmissionLimits {
     pub max_queued_partitions: usize,
     /// The same, per kind.
     pub max_queued_partitions_per_kind: usize,
+    /// Payload bytes of unfinished jobs' requests at most (their decoded form lives
+    /// outside the memory budget until the job finishes: memory.safety_margin must
+    /// cover it).
+    pub max_queued_request_bytes: u64,
     /// The kinds a request may give CRITICAL priority (WinningPoSt must finish within
     /// its epoch; everything else waits behind it).
     pub critical_kinds: Vec<ProofKind>,
@@ -33,6 +37,9 @@ impl Default for AdmissionLimits {
             max_queued_jobs_per_kind: 512,
             max_queued_partitions: 16384,
             max_queued_partitions_per_kind: 8192,
+            // 40 PoRep C1 outputs of 32 GiB sectors (~50 MB each); under the 5 GiB
+            // default safety margin.
+            max_queued_request_bytes: 2 << 30,
             critical_kinds: vec![ProofKind::WinningPost],
         }
     }
@@ -51,9 +58,16 @@ impl AdmissionLimits {
         Ok(())
     }
 
-    /// Whether a new job of `kind` with `partitions` partitions fits beside the
-    /// unfinished jobs `live`.
-    pub(crate) fn check_room(&self, kind: ProofKind, partitions: usize, live: &[Arc<Job>]) -> Result<(), EngineError> {
+    /// Whether a new job of `kind` with `partitions` partitions and `request_bytes` of
+    /// payload fits beside the unfinished jobs `live`.
+    pub(crate) fn check_room(&self, kind: ProofKind, partitions: usize, request_bytes: u64, live: &[Arc<Job>]) -> Result<(), EngineError> {
+        let held: u64 = live.iter().filter(|j| !j.is_finished()).map(|j| j.request_bytes).sum();
+        if held + request_bytes > self.max_queued_request_bytes {
+            return Err(EngineError::ResourceExhausted(format!(
+                "unfinished jobs' requests hold {held} bytes and this one has {request_bytes}: the cap is {} (admission.max_queued_request_bytes); retry once some have finished",
+                self.max_queued_request_bytes
+            )));
+        }
         let (mut jobs, mut parts) = (0usize, 0usize);
         let mut per_kind: HashMap<ProofKind, (usize, usize)> = HashMap::new();
         for j in live {
@@ -120,9 +134,15 @@ mod tests {
     #[test]
     fn an_empty_engine_takes_a_job_up_to_the_partition_caps() {
         let a = AdmissionLimits { max_queued_partitions: 10, max_queued_partitions_per_kind: 8, ..AdmissionLimits::default() };
-        assert!(a.check_room(ProofKind::Synthetic, 8, &[]).is_ok());
-        assert!(matches!(a.check_room(ProofKind::Synthetic, 9, &[]), Err(EngineError::ResourceExhausted(m)) if m.contains("per_kind")));
+        assert!(a.check_room(ProofKind::Synthetic, 8, 100, &[]).is_ok());
+        assert!(matches!(a.check_room(ProofKind::Synthetic, 9, 100, &[]), Err(EngineError::ResourceExhausted(m)) if m.contains("per_kind")));
         let none = AdmissionLimits { max_queued_jobs: 0, ..AdmissionLimits::default() };
-        assert!(matches!(none.check_room(ProofKind::Synthetic, 1, &[]), Err(EngineError::ResourceExhausted(m)) if m.contains("max_queued_jobs")));
+        assert!(
+            matches!(none.check_room(ProofKind::Synthetic, 1, 100, &[]), Err(EngineError::ResourceExhausted(m)) if m.contains("max_queued_jobs"))
+        );
+        let small = AdmissionLimits { max_queued_request_bytes: 99, ..AdmissionLimits::default() };
+        assert!(
+            matches!(small.check_room(ProofKind::Synthetic, 1, 100, &[]), Err(EngineError::ResourceExhausted(m)) if m.contains("max_queued_request_bytes"))
+        );
     }
 }

@@ -138,7 +138,7 @@ impl Engine {
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         // Under the table's lock, so concurrent submissions cannot overshoot the caps.
-        shared.config.admission.check_room(req.kind, plan.partitions.len(), &table.live())?;
+        shared.config.admission.check_room(req.kind, plan.partitions.len(), req.payload.bytes(), &table.live())?;
         let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
         let id = table.new_id();
         let n = plan.partitions.len();

@@ -53,10 +53,12 @@ pub(crate) struct Job {
     pub priority: Priority,
     /// The parameter set every partition uses.
     pub circuit_id: String,
-    pub partitions: Vec<Arc<dyn PartitionWork>>,
+    pub num_partitions: usize,
     pub eval_len: usize,
     pub partition_bytes: u64,
-    pub final_check: Option<Arc<FinalCheck>>,
+    /// The request's payload bytes ([`crate::Payload::bytes`]), counted against
+    /// admission.max_queued_request_bytes while the job is unfinished.
+    pub request_bytes: u64,
     /// Why the job is timing-only (its proofs are neither checked nor returned).
     pub timing_note: Option<String>,
     submitted: Instant,
@@ -69,6 +71,11 @@ pub(crate) struct Job {
 
 struct JobState {
     status: JobStatus,
+    /// The decoded request, per partition, and the check of the assembled proof (which
+    /// holds it too): dropped when the job finishes, so a finished job kept for
+    /// daemon.job_retention holds its proof, not its request.
+    work: Vec<Arc<dyn PartitionWork>>,
+    final_check: Option<Arc<FinalCheck>>,
     parts: Vec<PartitionState>,
     proofs: Vec<Option<Vec<u8>>>,
     /// Partitions whose first attempt has started.
@@ -106,14 +113,16 @@ impl Job {
             kind: req.kind,
             priority: req.priority,
             circuit_id: plan.circuit_id,
-            partitions: plan.partitions,
+            num_partitions: n,
             eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
-            final_check: plan.final_check,
+            request_bytes: req.payload.bytes(),
             timing_note: plan.timing_note,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
                 status: JobStatus::Queued,
+                work: plan.partitions,
+                final_check: plan.final_check,
                 parts: vec![PartitionState::Queued; n],
                 proofs: vec![None; n],
                 started: 0,
@@ -149,14 +158,16 @@ impl Job {
             kind: p.kind,
             priority: Priority::Normal,
             circuit_id: String::new(),
-            partitions: Vec::new(),
+            num_partitions: 0,
             eval_len: 0,
             partition_bytes: 0,
-            final_check: None,
+            request_bytes: 0,
             timing_note: None,
             submitted,
             state: Mutex::new(JobState {
                 status: JobStatus::Completed,
+                work: Vec::new(),
+                final_check: None,
                 parts: Vec::new(),
                 proofs: Vec::new(),
                 started: 0,
@@ -184,6 +195,17 @@ impl Job {
 
     fn state(&self) -> MutexGuard<'_, JobState> {
         lock(&self.state)
+    }
+
+    /// Partition `index`'s work; None once the job has finished (its request dropped).
+    pub fn work(&self, index: usize) -> Option<Arc<dyn PartitionWork>> {
+        self.state().work.get(index).cloned()
+    }
+
+    /// The check of the assembled proof; None once the job has finished, or for a kind
+    /// without one.
+    pub fn final_check(&self) -> Option<Arc<FinalCheck>> {
+        self.state().final_check.clone()
     }
 
     pub fn is_finished(&self) -> bool {
@@ -296,6 +318,10 @@ impl Job {
             _ => EventKind::Failed,
         };
         self.timeline.record(&self.id.0, None, kind, "");
+        // The decoded request goes now (a partition in flight holds its own reference
+        // until it ends).
+        s.work = Vec::new();
+        s.final_check = None;
         s.status = status;
         s.error = error;
         let now = Instant::now();
@@ -356,14 +382,14 @@ impl Job {
         if s.status.is_finished() {
             0
         } else {
-            self.partitions.len() - s.done
+            self.num_partitions - s.done
         }
     }
 
     /// (queued partitions not yet started, partitions in flight) of an unfinished job.
     pub fn progress(&self) -> Option<(usize, usize)> {
         let s = self.state();
-        (!s.status.is_finished()).then(|| (self.partitions.len() - s.started, s.in_flight))
+        (!s.status.is_finished()).then(|| (self.num_partitions - s.started, s.in_flight))
     }
 
     pub fn summary(&self) -> JobSummary {

@@ -121,6 +121,15 @@ pub struct Payload {
     pub comm_d_new: Vec<u8>,
 }
 
+impl Payload {
+    /// Bytes of its variable-length fields: about what the decoded request holds while
+    /// its job is unfinished (admission.max_queued_request_bytes).
+    pub fn bytes(&self) -> u64 {
+        let lists = self.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
+        (self.vanilla_proof.len() + lists + self.randomness.len() + self.comm_r_old.len() + self.comm_r_new.len() + self.comm_d_new.len()) as u64
+    }
+}
+
 /// A request to prove.
 #[derive(Clone, Debug)]
 pub struct JobRequest {

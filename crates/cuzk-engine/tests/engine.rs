@@ -607,3 +607,64 @@ fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     assert!(st.parameter_sets[0].size_bytes > params_only, "{} ≤ {params_only}", st.parameter_sets[0].size_bytes);
     e.shutdown(Duration::from_secs(5));
 }
+
+/// The synthetic kind whose partitions and final check hold a token: what a decoded
+/// request holds.
+struct Holding {
+    inner: SyntheticKind,
+    token: Arc<()>,
+}
+
+struct HoldsToken(Arc<dyn cuzk_engine::PartitionWork>, #[allow(dead_code)] Arc<()>);
+
+impl cuzk_engine::PartitionWork for HoldsToken {
+    fn synthesize(&self, b: cuzk_groth16::synthesis::EvalBuffers) -> Result<SynthesizedCircuit, EngineError> {
+        self.0.synthesize(b)
+    }
+}
+
+impl cuzk_engine::KindHandler for Holding {
+    fn kind(&self) -> ProofKind {
+        ProofKind::Synthetic
+    }
+    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        let mut plan = self.inner.plan(r)?;
+        plan.partitions =
+            plan.partitions.into_iter().map(|p| Arc::new(HoldsToken(p, self.token.clone())) as Arc<dyn cuzk_engine::PartitionWork>).collect();
+        let t = self.token.clone();
+        plan.final_check = Some(Arc::new(move |_: &[u8]| Ok(format!("checked ({} holders)", Arc::strong_count(&t)))));
+        Ok(plan)
+    }
+    fn owns_circuit(&self, id: &str) -> bool {
+        self.inner.owns_circuit(id)
+    }
+    fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
+        self.inner.load_params(id, points_in_file)
+    }
+}
+
+/// A finished job, kept for job_retention, no longer holds its decoded request; and
+/// the payload bytes of unfinished jobs are capped (admission.max_queued_request_bytes).
+#[test]
+fn a_finished_job_drops_its_request_and_queued_request_bytes_are_capped() {
+    let token = Arc::new(());
+    let kind = Arc::new(Holding { inner: SyntheticKind::new(16), token: token.clone() });
+    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![kind]).unwrap();
+    let s = e.submit(synthetic(8, 2, 3, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    assert_eq!(e.wait(&s.job_id, Some(Duration::ZERO)).unwrap().status, JobStatus::Completed, "still answerable");
+    assert_eq!(Arc::strong_count(&token), 2, "the finished job still holds its request (the test and the kind hold the other two)");
+    e.shutdown(Duration::from_secs(5));
+
+    let payload = synthetic(10, 64, 0, Priority::Normal, "").payload.bytes();
+    let admission = AdmissionLimits { max_queued_request_bytes: payload * 3 / 2, ..config().admission };
+    let e = engine_with(Arc::new(CpuBackend::new()), EngineConfig { admission, ..config() });
+    let first = e.submit(synthetic(10, 64, 0, Priority::Normal, "")).unwrap();
+    let err = e.submit(synthetic(10, 64, 1, Priority::Normal, "")).unwrap_err();
+    assert!(matches!(&err, EngineError::ResourceExhausted(m) if m.contains("admission.max_queued_request_bytes")), "{err}");
+    e.cancel(&first.job_id).unwrap();
+    let again = e.submit(synthetic(10, 64, 1, Priority::Normal, "")).unwrap();
+    e.cancel(&again.job_id).unwrap();
+    e.shutdown(Duration::from_secs(5));
+}

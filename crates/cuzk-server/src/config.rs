@@ -354,6 +354,10 @@ impl DaemonConfig {
                     "admission.max_queued_jobs_per_kind" => c.admission.max_queued_jobs_per_kind = as_count(k, v)?,
                     "admission.max_queued_partitions" => c.admission.max_queued_partitions = as_count(k, v)?,
                     "admission.max_queued_partitions_per_kind" => c.admission.max_queued_partitions_per_kind = as_count(k, v)?,
+                    "admission.max_queued_request_bytes" => {
+                        let s = as_str(k, v)?;
+                        c.admission.max_queued_request_bytes = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"2GiB\"")))?;
+                    }
                     "admission.critical_kinds" => c.admission.critical_kinds = proof_kinds(k, v)?,
                     "srs.param_cache" => {
                         let s = as_str(k, v)?;
@@ -514,7 +518,7 @@ impl DaemonConfig {
              [synthesis]\ncompiled_matrices = {}\nmatrices_dir = {}\n\n\
              [logging]\nlevel = {}\n\n\
              [synthetic]\nmax_log_size = {}\nallow_premade = {}\n\n\
-             [admission]\nmax_queued_jobs = {}\nmax_queued_jobs_per_kind = {}\nmax_queued_partitions = {}\nmax_queued_partitions_per_kind = {}\ncritical_kinds = {}\n",
+             [admission]\nmax_queued_jobs = {}\nmax_queued_jobs_per_kind = {}\nmax_queued_partitions = {}\nmax_queued_partitions_per_kind = {}\nmax_queued_request_bytes = {}\ncritical_kinds = {}\n",
             quoted(&self.listen.to_string()),
             quoted(&status),
             self.timing_only,
@@ -550,6 +554,7 @@ impl DaemonConfig {
             self.admission.max_queued_jobs_per_kind,
             self.admission.max_queued_partitions,
             self.admission.max_queued_partitions_per_kind,
+            quoted(&size_text(self.admission.max_queued_request_bytes)),
             list(self.admission.critical_kinds.iter().map(|k| quoted(k.name())).collect()),
         )
     }
@@ -688,6 +693,7 @@ max_queued_jobs = 9
 max_queued_jobs_per_kind = 8
 max_queued_partitions = 70
 max_queued_partitions_per_kind = 60
+max_queued_request_bytes = "3GiB"
 critical_kinds = ["winning_post", "window_post_partition"]
 "#;
         let text = text.replace(
@@ -698,6 +704,7 @@ critical_kinds = ["winning_post", "window_post_partition"]
         let (c, _) = DaemonConfig::from_toml(&text).unwrap();
         assert_eq!(c.socket, SocketSettings { mode: 0o600, group: Some("curio".into()) });
         assert_eq!(c.admission.critical_kinds, [ProofKind::WinningPost, ProofKind::WindowPostPartition]);
+        assert_eq!(c.admission.max_queued_request_bytes, 3 << 30);
         let limits = ConnectionLimits {
             max_connections: 17,
             handshake_timeout: Duration::from_secs(3),

@@ -142,7 +142,7 @@ fn prove(
 fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str) {
     shared.timeline.record(&job.id.0, Some(index), EventKind::Verified, lane);
     let Some(assembled) = job.partition_done(index, proof.to_bytes().to_vec(), PartitionState::Verified) else { return };
-    let checked = match &job.final_check {
+    let checked = match job.final_check() {
         None => Ok("every partition proof verified".to_string()),
         Some(check) => check(&assembled),
     };

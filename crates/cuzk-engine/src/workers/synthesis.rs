@@ -117,9 +117,13 @@ fn synthesize(
         Some(_) => (EventKind::WitnessStart, EventKind::WitnessEnd),
         None => (EventKind::SynthesisStart, EventKind::SynthesisEnd),
     };
+    let Some(work) = job.work(index) else {
+        // Finished (cancelled, failed) since it was admitted.
+        job.end_partition();
+        return None;
+    };
     shared.timeline.record(&job.id.0, Some(index), start, lane);
     let t = Instant::now();
-    let work = job.partitions[index].clone();
     let result = match (matrices, abc) {
         (Some(m), _) => catch_panic("witness synthesis", move || {
             let w = work.witness()?;
@@ -138,7 +142,7 @@ fn synthesize(
     // (which feeds the device): the kind's own where it computes them.
     let result = result.and_then(|circuit| {
         let own = circuit.input.get(1..).unwrap_or_default();
-        let work = job.partitions[index].clone();
+        let work = job.work(index).ok_or_else(|| EngineError::Internal("the job finished during synthesis".into()))?;
         match catch_panic("computing public inputs", move || work.public_inputs().transpose())? {
             None => Ok((own.to_vec(), circuit)),
             Some(expected) if expected == own => Ok((expected, circuit)),

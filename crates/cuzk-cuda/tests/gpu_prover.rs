@@ -429,7 +429,10 @@ impl bellpepper_core::Circuit<Scalar> for MixedCircuit {
                 50..=96 => Scalar::ONE,
                 _ => Scalar::random(&mut rng),
             };
-            vars.push(cs.alloc(|| format!("v{i}"), || Ok(v))?);
+            let var = cs.alloc(|| format!("v{i}"), || Ok(v))?;
+            // Every variable in some constraint: a setup refuses unconstrained ones.
+            cs.enforce(|| format!("bind{i}"), |lc| lc + var, |lc| lc + CS::one(), |lc| lc + var);
+            vars.push(var);
             let mut lc = || {
                 let mut lc = LinearCombination::zero();
                 for _ in 0..rng.gen_range(0..6) {

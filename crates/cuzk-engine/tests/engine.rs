@@ -445,11 +445,31 @@ fn premade_partitions_prove_the_kept_witness() {
     e.shutdown(Duration::from_secs(5));
 }
 
-/// The synthetic kind with a final check that refuses every proof, or with public
-/// inputs (the kind's own computation) that differ from the circuit's.
-struct Refusing {
+/// The synthetic kind with its plans changed by `change`.
+struct Changed {
     inner: SyntheticKind,
-    wrong_inputs: bool,
+    change: Box<dyn Fn(cuzk_engine::JobPlan) -> cuzk_engine::JobPlan + Send + Sync>,
+}
+
+impl Changed {
+    fn new(change: impl Fn(cuzk_engine::JobPlan) -> cuzk_engine::JobPlan + Send + Sync + 'static) -> Self {
+        Changed { inner: SyntheticKind::new(16), change: Box::new(change) }
+    }
+}
+
+impl cuzk_engine::KindHandler for Changed {
+    fn kind(&self) -> ProofKind {
+        ProofKind::Synthetic
+    }
+    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        Ok((self.change)(self.inner.plan(r)?))
+    }
+    fn owns_circuit(&self, id: &str) -> bool {
+        self.inner.owns_circuit(id)
+    }
+    fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
+        self.inner.load_params(id, points_in_file)
+    }
 }
 
 struct WrongInputs(Arc<dyn cuzk_engine::PartitionWork>);
@@ -463,31 +483,19 @@ impl cuzk_engine::PartitionWork for WrongInputs {
     }
 }
 
-impl cuzk_engine::KindHandler for Refusing {
-    fn kind(&self) -> ProofKind {
-        ProofKind::Synthetic
-    }
-    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
-        let mut plan = self.inner.plan(r)?;
-        if self.wrong_inputs {
-            plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(WrongInputs(p)) as Arc<dyn cuzk_engine::PartitionWork>).collect();
-        } else {
-            plan.final_check = Some(Arc::new(|proof: &[u8]| Err(format!("refused {} bytes", proof.len()))));
-        }
-        Ok(plan)
-    }
-    fn owns_circuit(&self, id: &str) -> bool {
-        self.inner.owns_circuit(id)
-    }
-    fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        self.inner.load_params(id, points_in_file)
-    }
-}
-
 #[test]
 fn a_refused_final_check_or_wrong_public_inputs_fail_the_job_without_a_proof() {
     for wrong_inputs in [false, true] {
-        let kind = Arc::new(Refusing { inner: SyntheticKind::new(16), wrong_inputs });
+        // A final check that refuses every proof, or public inputs (the kind's own
+        // computation) that differ from the circuit's.
+        let kind = Arc::new(Changed::new(move |mut plan| {
+            if wrong_inputs {
+                plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(WrongInputs(p)) as Arc<dyn cuzk_engine::PartitionWork>).collect();
+            } else {
+                plan.final_check = Some(Arc::new(|proof: &[u8]| Err(format!("refused {} bytes", proof.len()))));
+            }
+            plan
+        }));
         let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![kind]).unwrap();
         let s = e.submit(synthetic(8, 2, 1, Priority::Normal, "")).unwrap();
         let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
@@ -608,13 +616,7 @@ fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     e.shutdown(Duration::from_secs(5));
 }
 
-/// The synthetic kind whose partitions and final check hold a token: what a decoded
-/// request holds.
-struct Holding {
-    inner: SyntheticKind,
-    token: Arc<()>,
-}
-
+/// A partition holding a token: what a decoded request holds.
 struct HoldsToken(Arc<dyn cuzk_engine::PartitionWork>, #[allow(dead_code)] Arc<()>);
 
 impl cuzk_engine::PartitionWork for HoldsToken {
@@ -623,32 +625,19 @@ impl cuzk_engine::PartitionWork for HoldsToken {
     }
 }
 
-impl cuzk_engine::KindHandler for Holding {
-    fn kind(&self) -> ProofKind {
-        ProofKind::Synthetic
-    }
-    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
-        let mut plan = self.inner.plan(r)?;
-        plan.partitions =
-            plan.partitions.into_iter().map(|p| Arc::new(HoldsToken(p, self.token.clone())) as Arc<dyn cuzk_engine::PartitionWork>).collect();
-        let t = self.token.clone();
-        plan.final_check = Some(Arc::new(move |_: &[u8]| Ok(format!("checked ({} holders)", Arc::strong_count(&t)))));
-        Ok(plan)
-    }
-    fn owns_circuit(&self, id: &str) -> bool {
-        self.inner.owns_circuit(id)
-    }
-    fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        self.inner.load_params(id, points_in_file)
-    }
-}
-
 /// A finished job, kept for job_retention, no longer holds its decoded request; and
 /// the payload bytes of unfinished jobs are capped (admission.max_queued_request_bytes).
 #[test]
 fn a_finished_job_drops_its_request_and_queued_request_bytes_are_capped() {
     let token = Arc::new(());
-    let kind = Arc::new(Holding { inner: SyntheticKind::new(16), token: token.clone() });
+    // Its partitions and final check hold the token, as a decoded request would.
+    let held = token.clone();
+    let kind = Arc::new(Changed::new(move |mut plan| {
+        plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(HoldsToken(p, held.clone())) as Arc<dyn cuzk_engine::PartitionWork>).collect();
+        let t = held.clone();
+        plan.final_check = Some(Arc::new(move |_: &[u8]| Ok(format!("checked ({} holders)", Arc::strong_count(&t)))));
+        plan
+    }));
     let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![kind]).unwrap();
     let s = e.submit(synthetic(8, 2, 3, Priority::Normal, "")).unwrap();
     let out = e.wait(&s.job_id, None).unwrap();

@@ -23,9 +23,7 @@ pub struct CompactWitness {
 impl CompactWitness {
     /// Classifies `w`'s aux values (in parallel) and keeps the others.
     pub fn new(w: &Witness) -> Self {
-        let classes = ScalarClasses::classify(&w.aux);
-        let others = w.aux.par_iter().filter(|v| !v.is_zero_vartime() && **v != Scalar::ONE).copied().collect();
-        CompactWitness { input: w.input.clone(), classes, others }
+        Self::from_classified(&w.input, &w.aux, &ScalarClasses::classify(&w.aux))
     }
 
     /// The compact form of the inputs `input` and the aux values `aux` already

@@ -54,6 +54,35 @@ fn request(kind: ProofKind, f: &PostFixture) -> pb::SubmitProofRequest {
     }
 }
 
+/// The PoRep C2 request of the fixture, as Curio sends it (C1 in its envelope).
+fn porep_request(f: &Fixtures) -> pb::SubmitProofRequest {
+    let p = &f.porep;
+    pb::SubmitProofRequest {
+        proof_kind: ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: p.registered_proof,
+        vanilla_proof: p.envelope.clone(),
+        sector_number: p.sector_number,
+        miner_id: p.miner_id,
+        ..Default::default()
+    }
+}
+
+/// The SnapDeals request of the fixture.
+fn snap_request(f: &Fixtures) -> pb::SubmitProofRequest {
+    let s = &f.snap;
+    pb::SubmitProofRequest {
+        proof_kind: ProofKind::SnapDealsUpdate as i32,
+        sector_size: 2048,
+        registered_proof: s.registered_proof,
+        vanilla_proofs: s.vanilla_proofs.clone(),
+        comm_r_old: s.comm_r_old.to_vec(),
+        comm_r_new: s.comm_r_new.to_vec(),
+        comm_d_new: s.comm_d_new.to_vec(),
+        ..Default::default()
+    }
+}
+
 async fn prove(
     c: &mut cuzk_server::pb::proving_engine_client::ProvingEngineClient<tonic::transport::Channel>,
     r: pb::SubmitProofRequest,
@@ -135,15 +164,7 @@ async fn porep_c2_over_grpc_is_accepted_by_verify_seal() {
     let p = &f.porep;
     let d = daemon(&f.param_dir).await;
     let mut c = d.client().await;
-    let req = || pb::SubmitProofRequest {
-        proof_kind: ProofKind::PorepSealCommit as i32,
-        sector_size: 2048,
-        registered_proof: p.registered_proof,
-        vanilla_proof: p.envelope.clone(),
-        sector_number: p.sector_number,
-        miner_id: p.miner_id,
-        ..Default::default()
-    };
+    let req = || porep_request(f);
     // Bad requests first: one byte of C1 changed, another miner, a wrong sector size.
     let mut bad = req();
     let mut c1 = p.c1.clone();
@@ -174,16 +195,7 @@ async fn snap_deals_over_grpc_are_accepted_by_filecoin_proofs() {
     let s = &f.snap;
     let d = daemon(&f.param_dir).await;
     let mut c = d.client().await;
-    let req = || pb::SubmitProofRequest {
-        proof_kind: ProofKind::SnapDealsUpdate as i32,
-        sector_size: 2048,
-        registered_proof: s.registered_proof,
-        vanilla_proofs: s.vanilla_proofs.clone(),
-        comm_r_old: s.comm_r_old.to_vec(),
-        comm_r_new: s.comm_r_new.to_vec(),
-        comm_d_new: s.comm_d_new.to_vec(),
-        ..Default::default()
-    };
+    let req = || snap_request(f);
     // Bad requests first: a byte of a vanilla proof changed, another comm_r_old.
     let mut bad = req();
     let mid = bad.vanilla_proofs[0].len() / 2;
@@ -222,36 +234,11 @@ async fn every_kind_proved_with_compiled_matrices_is_accepted_by_filecoin_proofs
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert!(f.window.filecoin_proofs_accepts(&r.proof, &f.window.randomness, &f.window.comm_rs), "WindowPoSt");
     let p = &f.porep;
-    let r = prove(
-        &mut c,
-        pb::SubmitProofRequest {
-            proof_kind: ProofKind::PorepSealCommit as i32,
-            sector_size: 2048,
-            registered_proof: p.registered_proof,
-            vanilla_proof: p.envelope.clone(),
-            sector_number: p.sector_number,
-            miner_id: p.miner_id,
-            ..Default::default()
-        },
-    )
-    .await;
+    let r = prove(&mut c, porep_request(f)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert!(p.filecoin_proofs_accepts(&r.proof, p.comm_r, p.seed), "PoRep");
     let s = &f.snap;
-    let r = prove(
-        &mut c,
-        pb::SubmitProofRequest {
-            proof_kind: ProofKind::SnapDealsUpdate as i32,
-            sector_size: 2048,
-            registered_proof: s.registered_proof,
-            vanilla_proofs: s.vanilla_proofs.clone(),
-            comm_r_old: s.comm_r_old.to_vec(),
-            comm_r_new: s.comm_r_new.to_vec(),
-            comm_d_new: s.comm_d_new.to_vec(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let r = prove(&mut c, snap_request(f)).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     assert!(s.filecoin_proofs_accepts(&r.proof, s.comm_r_new, s.comm_d_new), "SnapDeals");
     d.stop(Duration::from_secs(5)).await;

@@ -139,6 +139,19 @@ pub(crate) fn print_device(d: &DeviceReport, partitions: usize) {
     );
 }
 
+/// One proof's non-zero stages, then its device figures where it ran on one.
+pub(crate) fn print_proof_stages(out: &cuzk_groth16::ProveOutput) {
+    for s in Stage::ALL {
+        let d = out.timings.get(s);
+        if !d.is_zero() {
+            println!("    {:<18} {:>9.3} s", s.name(), d.as_secs_f64());
+        }
+    }
+    if let Some(d) = &out.device {
+        print_device(d, 1);
+    }
+}
+
 /// Where the GPU backend keeps parameter points (`--stream-points`).
 pub(crate) fn placement(args: &BenchArgs) -> cuzk_cuda::PointsPlacement {
     match args.stream_points {

@@ -17,7 +17,7 @@ use cuzk_filecoin::{Circuit, FilecoinJob};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::{ParameterSet, Proof, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit, Witness};
 
-use crate::bench::{new_buffers, print_device};
+use crate::bench::{new_buffers, print_proof_stages};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
 
@@ -125,15 +125,7 @@ fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: 
     sp.finish_and_clear();
     let out = out?;
     println!("  prove with a, b, c pending (computed by {}; r = s = 0): {}", backend.name(), cost.describe());
-    for s in Stage::ALL {
-        let d = out.timings.get(s);
-        if !d.is_zero() {
-            println!("    {:<18} {:>9.3} s", s.name(), d.as_secs_f64());
-        }
-    }
-    if let Some(d) = &out.device {
-        print_device(d, 1);
-    }
+    print_proof_stages(&out);
     let fields = match &out.device {
         Some(d) => format!(
             " pending_prove_s={:.3} pending_held_s={:.3} pending_kernels_s={:.3} pending_products_s={:.3} pending_gb_up={:.3}",

@@ -20,11 +20,11 @@ use cuzk_filecoin::{Circuit, FilecoinJob, InputChecks};
 use cuzk_groth16::format::PointCheck;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
-use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit};
+use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, SynthesizedCircuit};
 use rand::SeedableRng;
 
 use crate::backends::backend_placing;
-use crate::bench::{new_buffers, placement, print_device, BenchArgs};
+use crate::bench::{new_buffers, placement, print_proof_stages, BenchArgs};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
 
@@ -308,15 +308,7 @@ impl FilecoinBench<'_> {
         sp.finish_and_clear();
         let out = out?;
         println!("  prove on {}: {}", self.backend.name(), cost.describe());
-        for s in Stage::ALL {
-            let d = out.timings.get(s);
-            if !d.is_zero() {
-                println!("    {:<18} {:>9.3} s", s.name(), d.as_secs_f64());
-            }
-        }
-        if let Some(d) = &out.device {
-            print_device(d, 1);
-        }
+        print_proof_stages(&out);
         let proof = out.proofs.first().context("the backend returned no proof")?;
         let verdict = if job.timing_only() || params.vk.is_timing_only() {
             "not checked (timing only)".to_string()

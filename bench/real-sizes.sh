@@ -8,13 +8,17 @@
 #   bench/real-sizes.sh params CIRCUIT           timing parameters under filecoin-proofs' names
 #                                                 (SHAPES=file: counts from `cuzk circuits
 #                                                 --json` instead of a count, minutes at 32 GiB)
+#   bench/real-sizes.sh compile CIRCUIT          the circuit's compiled constraint matrices,
+#                                                 beside the parameters (minutes at 32 GiB)
 #   bench/real-sizes.sh partition CIRCUIT [ARGS] one partition: count, synthesis, GPU proof
 #                                                 (ARGS go to cuzk bench, e.g. --no-reference)
 #   bench/real-sizes.sh daemon CIRCUIT JOBS CONCURRENCY [BUDGET]
 #                                                 JOBS requests at once through a timing-only
 #                                                 daemon synthesizing CONCURRENCY partitions
 #                                                 at a time; the timeline (SVG, waits), the
-#                                                 daemon's RSS and CPU time every 2 s
+#                                                 daemon's RSS and CPU time every 2 s;
+#                                                 COMPILED=1: with compiled matrices
+#                                                 (witness-only synthesis, a, b, c on the GPU)
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); logs go to OUT (default
@@ -48,6 +52,10 @@ case $step in
     c=${1:?circuit}
     "$B" setup --timing-params --circuit "$c" --out "$W/params" ${SHAPES:+--shapes "$SHAPES"}
     ;;
+  compile)
+    c=${1:?circuit}
+    "$B" compile --circuit "$c" --dir "$W/params"
+    ;;
   partition)
     c=${1:?circuit}; shift
     "$B" bench --input "$W/inputs/$c" --circuit "$c" --timing-only --param-dir "$W/params" --backend cuda "$@"
@@ -67,6 +75,9 @@ total_budget = "$budget"
 synthesis_concurrency = $conc
 synthesis_lookahead = 2
 EOF
+    if [ "${COMPILED:-0}" = 1 ]; then
+      printf '[synthesis]\ncompiled_matrices = true\nmatrices_dir = "%s"\n' "$W/params" >> "$W/daemon.toml"
+    fi
     "$B" daemon --config "$W/daemon.toml" > "$O/daemon-$c.log" 2>&1 &
     pid=$!
     trap 'kill $pid 2>/dev/null || true' EXIT

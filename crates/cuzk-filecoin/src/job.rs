@@ -62,6 +62,13 @@ pub trait FilecoinJob: Send + Sync {
     /// the same input and aux values as [`FilecoinJob::synthesize`], at a fraction of
     /// its work and memory.
     fn witness(&self, partition: usize) -> Result<Witness, FilecoinError>;
+    /// Where [`FilecoinJob::witness`] computes parts of the witness natively (PoRep's
+    /// labels), partition `partition`'s assignment by witness-only synthesis of
+    /// storage-proofs' circuit as it is written: what the native one must equal. `None`
+    /// for kinds whose witness is that synthesis.
+    fn gadget_witness(&self, _partition: usize) -> Option<Result<Witness, FilecoinError>> {
+        None
+    }
     /// Records partition `partition`'s constraint matrices (no value is computed): the
     /// same for every partition and every job of this circuit shape.
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError>;

@@ -22,6 +22,7 @@ pub mod matrices;
 pub mod param_check;
 mod payload;
 mod porep;
+mod porep_witness;
 mod post;
 pub mod reference;
 pub mod registered;

@@ -28,6 +28,7 @@ use crate::error::{guarded, FilecoinError};
 use crate::ids::{porep_config, prover_id};
 use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::field_element;
+use crate::porep_witness::{challenge_proofs, PorepWitnessCircuit};
 use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
@@ -241,10 +242,38 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     /// The challenges' sub-circuits are independent once the commitments are
     /// allocated: each thread synthesizes the commitments and its share of the
     /// challenges (top-level namespaces `challenge_0`, …), and the shares are joined.
+    /// The labels' SHA-256 is computed natively ([`crate::porep_witness`]).
     fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
-        let threads = rayon::current_num_threads();
+        let vanilla = &self.vanilla[partition];
+        let challenges = guarded("reading the PoRep vanilla proofs", || {
+            challenge_proofs::<Tree, _>(vanilla)
+                .map_err(|e| FilecoinError::Synthesis { partition, message: format!("reading the vanilla proofs: {e}") })
+        })?;
+        let tau = self.inputs.tau.as_ref().ok_or_else(|| FilecoinError::invalid("PoRep public inputs without comm_d and comm_r"))?;
+        let (first, threads) = (&vanilla[0], rayon::current_num_threads());
         guarded("synthesizing the PoRep witness", || {
+            synthesize_witness_split(&challenges, threads, "challenge_0", |share| {
+                Ok::<_, compound::WitnessError>(PorepWitnessCircuit::<Tree> {
+                    replica_id: self.inputs.replica_id.into(),
+                    comm_d: tau.comm_d.into(),
+                    comm_r: tau.comm_r.into(),
+                    comm_r_last: first.comm_r_last().into(),
+                    comm_c: first.comm_c().into(),
+                    challenges: share.to_vec(),
+                })
+            })
+            .map_err(|e| e.into_filecoin(partition))
+        })
+    }
+
+    /// storage-proofs' `StackedCircuit` through witness-only synthesis, split the same way.
+    fn gadget_witness(&self, partition: usize) -> Option<Result<Witness, FilecoinError>> {
+        if let Err(e) = check_partition(partition, self.vanilla.len()) {
+            return Some(Err(e));
+        }
+        let threads = rayon::current_num_threads();
+        Some(guarded("synthesizing the PoRep witness with the circuit's gadgets", || {
             synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", |share| {
                 compound::partition_circuit::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
                     "PoRep",
@@ -256,7 +285,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
                 .map_err(compound::WitnessError::Circuit)
             })
             .map_err(|e| e.into_filecoin(partition))
-        })
+        }))
     }
 
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {

@@ -2,7 +2,8 @@
 //! 2 KiB: the witness equals full synthesis's, value for value, and the compiled
 //! matrices' products with it equal full synthesis's a, b, c and densities. WindowPoSt
 //! takes the extensible path (its sectors synthesized on several threads and appended);
-//! PoRep and SnapDeals run Poseidon's native witness generator.
+//! PoRep and SnapDeals run Poseidon's native witness generator, and PoRep's labels
+//! are hashed natively (and equal the circuit's own gadgets' witness too).
 
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
@@ -21,6 +22,9 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         assert!(full.aux.len() > 1000, "{what}: a real circuit");
         assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
         assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
+        if let Some(gadget) = job.gadget_witness(k) {
+            assert!(gadget.unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: the circuit's gadgets' witness");
+        }
         // Partition 0's matrices serve every partition of the shape.
         let compiled = SynthesizedCircuit::from_matrices(&matrices, witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what} partition {k}: constraints");

@@ -2,7 +2,8 @@
 //! values. At 2 KiB they are checked against sectors sealed by filecoin-proofs: the
 //! same payload structure, the same circuit shape in every partition, refused by
 //! default, proved only when checks are off for timing. At 32 and 64 GiB (ignored:
-//! minutes) their circuits are counted against the published constraint counts.
+//! minutes) their circuits are counted against the published constraint counts, and
+//! PoRep's native witness is checked against the circuit's gadgets.
 
 use cuzk_filecoin::fixtures::{fixtures_2k, refusal, Fixtures};
 use cuzk_filecoin::request_files::RequestFiles;
@@ -139,4 +140,26 @@ fn real_size_circuits_have_the_published_constraint_counts() {
         assert_eq!(counted, constraints, "{circuit}: constraints of partition 0 ({} inputs)", shape.inputs);
         assert_eq!(blank, shape, "{circuit}: the blank circuit (the parameter file) differs");
     }
+}
+
+/// A shape-true 32 GiB PoRep partition: the witness with natively hashed labels and
+/// comm_d paths equals storage-proofs' circuit synthesized witness-only through its own
+/// gadgets, value for value (~4 GB each; run alone on a small host).
+#[test]
+#[ignore = "a minute or more: a 32 GiB PoRep partition twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
+fn native_porep_witness_equals_the_gadgets_at_32_gib() {
+    let job = shape_true::make(CircuitKind::Porep, SectorSize::S32GiB, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
+    let t = std::time::Instant::now();
+    let native = job.witness(1).unwrap();
+    let native_s = t.elapsed().as_secs_f64();
+    let gadget = job.gadget_witness(1).expect("PoRep has a native witness").unwrap();
+    let gadget_s = t.elapsed().as_secs_f64() - native_s;
+    eprintln!(
+        "porep-32g partition 1: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",
+        native.input.len(),
+        native.aux.len(),
+        rayon::current_num_threads()
+    );
+    assert_eq!(native.input, gadget.input, "inputs");
+    assert!(native.aux == gadget.aux, "aux values");
 }

@@ -12,6 +12,8 @@
 //! Invariant: the assignments are identical, value for value and in the same order,
 //! to those [`crate::synthesis::synthesize`] records for the same circuit.
 
+pub mod sha256;
+
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;

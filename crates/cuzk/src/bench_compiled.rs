@@ -27,6 +27,9 @@ pub struct CompiledRun {
     prints: [u64; 5],
     constraints: usize,
     witness: StepCost,
+    /// The circuit's own gadgets' witness-only synthesis, where the kind computes parts
+    /// of its witness natively (checked equal).
+    gadget_witness: Option<StepCost>,
     products: StepCost,
     matrices: Provenance,
     /// The proof with a, b, c pending (r = s = 0) and its RESULT fields.
@@ -59,7 +62,14 @@ impl CompiledRun {
             self.witness.peak_rss.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9)),
             self.products.wall.as_secs_f64(),
             self.products.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64())),
-        ))
+        ) + &match &self.gadget_witness {
+            Some(g) => format!(
+                " gadget_witness_wall_s={:.2} gadget_witness_core_s={}",
+                g.wall.as_secs_f64(),
+                g.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64()))
+            ),
+            None => String::new(),
+        })
     }
 }
 
@@ -97,6 +107,25 @@ pub fn run(
     sp.finish_and_clear();
     let witness = witness?;
     println!("  witness-only synthesis ({} threads): {}", rayon::current_num_threads(), witness_cost.describe());
+    // Where the kind computes parts of its witness natively, the circuit's own gadgets
+    // in the same run: the reference for the time, and the values must be equal.
+    let sp = spinner("witness-only synthesis with the circuit's gadgets");
+    let (gadget, gadget_cost) = measure(|| job.gadget_witness(k));
+    sp.finish_and_clear();
+    let gadget_witness = match gadget {
+        None => None,
+        Some(gadget) => {
+            if gadget? != witness {
+                bail!("partition {k}: the native witness differs from the one the circuit's gadgets synthesize");
+            }
+            println!(
+                "  witness-only synthesis with the circuit's gadgets ({} threads): {}; equal to the native witness",
+                rayon::current_num_threads(),
+                gadget_cost.describe()
+            );
+            Some(gadget_cost)
+        }
+    };
     let buffers = new_buffers(None, domain)?;
     let sp = spinner("a, b, c from the compiled matrices");
     let (synthesized, products) = measure(|| SynthesizedCircuit::from_matrices(&matrices, witness, buffers));
@@ -113,7 +142,7 @@ pub fn run(
         }
         None => None,
     };
-    Ok(CompiledRun { prints, constraints, witness: witness_cost, products, matrices: provenance, pending_proof })
+    Ok(CompiledRun { prints, constraints, witness: witness_cost, gadget_witness, products, matrices: provenance, pending_proof })
 }
 
 /// Proves `w` with a, b, c left pending for `backend` (r = s = 0); the proof and its

@@ -165,14 +165,8 @@ impl Trace {
             return constant_word(sum as u32);
         }
         let bits = 64 - (operands.len() as u64 * u64::from(u32::MAX)).leading_zeros() as usize;
-        let mut word = [Constant(false); 32];
-        for i in 0..bits {
-            let bit = self.alloc((sum >> i) & 1 == 1);
-            if i < 32 {
-                word[i] = bit;
-            }
-        }
-        word
+        let all: Vec<Bit> = (0..bits).map(|i| self.alloc((sum >> i) & 1 == 1)).collect();
+        std::array::from_fn(|i| all[i])
     }
 
     /// Σ0 / Σ1 / σ0 / σ1 as two XORs of rotations (or a shift), left to right.

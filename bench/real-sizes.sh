@@ -21,13 +21,14 @@
 #                                                 (witness-only synthesis, a, b, c on the GPU)
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
-# disk, so the page cache can give the memory back); logs go to OUT (default
-# ./real-sizes-out).
+# disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
+# compiled matrices; logs go to OUT (default ./real-sizes-out).
 set -euo pipefail
 B=${CUZK:-.gpu/bin/cuzk}
 W=${WORK:-/var/tmp/cuzk-real}
 O=${OUT:-./real-sizes-out}
-mkdir -p "$W/inputs" "$W/params" "$O"
+M=${MATRICES:-$W/params}
+mkdir -p "$W/inputs" "$W/params" "$M" "$O"
 
 kind_of() {
   case $1 in
@@ -54,7 +55,7 @@ case $step in
     ;;
   compile)
     c=${1:?circuit}
-    "$B" compile --circuit "$c" --dir "$W/params"
+    "$B" compile --circuit "$c" --dir "$M"
     ;;
   partition)
     c=${1:?circuit}; shift
@@ -76,7 +77,7 @@ synthesis_concurrency = $conc
 synthesis_lookahead = 2
 EOF
     if [ "${COMPILED:-0}" = 1 ]; then
-      printf '[synthesis]\ncompiled_matrices = true\nmatrices_dir = "%s"\n' "$W/params" >> "$W/daemon.toml"
+      printf '[synthesis]\ncompiled_matrices = true\nmatrices_dir = "%s"\n' "$M" >> "$W/daemon.toml"
     fi
     "$B" daemon --config "$W/daemon.toml" > "$O/daemon-$c.log" 2>&1 &
     pid=$!

@@ -138,34 +138,50 @@ pub fn run(
         Some((backend, params)) => {
             let w = Witness { input: synthesized.input.clone(), aux: synthesized.aux.clone() };
             drop(synthesized);
-            Some(prove_pending(backend, params, Arc::new(matrices), w)?)
+            let (proof, mut fields, warm_wall) = prove_pending(backend, params, Arc::new(matrices), w)?;
+            // One partition alone on a warm process: its witness, then its proof.
+            let alone = witness_cost.wall.as_secs_f64() + warm_wall;
+            println!("  one partition alone (warm): witness {:.2} s + proof {warm_wall:.2} s = {alone:.2} s", witness_cost.wall.as_secs_f64());
+            fields += &format!(" alone_s={alone:.3}");
+            Some((proof, fields))
         }
         None => None,
     };
     Ok(CompiledRun { prints, constraints, witness: witness_cost, gadget_witness, products, matrices: provenance, pending_proof })
 }
 
-/// Proves `w` with a, b, c left pending for `backend` (r = s = 0); the proof and its
-/// RESULT fields.
-fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: Arc<ConstraintMatrices>, w: Witness) -> Result<(Proof, String)> {
-    let mut c = [SynthesizedCircuit::with_pending_products(matrices, w).context("the witness does not fit the compiled matrices")?];
-    let sp = spinner(&format!("proving with a, b, c pending on {}", backend.name()));
-    let (out, cost) = measure(|| backend.prove(params, &mut c, &[ProofRandomness::zero()]));
-    sp.finish_and_clear();
-    let out = out?;
-    println!("  prove with a, b, c pending (computed by {}; r = s = 0): {}", backend.name(), cost.describe());
-    print_proof_stages(&out);
-    let fields = match &out.device {
-        Some(d) => format!(
-            " pending_prove_s={:.3} pending_held_s={:.3} pending_kernels_s={:.3} pending_products_s={:.3} pending_gb_up={:.3}",
-            cost.wall.as_secs_f64(),
-            d.held.as_secs_f64(),
-            d.busy.as_secs_f64(),
-            out.timings.get(Stage::Products).as_secs_f64(),
-            d.bytes_up as f64 / 1e9
-        ),
-        None => format!(" pending_prove_s={:.3} pending_products_s={:.3}", cost.wall.as_secs_f64(), out.timings.get(Stage::Products).as_secs_f64()),
-    };
-    let proof = *out.proofs.first().context("the backend returned no proof")?;
-    Ok((proof, fields))
+/// Proves `w` with a, b, c left pending for `backend` (r = s = 0), twice: the
+/// process's first proof with these matrices (they go onto the device), then a warm
+/// one, which must give the same proof. The proof, its RESULT fields and the warm
+/// proof's wall time.
+fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: Arc<ConstraintMatrices>, w: Witness) -> Result<(Proof, String, f64)> {
+    let mut fields = String::new();
+    let mut proofs = Vec::new();
+    let mut warm_wall = 0.0;
+    for (run, w) in [("first", w.clone()), ("warm", w)] {
+        let mut c = [SynthesizedCircuit::with_pending_products(matrices.clone(), w).context("the witness does not fit the compiled matrices")?];
+        let sp = spinner(&format!("proving with a, b, c pending on {} ({run})", backend.name()));
+        let (out, cost) = measure(|| backend.prove(params, &mut c, &[ProofRandomness::zero()]));
+        sp.finish_and_clear();
+        let out = out?;
+        println!("  prove with a, b, c pending ({run} proof; computed by {}; r = s = 0): {}", backend.name(), cost.describe());
+        print_proof_stages(&out);
+        let key = if run == "first" { "pending" } else { "pending_warm" };
+        fields += &format!(" {key}_prove_s={:.3} {key}_core_s={:.2}", cost.wall.as_secs_f64(), cost.core_s());
+        if let Some(d) = &out.device {
+            fields += &format!(
+                " {key}_held_s={:.3} {key}_kernels_s={:.3} {key}_products_s={:.3} {key}_gb_up={:.3}",
+                d.held.as_secs_f64(),
+                d.busy.as_secs_f64(),
+                out.timings.get(Stage::Products).as_secs_f64(),
+                d.bytes_up as f64 / 1e9
+            );
+        }
+        warm_wall = cost.wall.as_secs_f64();
+        proofs.push(*out.proofs.first().context("the backend returned no proof")?);
+    }
+    if proofs[0] != proofs[1] {
+        bail!("the warm proof with a, b, c pending differs from the first (r = s = 0)");
+    }
+    Ok((proofs[0], fields, warm_wall))
 }

@@ -69,6 +69,11 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, StepCost) {
 }
 
 impl StepCost {
+    /// CPU seconds, NaN where the platform does not report them.
+    pub fn core_s(&self) -> f64 {
+        self.cpu.map_or(f64::NAN, |c| c.as_secs_f64())
+    }
+
     /// "12.3 s wall, 12.1 core-s, peak 17.9 GB (from 0.2 GB)".
     pub fn describe(&self) -> String {
         let gb = |b: u64| b as f64 / 1e9;

@@ -58,16 +58,12 @@ impl CompiledRun {
                 Provenance::Compiled(_) => "compiled",
             },
             self.witness.wall.as_secs_f64(),
-            self.witness.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64())),
+            self.witness.core_s(),
             self.witness.peak_rss.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9)),
             self.products.wall.as_secs_f64(),
-            self.products.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64())),
+            self.products.core_s(),
         ) + &match &self.gadget_witness {
-            Some(g) => format!(
-                " gadget_witness_wall_s={:.2} gadget_witness_core_s={}",
-                g.wall.as_secs_f64(),
-                g.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64()))
-            ),
+            Some(g) => format!(" gadget_witness_wall_s={:.2} gadget_witness_core_s={}", g.wall.as_secs_f64(), g.core_s()),
             None => String::new(),
         })
     }
@@ -158,7 +154,7 @@ fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: 
     let mut fields = String::new();
     let mut proofs = Vec::new();
     let mut warm_wall = 0.0;
-    for (run, w) in [("first", w.clone()), ("warm", w)] {
+    for (run, key, w) in [("first", "pending", w.clone()), ("warm", "pending_warm", w)] {
         let mut c = [SynthesizedCircuit::with_pending_products(matrices.clone(), w).context("the witness does not fit the compiled matrices")?];
         let sp = spinner(&format!("proving with a, b, c pending on {} ({run})", backend.name()));
         let (out, cost) = measure(|| backend.prove(params, &mut c, &[ProofRandomness::zero()]));
@@ -166,8 +162,7 @@ fn prove_pending(backend: &dyn ProvingBackend, params: &ParameterSet, matrices: 
         let out = out?;
         println!("  prove with a, b, c pending ({run} proof; computed by {}; r = s = 0): {}", backend.name(), cost.describe());
         print_proof_stages(&out);
-        let key = if run == "first" { "pending" } else { "pending_warm" };
-        fields += &format!(" {key}_prove_s={:.3} {key}_core_s={:.2}", cost.wall.as_secs_f64(), cost.core_s());
+        fields += &format!(" {key}_prove_s={:.3} {key}_core_s={}", cost.wall.as_secs_f64(), cost.core_s());
         if let Some(d) = &out.device {
             fields += &format!(
                 " {key}_held_s={:.3} {key}_kernels_s={:.3} {key}_products_s={:.3} {key}_gb_up={:.3}",

@@ -83,10 +83,6 @@ fn gb(b: Option<u64>) -> String {
     b.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9))
 }
 
-fn secs(d: Option<std::time::Duration>) -> String {
-    d.map_or("-".into(), |d| format!("{:.2}", d.as_secs_f64()))
-}
-
 impl FilecoinBench<'_> {
     pub fn run(&self) -> Result<()> {
         let request = RequestFiles::read(self.input)?;
@@ -257,13 +253,13 @@ impl FilecoinBench<'_> {
             shape.constraints,
             counted.wall.as_secs_f64(),
             cuzk.wall.as_secs_f64(),
-            secs(cuzk.cpu),
+            cuzk.core_s(),
             gb(cuzk.peak_rss),
             prover.map_or("-".into(), |c| format!("{:.2}", c.wall.as_secs_f64())),
-            prover.map_or("-".into(), |c| secs(c.cpu)),
+            prover.map_or("-".into(), |c| c.core_s()),
             prover.map_or("-".into(), |c| gb(c.peak_rss)),
             witness.map_or("-".into(), |c| format!("{:.2}", c.wall.as_secs_f64())),
-            witness.map_or("-".into(), |c| secs(c.cpu)),
+            witness.map_or("-".into(), |c| c.core_s()),
             witness.map_or("-".into(), |c| gb(c.peak_rss)),
             l.0 as f64 / total,
             l.1 as f64 / total,

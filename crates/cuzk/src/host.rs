@@ -69,9 +69,9 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, StepCost) {
 }
 
 impl StepCost {
-    /// CPU seconds, NaN where the platform does not report them.
-    pub fn core_s(&self) -> f64 {
-        self.cpu.map_or(f64::NAN, |c| c.as_secs_f64())
+    /// CPU seconds as a RESULT field's value: "-" where the platform reports none.
+    pub fn core_s(&self) -> String {
+        self.cpu.map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64()))
     }
 
     /// "12.3 s wall, 12.1 core-s, peak 17.9 GB (from 0.2 GB)".

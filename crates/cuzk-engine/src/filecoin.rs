@@ -133,8 +133,8 @@ impl PartitionWork for FilecoinPartition {
         self.job.synthesize(self.index, buffers).map_err(engine_error)
     }
 
-    fn witness(&self) -> Result<Witness, EngineError> {
-        self.job.witness(self.index).map_err(engine_error)
+    fn witness(&self, aux_len: usize) -> Result<Witness, EngineError> {
+        self.job.witness(self.index, Some(aux_len)).map_err(engine_error)
     }
 
     fn public_inputs(&self) -> Option<Result<Vec<Scalar>, EngineError>> {

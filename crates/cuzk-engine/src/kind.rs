@@ -18,8 +18,9 @@ pub trait PartitionWork: Send + Sync {
 
     /// The partition's assignment only (no constraint is built, no a, b, c): what a
     /// kind whose circuits have compiled matrices ([`KindHandler::load_matrices`])
-    /// proves with, the backend computing a, b, c from them.
-    fn witness(&self) -> Result<Witness, EngineError> {
+    /// proves with, the backend computing a, b, c from them. `aux_len`: the aux count
+    /// of those matrices.
+    fn witness(&self, _aux_len: usize) -> Result<Witness, EngineError> {
         Err(EngineError::Internal("this proof kind has no witness-only synthesis".into()))
     }
 

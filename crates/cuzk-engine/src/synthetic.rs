@@ -176,7 +176,7 @@ impl PartitionWork for SyntheticPartition {
         r.map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
     }
 
-    fn witness(&self) -> Result<Witness, EngineError> {
+    fn witness(&self, _aux_len: usize) -> Result<Witness, EngineError> {
         match &self.premade {
             None => synthesize_witness(self.shape.circuit(self.witness_seed), self.shape.constraints)
                 .map_err(|e| EngineError::Internal(format!("witness synthesis: {e}"))),

@@ -51,9 +51,14 @@ pub(crate) fn synthesize<C: bellpepper_core::Circuit<Scalar>>(
 }
 
 /// Synthesizes partition `partition`'s assignment only.
-pub(crate) fn witness<C: bellpepper_core::Circuit<Scalar>>(kind: &str, partition: usize, circuit: C) -> Result<Witness, FilecoinError> {
+pub(crate) fn witness<C: bellpepper_core::Circuit<Scalar>>(
+    kind: &str,
+    partition: usize,
+    circuit: C,
+    aux_len: Option<usize>,
+) -> Result<Witness, FilecoinError> {
     guarded(&format!("synthesizing the {kind} witness"), || {
-        synthesize_witness(circuit, 0).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
+        synthesize_witness(circuit, aux_len.unwrap_or(0)).map_err(|e| FilecoinError::Synthesis { partition, message: e.to_string() })
     })
 }
 

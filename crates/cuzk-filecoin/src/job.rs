@@ -60,8 +60,9 @@ pub trait FilecoinJob: Send + Sync {
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
     /// Synthesizes partition `partition`'s assignment only (no constraint is built):
     /// the same input and aux values as [`FilecoinJob::synthesize`], at a fraction of
-    /// its work and memory.
-    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError>;
+    /// its work and memory. `aux_len`: the circuit's aux count where known (its
+    /// compiled matrices'), so that the witness is laid out ahead.
+    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError>;
     /// Where [`FilecoinJob::witness`] computes parts of the witness natively (PoRep's
     /// labels), partition `partition`'s assignment by witness-only synthesis of
     /// storage-proofs' circuit as it is written: what the native one must equal. `None`

@@ -28,8 +28,10 @@ pub mod reference;
 pub mod registered;
 pub mod request_files;
 pub mod setup;
+mod sha256_witness;
 pub mod shape_true;
 mod snap;
+mod snap_witness;
 
 pub use error::FilecoinError;
 pub use job::{CheckedBy, FilecoinJob, InputChecks};

@@ -243,7 +243,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     /// allocated: each thread synthesizes the commitments and its share of the
     /// challenges (top-level namespaces `challenge_0`, …), and the shares are joined.
     /// The labels' SHA-256 is computed natively ([`crate::porep_witness`]).
-    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
+    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
         let vanilla = &self.vanilla[partition];
         let challenges = guarded("reading the PoRep vanilla proofs", || {
@@ -253,7 +253,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         let tau = self.inputs.tau.as_ref().ok_or_else(|| FilecoinError::invalid("PoRep public inputs without comm_d and comm_r"))?;
         let (first, threads) = (&vanilla[0], rayon::current_num_threads());
         guarded("synthesizing the PoRep witness", || {
-            synthesize_witness_split(&challenges, threads, "challenge_0", |share| {
+            synthesize_witness_split(&challenges, threads, "challenge_0", aux_len, |share| {
                 Ok::<_, compound::WitnessError>(PorepWitnessCircuit::<Tree> {
                     replica_id: self.inputs.replica_id.into(),
                     comm_d: tau.comm_d.into(),
@@ -274,7 +274,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         }
         let threads = rayon::current_num_threads();
         Some(guarded("synthesizing the PoRep witness with the circuit's gadgets", || {
-            synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", |share| {
+            synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", None, |share| {
                 compound::partition_circuit::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
                     "PoRep",
                     &self.inputs,

@@ -19,7 +19,6 @@ use bellpepper_core::boolean::{AllocatedBit, Boolean};
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
-use ff::PrimeField;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{HashFunction, Hasher, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
 use serde::Deserialize;
@@ -31,6 +30,8 @@ use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::gadgets::variables::Root;
 use storage_proofs_core::merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper};
 use storage_proofs_core::util::reverse_bit_numbering;
+
+use crate::sha256_witness::{sha256_node, sha256_packed};
 use typenum::{U11, U2};
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -228,28 +229,9 @@ fn label<CS: ConstraintSystem<Fr>>(
     sha256_packed(cs, &message)
 }
 
-/// SHA-256 of `message` packed into a field element as storage-proofs packs a digest:
-/// bits numbered from each byte's low end, the first 254 as a little-endian number
-/// (`multipack::pack_bits`: one value allocated).
-fn sha256_packed<CS: ConstraintSystem<Fr>>(cs: &mut CS, message: &[Boolean]) -> Result<AllocatedNum<Fr>, SynthesisError> {
-    let digest = cuzk_groth16::witness::sha256::sha256(cs, message)?;
-    let mut limbs = [0u64; 4];
-    for (i, byte) in digest.chunks(8).enumerate() {
-        for (j, bit) in byte.iter().rev().enumerate() {
-            let k = i * 8 + j;
-            if *bit && k < Fr::CAPACITY as usize {
-                limbs[k / 64] |= 1 << (k % 64);
-            }
-        }
-    }
-    let packed = Option::<Fr>::from(Fr::from_u64s_le(&limbs)).ok_or(SynthesisError::Unsatisfiable)?;
-    alloc(cs, packed)
-}
-
 /// `enforce_inclusion` for comm_d's binary SHA-256 tree: `PoRCircuit`'s steps (per
 /// level an index bit, the sibling, the pair in order, their hash; then the index bits
-/// packed into public inputs), each node's SHA-256 (`hash_multi_leaf_circuit`: both
-/// children's 255 bits, each byte's bits reversed) computed natively.
+/// packed into public inputs), each node's SHA-256 computed natively.
 fn comm_d_inclusion<CS: ConstraintSystem<Fr>>(
     cs: &mut CS,
     proof: &MerkleProof<Sha256Hasher, U2>,
@@ -265,12 +247,7 @@ fn comm_d_inclusion<CS: ConstraintSystem<Fr>>(
         let bit = Boolean::from(AllocatedBit::alloc(cs.namespace(|| "index bit"), Some(index & 1 == 1))?);
         let sibling = alloc(cs, sibling)?;
         let pair = insert(cs, &cur, std::slice::from_ref(&bit), &[sibling])?;
-        let mut message = Vec::with_capacity(512);
-        for node in &pair {
-            let bits = node.to_bits_le(cs.namespace(|| "node bits"))?;
-            message.extend(reverse_bit_numbering(bits));
-        }
-        cur = sha256_packed(cs, &message)?;
+        cur = sha256_node(cs, &pair[0], &pair[1])?;
         index_bits.push(bit);
     }
     multipack::pack_into_inputs(cs.namespace(|| "path"), &index_bits)?;

@@ -273,8 +273,8 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
         compound::synthesize("PoSt", partition, self.circuit_of(partition)?, buffers)
     }
 
-    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
-        compound::witness("PoSt", partition, self.circuit_of(partition)?)
+    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
+        compound::witness("PoSt", partition, self.circuit_of(partition)?, aux_len)
     }
 
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {

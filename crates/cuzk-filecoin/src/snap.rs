@@ -7,7 +7,7 @@
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::Witness;
+use cuzk_groth16::witness::{synthesize_witness_split, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
@@ -24,6 +24,7 @@ use crate::payload::{bincode_decode, field_element};
 use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
+use crate::snap_witness::SnapWitnessCircuit;
 use cuzk_groth16::shape::CircuitShape;
 
 /// The fields of a SnapDeals request.
@@ -131,8 +132,23 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
         compound::synthesize("SnapDeals", partition, self.circuit_of(partition)?, buffers)
     }
 
-    fn witness(&self, partition: usize) -> Result<Witness, FilecoinError> {
-        compound::witness("SnapDeals", partition, self.circuit_of(partition)?)
+    /// A partition's challenges read only the prelude and their own proofs: each
+    /// thread synthesizes the prelude and its share of the challenges
+    /// ([`crate::snap_witness`]), and the shares are joined.
+    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
+        let circuit = self.circuit_of(partition)?;
+        let challenges: Vec<usize> = (0..circuit.priv_inputs.challenge_proofs.len()).collect();
+        guarded("synthesizing the SnapDeals witness", || {
+            synthesize_witness_split(&challenges, rayon::current_num_threads(), "challenge_0", aux_len, |share| {
+                Ok::<_, compound::WitnessError>(SnapWitnessCircuit { circuit: &circuit, share: share.to_vec() })
+            })
+            .map_err(|e| e.into_filecoin(partition))
+        })
+    }
+
+    /// storage-proofs' `EmptySectorUpdateCircuit` through witness-only synthesis on one thread.
+    fn gadget_witness(&self, partition: usize) -> Option<Result<Witness, FilecoinError>> {
+        Some(self.circuit_of(partition).and_then(|circuit| compound::witness("SnapDeals", partition, circuit, None)))
     }
 
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {

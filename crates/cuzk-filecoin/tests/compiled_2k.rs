@@ -18,7 +18,9 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
     let matrices = job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}"));
     for k in 0..job.partitions() {
         let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let witness = job.witness(k).unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Laid out ahead from the matrices' aux count, and without it.
+        let witness = job.witness(k, Some(matrices.num_aux)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(job.witness(k, None).unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: without the aux count");
         assert!(full.aux.len() > 1000, "{what}: a real circuit");
         assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
         assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
@@ -35,7 +37,7 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         assert_eq!(compiled.b_input_density, full.b_input_density, "{what} partition {k}: B input density");
         assert_eq!(compiled.b_aux_density, full.b_aux_density, "{what} partition {k}: B aux density");
     }
-    assert!(job.witness(job.partitions()).is_err(), "{what}: a partition past the last");
+    assert!(job.witness(job.partitions(), None).is_err(), "{what}: a partition past the last");
     eprintln!(
         "{what}: {} constraints, {} non-zeros, {} distinct coefficients, {:.2} bytes per non-zero",
         matrices.num_constraints(),

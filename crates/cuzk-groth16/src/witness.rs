@@ -13,6 +13,9 @@
 //! to those [`crate::synthesis::synthesize`] records for the same circuit.
 
 pub mod sha256;
+mod split;
+
+pub use split::synthesize_witness_split;
 
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
@@ -29,9 +32,9 @@ pub struct Witness {
 
 /// The constraint system of witness-only synthesis.
 #[derive(Default)]
-pub struct WitnessAssembly {
+pub struct WitnessAssembly<'w> {
     input: Vec<Scalar>,
-    aux: Vec<Scalar>,
+    aux: Aux<'w>,
     /// Namespaces open right now (0: at the circuit's top level).
     depth: usize,
     /// A top-level namespace name to watch for, and the (inputs, aux) counts when it
@@ -40,19 +43,107 @@ pub struct WitnessAssembly {
     marker: Option<(String, Option<(usize, usize)>)>,
 }
 
-impl WitnessAssembly {
-    /// Room for `aux` aux values up front: a 32 GiB PoRep partition has ~1.3·10^8, and
-    /// every doubling of the vector copies gigabytes.
-    pub fn with_capacity(aux: usize) -> Self {
-        WitnessAssembly { aux: Vec::with_capacity(aux), ..Self::default() }
-    }
+/// Where the aux values go.
+enum Aux<'w> {
+    /// A vector of their own.
+    Owned(Vec<Scalar>),
+    /// A share of a split synthesis: the values before the marker into `prelude`
+    /// (compared with the other shares'), those after it straight into `window`, the
+    /// share's range of the whole circuit's aux vector. Values past the window's end
+    /// go to `spill`: the parts were not the size the layout assumed (an error, found
+    /// when the share ends).
+    Window { prelude: Vec<Scalar>, window: &'w mut [Scalar], open: bool, written: usize, spill: Vec<Scalar> },
+}
 
-    pub fn into_witness(self) -> Witness {
-        Witness { input: self.input, aux: self.aux }
+impl Default for Aux<'_> {
+    fn default() -> Self {
+        Aux::Owned(Vec::new())
     }
 }
 
-impl ConstraintSystem<Scalar> for WitnessAssembly {
+impl Aux<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Aux::Owned(v) => v.len(),
+            Aux::Window { prelude, open: false, .. } => prelude.len(),
+            Aux::Window { prelude, written, spill, .. } => prelude.len() + written + spill.len(),
+        }
+    }
+
+    /// Room for `n` more values, zeroed, in order.
+    fn allocate(&mut self, n: usize) -> &mut [Scalar] {
+        match self {
+            Aux::Owned(v) | Aux::Window { prelude: v, open: false, .. } => {
+                let from = v.len();
+                v.resize(from + n, Scalar::ZERO);
+                &mut v[from..]
+            }
+            Aux::Window { window, written, spill, .. } => {
+                if spill.is_empty() && *written + n <= window.len() {
+                    let from = *written;
+                    *written += n;
+                    let room = &mut window[from..from + n];
+                    room.fill(Scalar::ZERO);
+                    room
+                } else {
+                    let from = spill.len();
+                    spill.resize(from + n, Scalar::ZERO);
+                    &mut spill[from..]
+                }
+            }
+        }
+    }
+
+    fn extend(&mut self, values: &[Scalar]) {
+        match self {
+            Aux::Owned(v) | Aux::Window { prelude: v, open: false, .. } => v.extend_from_slice(values),
+            _ => self.allocate(values.len()).copy_from_slice(values),
+        }
+    }
+
+    fn push(&mut self, value: Scalar) {
+        match self {
+            Aux::Owned(v) | Aux::Window { prelude: v, open: false, .. } => v.push(value),
+            _ => self.allocate(1)[0] = value,
+        }
+    }
+
+    /// The values kept here: all of them, or a window's prelude and what it holds.
+    fn values(&self) -> &[Scalar] {
+        match self {
+            Aux::Owned(v) | Aux::Window { prelude: v, open: false, .. } => v,
+            Aux::Window { window, written, .. } => &window[..*written],
+        }
+    }
+}
+
+impl<'w> WitnessAssembly<'w> {
+    /// Room for `aux` aux values up front: a 32 GiB PoRep partition has ~1.3·10^8, and
+    /// every doubling of the vector copies gigabytes.
+    pub fn with_capacity(aux: usize) -> Self {
+        WitnessAssembly { aux: Aux::Owned(Vec::with_capacity(aux)), ..Self::default() }
+    }
+
+    /// A share of a split synthesis (see [`Aux::Window`]): the circuit's values up to
+    /// the top-level namespace `marker` kept here, the rest written into `window`.
+    fn window(marker: &str, window: &'w mut [Scalar]) -> Self {
+        WitnessAssembly {
+            aux: Aux::Window { prelude: Vec::new(), window, open: false, written: 0, spill: Vec::new() },
+            marker: Some((marker.to_string(), None)),
+            ..Self::default()
+        }
+    }
+
+    pub fn into_witness(self) -> Witness {
+        let aux = match self.aux {
+            Aux::Owned(v) => v,
+            Aux::Window { prelude, .. } => prelude,
+        };
+        Witness { input: self.input, aux }
+    }
+}
+
+impl<'w> ConstraintSystem<Scalar> for WitnessAssembly<'w> {
     type Root = Self;
 
     fn new() -> Self {
@@ -101,6 +192,9 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
             if let Some((marker, seen @ None)) = &mut self.marker {
                 if name().into() == *marker {
                     *seen = Some((self.input.len(), self.aux.len()));
+                    if let Aux::Window { open, .. } = &mut self.aux {
+                        *open = true;
+                    }
                 }
             }
         }
@@ -125,7 +219,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
     /// sequential synthesis.
     fn extend(&mut self, other: &Self) {
         self.input.extend_from_slice(other.input.get(1..).unwrap_or_default());
-        self.aux.extend_from_slice(&other.aux);
+        self.aux.extend(other.aux.values());
     }
 
     fn is_witness_generator(&self) -> bool {
@@ -137,14 +231,13 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
     }
 
     fn extend_aux(&mut self, new_aux: &[Scalar]) {
-        self.aux.extend_from_slice(new_aux);
+        self.aux.extend(new_aux);
     }
 
     fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
-        let (aux_from, input_from) = (self.aux.len(), self.input.len());
-        self.aux.resize(aux_from + aux_n, Scalar::ZERO);
+        let input_from = self.input.len();
         self.input.resize(input_from + inputs_n, Scalar::ZERO);
-        (&mut self.aux[aux_from..], &mut self.input[input_from..])
+        (self.aux.allocate(aux_n), &mut self.input[input_from..])
     }
 
     fn allocate_empty_inputs(&mut self, n: usize) -> &mut [Scalar] {
@@ -154,17 +247,16 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
     }
 
     fn allocate_empty_aux(&mut self, n: usize) -> &mut [Scalar] {
-        let from = self.aux.len();
-        self.aux.resize(from + n, Scalar::ZERO);
-        &mut self.aux[from..]
+        self.aux.allocate(n)
     }
 
     fn inputs_slice(&self) -> &[Scalar] {
         &self.input
     }
 
+    /// All aux values; in a share of a split synthesis, those since the marker.
     fn aux_slice(&self) -> &[Scalar] {
-        &self.aux
+        self.aux.values()
     }
 }
 
@@ -175,57 +267,6 @@ pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C, aux_hint: usize) -> Re
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     Ok(cs.into_witness())
-}
-
-/// The witness of a circuit made of a shared prelude and repeated parts (PoRep: the
-/// public commitments, then one sub-circuit per challenge), synthesized on several
-/// threads. `build(parts)` must give the circuit over those parts; the top-level
-/// namespace `first_part` must open where the first of them begins.
-///
-/// Each thread synthesizes the prelude and its share of the parts; the shares after
-/// the first drop their copy of the prelude. The result equals the sequential
-/// synthesis when the prelude does not depend on which parts follow (it allocates
-/// before the first part opens), which callers check in their tests.
-pub fn synthesize_witness_split<T, C, E>(
-    parts: &[T],
-    threads: usize,
-    first_part: &str,
-    build: impl Fn(&[T]) -> Result<C, E> + Sync,
-) -> Result<Witness, E>
-where
-    T: Sync,
-    C: Circuit<Scalar>,
-    E: From<SynthesisError> + Send,
-{
-    use rayon::prelude::*;
-    if parts.is_empty() {
-        return synthesize_witness(build(parts)?, 0).map_err(E::from);
-    }
-    let chunk = parts.len().div_ceil(threads.max(1)).max(1);
-    let shares = parts
-        .par_chunks(chunk)
-        .map(|share| {
-            let mut cs = WitnessAssembly { marker: Some((first_part.to_string(), None)), ..WitnessAssembly::default() };
-            cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-            build(share)?.synthesize(&mut cs)?;
-            let prelude = cs.marker.take().and_then(|(_, seen)| seen).ok_or(SynthesisError::Unsatisfiable)?;
-            Ok((cs.into_witness(), prelude))
-        })
-        .collect::<Result<Vec<_>, E>>()?;
-    let mut shares = shares.into_iter();
-    let Some((mut witness, prelude)) = shares.next() else {
-        return Ok(Witness { input: vec![Scalar::ONE], aux: Vec::new() });
-    };
-    for (share, share_prelude) in shares {
-        if share_prelude != prelude || share.input[..prelude.0] != witness.input[..prelude.0] || share.aux[..prelude.1] != witness.aux[..prelude.1] {
-            // Another prelude: the parts are not independent; joining would be wrong.
-            tracing::error!(?prelude, ?share_prelude, first_part, "the circuit's prelude differs between shares");
-            return Err(SynthesisError::Unsatisfiable.into());
-        }
-        witness.input.extend_from_slice(&share.input[prelude.0..]);
-        witness.aux.extend_from_slice(&share.aux[prelude.1..]);
-    }
-    Ok(witness)
 }
 
 #[cfg(test)]
@@ -353,51 +394,6 @@ mod tests {
         assert_eq!(full.input.len(), 1 + 20 * 4);
         assert_eq!(witness.input, full.input);
         assert_eq!(witness.aux, full.aux);
-    }
-
-    /// A prelude (an input and aux values), then parts in top-level namespaces
-    /// `part_0`, `part_1`, … that each allocate inputs and aux values.
-    struct Parts {
-        prelude: u64,
-        parts: Vec<u64>,
-    }
-
-    impl Circuit<Scalar> for Parts {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-            {
-                let mut cs = cs.namespace(|| "prelude");
-                cs.alloc_input(|| "p", || Ok(Scalar::from(self.prelude)))?;
-                for k in 0..3 {
-                    let mut inner = cs.namespace(|| format!("nested {k}"));
-                    inner.alloc(|| "q", || Ok(Scalar::from(self.prelude + k)))?;
-                }
-            }
-            for (i, v) in self.parts.iter().enumerate() {
-                let mut cs = cs.namespace(|| format!("part_{i}"));
-                cs.alloc(|| "a", || Ok(Scalar::from(*v)))?;
-                cs.alloc_input(|| "b", || Ok(Scalar::from(*v * 3)))?;
-                let mut inner = cs.namespace(|| "part_0");
-                inner.alloc(|| "c", || Ok(Scalar::from(*v * 5)))?;
-            }
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_split_witness_equals_the_sequential_one() {
-        let parts: Vec<u64> = (1..=11).collect();
-        let sequential = synthesize_witness(Parts { prelude: 7, parts: parts.clone() }, 0).unwrap();
-        for threads in [1, 2, 3, 4, 11, 40] {
-            let split =
-                synthesize_witness_split(&parts, threads, "part_0", |share| Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec() }))
-                    .unwrap();
-            assert_eq!(split, sequential, "{threads} threads");
-        }
-        // A prelude that depends on the share is refused, not joined.
-        let r = synthesize_witness_split(&parts, 3, "part_0", |share| Ok::<_, SynthesisError>(Parts { prelude: share[0], parts: share.to_vec() }));
-        assert!(r.is_err());
-        // A marker that never opens is an error.
-        assert!(synthesize_witness_split(&parts, 2, "part_x", |share| Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec() })).is_err());
     }
 
     #[test]

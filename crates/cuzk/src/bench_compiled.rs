@@ -99,7 +99,7 @@ pub fn run(
         loaded.describe()
     );
     let sp = spinner("witness-only synthesis");
-    let (witness, witness_cost) = measure(|| job.witness(k));
+    let (witness, witness_cost) = measure(|| job.witness(k, Some(matrices.num_aux)));
     sp.finish_and_clear();
     let witness = witness?;
     println!("  witness-only synthesis ({} threads): {}", rayon::current_num_threads(), witness_cost.describe());

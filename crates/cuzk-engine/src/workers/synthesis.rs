@@ -126,7 +126,7 @@ fn synthesize(
     let t = Instant::now();
     let result = match (matrices, abc) {
         (Some(m), _) => catch_panic("witness synthesis", move || {
-            let w = work.witness()?;
+            let w = work.witness(m.num_aux)?;
             SynthesizedCircuit::with_pending_products(m, w)
                 .map_err(|_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into()))
         }),

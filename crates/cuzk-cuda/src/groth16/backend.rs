@@ -15,7 +15,7 @@ use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
 use cuzk_groth16::{NoProgress, ParameterSet, Progress, Proof};
 
 use super::compute::PartitionProver;
-use super::placement::{decide, working_bytes, Placement};
+use super::placement::{decide, lists_bytes, working_bytes, Placement};
 use super::points::{load, LoadedPoints};
 use super::products::{matrices_bytes, DeviceMatrices};
 use super::staging::STAGING_SLOTS;
@@ -131,13 +131,14 @@ impl CudaBackend {
             (available + self.prover.staging.bytes_held(n)).saturating_sub(pending)
         };
         let made = self.prover.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
-        decide(p.points_bytes(), n, free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
+        decide(p.points_bytes(), n, set_lists_bytes(p), free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
     }
 
-    /// `m` on this device for partitions of an n-point domain: uploaded on first use
-    /// when the matrices, two partitions' expanded witnesses and a partition's working
-    /// memory fit in the free memory; else None (decided once per shape, logged).
-    fn device_matrices(&self, m: &Arc<ConstraintMatrices>, n: usize) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+    /// `m` on this device for partitions of an n-point domain of `params`: uploaded on
+    /// first use when the matrices, two partitions' expanded witnesses, their split
+    /// lists and a partition's working memory fit in the free memory; else None
+    /// (decided once per shape, logged).
+    fn device_matrices(&self, m: &Arc<ConstraintMatrices>, n: usize, params: &ParameterSet) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
         let mut cache = self.matrices.lock().map_err(|_| ProveError::Backend("compiled matrices map poisoned".into()))?;
         cache.retain(|(k, _)| Arc::strong_count(k) > 1 || Arc::ptr_eq(k, m));
         if let Some((_, d)) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
@@ -147,7 +148,9 @@ impl CudaBackend {
         let need = matrices_bytes(m) as usize;
         // z and its class bitmaps, in each of the two staging slots' partitions.
         let witnesses = STAGING_SLOTS * (m.num_inputs + m.num_aux) * (std::mem::size_of::<DeviceFr>() + 1);
-        let working = working_bytes(n, n.saturating_sub(1));
+        // The lists' own aux-value term stands here for each slot's compact witness as
+        // it goes up (WindowPoSt's is nearly all values: as large as the expanded one).
+        let working = working_bytes(n, n.saturating_sub(1)) + set_lists_bytes(params);
         let free = {
             let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
             self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))? + self.prover.staging.bytes_held(n)
@@ -184,7 +187,7 @@ impl CudaBackend {
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         let matrices = match c.pending_products() {
-            Some(m) => self.device_matrices(m, c.domain_size())?,
+            Some(m) => self.device_matrices(m, c.domain_size(), params)?,
             None => None,
         };
         if c.pending_products().is_some() && matrices.is_none() {
@@ -315,4 +318,10 @@ impl ProvingBackend for CudaBackend {
     fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
         self.points(params, &mut StageTimings::default(), progress).map(drop)
     }
+}
+
+/// The split lists' device memory for a set's partitions at worst ([`lists_bytes`]).
+fn set_lists_bytes(p: &ParameterSet) -> usize {
+    let q = p.lens();
+    lists_bytes(q.l, q.a, q.b_g1)
 }

@@ -39,6 +39,16 @@ pub fn working_bytes(n: usize, msm_n: usize) -> usize {
     STAGED_VECTORS * SCALAR_BYTES * n + SORT_BYTES_PER_WINDOW * windows * msm_n + MSM_SCRATCH_BYTES
 }
 
+/// Device memory the split MSMs' lists of the two staging slots' partitions can take,
+/// for L, A and B queries of `l`, `a` and `b` points (`l`: one per aux value): each
+/// slot's aux values, and per query an index for each 1 and an index and a scalar for
+/// each other value. At worst every value is neither 0 nor 1 — WindowPoSt's 99 %:
+/// 15.4 GB per 32 GiB partition, which two slots beside its 60.8 GB of points and a
+/// partition's working memory did run out of on an H200.
+pub fn lists_bytes(l: usize, a: usize, b: usize) -> usize {
+    super::staging::STAGING_SLOTS * (SCALAR_BYTES * l + (SCALAR_BYTES + 4) * (l + a + b))
+}
+
 /// The chunk buffers' size for a set streamed on a device with `free` bytes for it, in
 /// partitions of an n-point domain: the default, or less where that does not fit
 /// beside the a, b, c slots (so a GPU with little memory to spare still proves), a
@@ -64,21 +74,23 @@ pub fn streamed_chunk_bytes(free: usize, n: usize, made: Option<usize>) -> Optio
 }
 
 /// The placement of a set of `points` bytes proven in partitions of an n-point domain
-/// on a device with `free` bytes for it (`made`: the chunk buffers' size if the backend
-/// has them), with the reason for the log; or why no partition of it fits at all.
-pub fn decide(points: usize, n: usize, free: usize, made: Option<usize>) -> Result<(Placement, String), String> {
+/// whose split lists take up to `lists` bytes ([`lists_bytes`]) on a device with `free`
+/// bytes for it (`made`: the chunk buffers' size if the backend has them), with the
+/// reason for the log; or why no partition of it fits at all.
+pub fn decide(points: usize, n: usize, lists: usize, free: usize, made: Option<usize>) -> Result<(Placement, String), String> {
     let gb = |b: usize| b as f64 / 1e9;
     // The H MSM runs over n − 1 scalars (16 windows at n = 2^24, not 13).
-    let resident = points + working_bytes(n, n.saturating_sub(1));
+    let resident = points + working_bytes(n, n.saturating_sub(1)) + lists;
     if resident <= free {
         let why = format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free));
         return Ok((Placement::Resident, why));
     }
-    let Some(chunk_bytes) = streamed_chunk_bytes(free, n, made) else {
-        let least = match made {
-            Some(b) => working_bytes(n, b / G1_POINT_BYTES),
-            None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / G1_POINT_BYTES),
-        };
+    let Some(chunk_bytes) = free.checked_sub(lists).and_then(|free| streamed_chunk_bytes(free, n, made)) else {
+        let least = lists
+            + match made {
+                Some(b) => working_bytes(n, b / G1_POINT_BYTES),
+                None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / G1_POINT_BYTES),
+            };
         return Err(format!(
             "{:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",
             gb(free),
@@ -145,22 +157,35 @@ mod tests {
     fn a_set_is_resident_when_it_fits_beside_a_partition_else_streamed_else_refused() {
         let gb = |x: f64| (x * 1e9) as usize;
         let points = gb(47.37);
-        // The C2 set on an H200: resident, with the reason.
-        let (p, why) = decide(points, C2, gb(149.55), None).unwrap();
+        // The C2 set on an H200 (its lists at worst): resident, with the reason.
+        let lists = lists_bytes(130_169_893, 129_753_620, 33_112_282);
+        let (p, why) = decide(points, C2, lists, gb(149.55), None).unwrap();
         assert_eq!(p, Placement::Resident);
         assert!(why.contains("fit in 149.55 GB"), "{why}");
-        // Exactly the points and a partition's working memory: still resident; a byte
-        // less: streamed through chunks that fit.
-        let need = points + working_bytes(C2, C2 - 1);
-        assert_eq!(decide(points, C2, need, None).unwrap().0, Placement::Resident);
-        match decide(points, C2, need - 1, None).unwrap().0 {
-            Placement::Streamed { chunk_bytes } => assert_eq!(Some(chunk_bytes), streamed_chunk_bytes(need - 1, C2, None)),
+        // Exactly the points, a partition's working memory and the lists: still
+        // resident; a byte less: streamed through chunks that fit beside the lists.
+        let need = points + working_bytes(C2, C2 - 1) + lists;
+        assert_eq!(decide(points, C2, lists, need, None).unwrap().0, Placement::Resident);
+        match decide(points, C2, lists, need - 1, None).unwrap().0 {
+            Placement::Streamed { chunk_bytes } => assert_eq!(Some(chunk_bytes), streamed_chunk_bytes(need - 1 - lists, C2, None)),
             p => panic!("{p:?}"),
         }
         // Chunk buffers already made keep their size.
-        assert_eq!(decide(points, C2, gb(40.0), Some(MIN_CHUNK_BYTES)).unwrap().0, Placement::Streamed { chunk_bytes: MIN_CHUNK_BYTES });
-        // A 24 GB card: refused, saying how much a partition needs.
-        let e = decide(points, C2, gb(23.0), None).unwrap_err();
+        assert_eq!(decide(points, C2, 0, gb(40.0), Some(MIN_CHUNK_BYTES)).unwrap().0, Placement::Streamed { chunk_bytes: MIN_CHUNK_BYTES });
+        // A 24 GB card: refused, saying how much a partition needs; so is a card with
+        // room for a partition but not for its lists.
+        let e = decide(points, C2, 0, gb(23.0), None).unwrap_err();
         assert!(e.contains("23.00 GB available") && e.contains("at least"), "{e}");
+        assert!(decide(points, C2, gb(20.0), gb(40.0), None).is_err());
+    }
+
+    #[test]
+    fn the_lists_count_every_value_as_neither_0_nor_1_in_both_slots() {
+        // WindowPoSt 32 GiB: 15.4 GB per slot; with its 60.78 GB of points still
+        // resident on an H200, where two slots' lists ran out of memory uncounted.
+        let lists = lists_bytes(126_902_376, 96_205_645, 91_925_767);
+        assert_eq!(lists, 2 * (32 * 126_902_376 + 36 * (126_902_376 + 96_205_645 + 91_925_767)));
+        let gb = |x: f64| (x * 1e9) as usize;
+        assert_eq!(decide(gb(60.78), C2, lists, gb(149.55), None).unwrap().0, Placement::Resident);
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use cuzk_filecoin::matrices::{load_or_compile, Provenance};
+use cuzk_filecoin::matrices::{load_if_present, load_or_compile, Provenance};
 use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, InputChecks, PorepRequest, PostRequest, SnapRequest};
 use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
@@ -37,8 +37,18 @@ pub struct FilecoinKind {
     /// What the parameter file headers say, per circuit.
     headers: Mutex<HashMap<Circuit, ParamsHeader>>,
     /// Where compiled matrices are kept, when partitions are synthesized witness-only
-    /// and a, b, c computed by the backend ([`FilecoinKind::with_compiled_matrices`]).
-    matrices_dir: Option<PathBuf>,
+    /// and a, b, c computed by the backend ([`FilecoinKind::with_compiled_matrices`]),
+    /// and whether they are compiled there when missing.
+    matrices: Option<(PathBuf, MatricesUse)>,
+}
+
+/// When a kind with a matrices directory uses compiled matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MatricesUse {
+    /// Where the circuit's file is there (made ahead by `cuzk compile`); else full synthesis.
+    IfPresent,
+    /// Always: compiled on first use when missing, stale or corrupt.
+    CompileOnUse,
 }
 
 /// What a plan needs of a parameter file, read from its header, and the file's length
@@ -65,14 +75,23 @@ impl FilecoinKind {
         if kind == ProofKind::Synthetic {
             return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
-        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices_dir: None })
+        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices: None })
     }
 
     /// Proves with compiled matrices kept in `dir` (`<params stem>.cuzk-matrices`,
     /// compiled on first use when missing, stale or corrupt): witness-only synthesis,
     /// a, b, c computed by the backend.
     pub fn with_compiled_matrices(mut self, dir: PathBuf) -> Self {
-        self.matrices_dir = Some(dir);
+        self.matrices = Some((dir, MatricesUse::CompileOnUse));
+        self
+    }
+
+    /// Proves with compiled matrices from `dir` for the circuits whose file is there
+    /// (made ahead by `cuzk compile`), full synthesis for the others: no proof waits
+    /// for minutes of compiling (a 32 GiB WindowPoSt circuit: 4–7 minutes on an H200
+    /// host, longer than a proving deadline allows).
+    pub fn with_compiled_matrices_if_present(mut self, dir: PathBuf) -> Self {
+        self.matrices = Some((dir, MatricesUse::IfPresent));
         self
     }
 
@@ -227,11 +246,25 @@ impl KindHandler for FilecoinKind {
     }
 
     fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
-        let Some(dir) = &self.matrices_dir else { return Ok(None) };
+        let Some((dir, how)) = &self.matrices else { return Ok(None) };
         let circuit = self.circuit(circuit_id)?;
         let t = std::time::Instant::now();
-        let (m, provenance) =
-            load_or_compile(circuit, dir, &NoProgress).map_err(|e| EngineError::Internal(format!("compiled matrices of {circuit}: {e}")))?;
+        let failed = |e: FilecoinError| EngineError::Internal(format!("compiled matrices of {circuit}: {e}"));
+        let (m, provenance) = match how {
+            MatricesUse::CompileOnUse => load_or_compile(circuit, dir, &NoProgress).map_err(failed)?,
+            MatricesUse::IfPresent => match load_if_present(circuit, dir).map_err(failed)? {
+                Some(m) => (m, Provenance::Mapped),
+                None => {
+                    tracing::info!(
+                        circuit_id,
+                        dir = %dir.display(),
+                        "no compiled matrices: partitions are synthesized in full; `cuzk compile --circuit {circuit_id} --dir {}` makes them (used from the next load of these parameters, e.g. after a restart)",
+                        dir.display()
+                    );
+                    return Ok(None);
+                }
+            },
+        };
         tracing::info!(
             circuit_id,
             dir = %dir.display(),

@@ -64,6 +64,29 @@ pub enum Provenance {
     Compiled(String),
 }
 
+/// `circuit`'s matrices from `dir` where its file is there and usable; None where it
+/// is missing, or stale or corrupt (logged with the reason and the command that makes
+/// it again): nothing is compiled here. Other I/O failures are errors.
+pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<ConstraintMatrices>, FilecoinError> {
+    let path = matrices_path(circuit, dir)?;
+    match read_matrices(&path, &identity(circuit)?) {
+        Ok(m) => Ok(Some(m)),
+        Err(MatrixFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.needs_recompile() => {
+            tracing::warn!(
+                circuit = %circuit,
+                path = %path.display(),
+                error = %e,
+                "compiled matrices unusable; `cuzk compile --circuit {} --dir {} --force` makes them again",
+                circuit.id(),
+                dir.display()
+            );
+            Ok(None)
+        }
+        Err(e) => Err(FilecoinError::invalid(format!("reading compiled matrices: {e}"))),
+    }
+}
+
 /// `circuit`'s matrices from `dir`, compiled and written first when the file is
 /// missing, stale or corrupt (logged with the reason). Other I/O failures are errors.
 pub fn load_or_compile(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(ConstraintMatrices, Provenance), FilecoinError> {

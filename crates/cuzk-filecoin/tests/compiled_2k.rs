@@ -58,10 +58,13 @@ fn every_kind_compiles_to_the_products_of_full_synthesis() {
 
 #[test]
 fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
-    use cuzk_filecoin::matrices::{load_or_compile, matrices_path, Provenance};
+    use cuzk_filecoin::matrices::{load_if_present, load_or_compile, matrices_path, Provenance};
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let job = decode_porep(&f.porep.request()).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    // Only when present: nothing yet, and nothing is compiled.
+    assert!(load_if_present(job.circuit(), dir.path()).unwrap().is_none());
+    assert!(!matrices_path(job.circuit(), dir.path()).unwrap().exists());
     let (compiled, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
     assert_eq!(how, Provenance::Compiled("missing".into()));
     // The blank circuit's matrices are the real instance's: structure does not depend
@@ -70,6 +73,7 @@ fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
     let (mapped, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
     assert_eq!(how, Provenance::Mapped);
     assert!(mapped == compiled);
+    assert!(load_if_present(job.circuit(), dir.path()).unwrap().is_some_and(|m| m == compiled));
 
     let path = matrices_path(job.circuit(), dir.path()).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
@@ -80,6 +84,8 @@ fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
     let damaged = dir.path().join("damaged");
     std::fs::write(&damaged, &bytes).unwrap();
     std::fs::rename(&damaged, &path).unwrap();
+    // Only when present: a damaged file is not used, and not rebuilt.
+    assert!(load_if_present(job.circuit(), dir.path()).unwrap().is_none());
     let (again, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
     assert!(matches!(&how, Provenance::Compiled(reason) if reason.contains("corrupt")), "{how:?}");
     assert!(again == compiled);

@@ -75,13 +75,13 @@ pub struct DaemonConfig {
     pub synthesis_workers: usize,
     /// pipeline.synthesis_lookahead: synthesized partitions waiting for a prover.
     pub synthesis_lookahead: usize,
-    /// synthesis.compiled_matrices (cuzk's own key, off by default): prove with each
-    /// circuit's compiled constraint matrices, so partitions are synthesized
+    /// synthesis.compiled_matrices (cuzk's own key, "auto" by default): prove with
+    /// each circuit's compiled constraint matrices, so partitions are synthesized
     /// witness-only and the backend computes a, b, c (a GPU on its device, from the
     /// compact witness).
-    pub compiled_matrices: bool,
+    pub compiled_matrices: CompiledMatrices,
     /// synthesis.matrices_dir: where compiled matrices of Filecoin circuits are kept
-    /// (compiled there on first use); None = the parameter directory.
+    /// (made there by `cuzk compile`, or on first use); None = the parameter directory.
     pub matrices_dir: Option<PathBuf>,
     /// synthetic.max_log_size: largest synthetic circuit accepted (cuzk's own key).
     pub synthetic_max_log_size: u32,
@@ -131,7 +131,7 @@ impl Default for DaemonConfig {
             cpu_threads: 0,
             synthesis_workers: 1,
             synthesis_lookahead: 1,
-            compiled_matrices: false,
+            compiled_matrices: CompiledMatrices::Auto,
             matrices_dir: None,
             synthetic_max_log_size: 20,
             synthetic_allow_premade: false,
@@ -205,6 +205,39 @@ fn as_count(key: &str, v: &toml::Value) -> Result<usize, ConfigError> {
     match v.as_integer() {
         Some(i) if i >= 0 => Ok(i as usize),
         _ => Err(bad(key, format!("expected a non-negative integer, found {v}"))),
+    }
+}
+
+/// synthesis.compiled_matrices: when Filecoin circuits are proven with compiled matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompiledMatrices {
+    /// `false`: never (full synthesis).
+    Off,
+    /// `"auto"`: for the circuits whose matrices file is in the matrices directory
+    /// (`cuzk compile` makes it ahead); full synthesis for the others, said in the log.
+    /// Nothing is compiled while a request waits. The synthetic kind: full synthesis.
+    Auto,
+    /// `true`: always, every kind; a missing, stale or corrupt file is compiled on first
+    /// use (minutes for a 32 GiB circuit, while that circuit's first request waits).
+    On,
+}
+
+impl CompiledMatrices {
+    fn from_toml(key: &str, v: &toml::Value) -> Result<Self, ConfigError> {
+        match v {
+            toml::Value::Boolean(true) => Ok(CompiledMatrices::On),
+            toml::Value::Boolean(false) => Ok(CompiledMatrices::Off),
+            toml::Value::String(s) if s == "auto" => Ok(CompiledMatrices::Auto),
+            _ => Err(bad(key, format!("expected true, false or \"auto\", found {v}"))),
+        }
+    }
+
+    fn to_toml(self) -> &'static str {
+        match self {
+            CompiledMatrices::Off => "false",
+            CompiledMatrices::Auto => "\"auto\"",
+            CompiledMatrices::On => "true",
+        }
     }
 }
 
@@ -434,7 +467,7 @@ impl DaemonConfig {
                         c.synthetic_max_log_size = n as u32;
                     }
                     "synthetic.allow_premade" => c.synthetic_allow_premade = as_bool(k, v)?,
-                    "synthesis.compiled_matrices" => c.compiled_matrices = as_bool(k, v)?,
+                    "synthesis.compiled_matrices" => c.compiled_matrices = CompiledMatrices::from_toml(k, v)?,
                     "synthesis.matrices_dir" => {
                         let s = as_str(k, v)?;
                         c.matrices_dir = (!s.is_empty()).then(|| PathBuf::from(s));
@@ -545,7 +578,7 @@ impl DaemonConfig {
             self.workers_per_backend,
             self.synthesis_lookahead,
             self.synthesis_workers,
-            self.compiled_matrices,
+            self.compiled_matrices.to_toml(),
             quoted(&path_text(self.matrices_dir.as_ref())),
             quoted(&self.log_level),
             self.synthetic_max_log_size,
@@ -638,6 +671,17 @@ old_key = 1
         let e = DaemonConfig::from_toml("[gpus]\ngpu_workers_per_device = \"two\"").unwrap_err();
         assert!(e.to_string().starts_with("gpus.gpu_workers_per_device: expected a non-negative integer"), "{e}");
         assert!(matches!(DaemonConfig::from_toml("[daemon"), Err(ConfigError::Syntax(_))));
+        let e = DaemonConfig::from_toml("[synthesis]\ncompiled_matrices = \"yes\"").unwrap_err();
+        assert!(e.to_string().starts_with("synthesis.compiled_matrices: expected true, false or \"auto\""), "{e}");
+    }
+
+    #[test]
+    fn compiled_matrices_are_used_where_present_unless_told_otherwise() {
+        assert_eq!(DaemonConfig::default().compiled_matrices, CompiledMatrices::Auto);
+        for (text, want) in [("true", CompiledMatrices::On), ("false", CompiledMatrices::Off), ("\"auto\"", CompiledMatrices::Auto)] {
+            let (c, _) = DaemonConfig::from_toml(&format!("[synthesis]\ncompiled_matrices = {text}")).unwrap();
+            assert_eq!(c.compiled_matrices, want, "{text}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::access::{check_exposure, AccessToken};
-use cuzk_server::config::DaemonConfig;
+use cuzk_server::config::{CompiledMatrices, DaemonConfig};
 use cuzk_server::{serve_service_tls, ListenAddr, Listener, ParameterFiles, ProvingService};
 
 use crate::config_file::read_config;
@@ -88,7 +88,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)
         .allowing_premade(config.synthetic_allow_premade)
-        .with_compiled_matrices(config.compiled_matrices);
+        .with_compiled_matrices(config.compiled_matrices == CompiledMatrices::On);
     let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::backends::cuda_backends(&config.gpu_devices)? {
         Some(gpus) => {
             let gpu = gpus[0].gpu().clone();
@@ -118,9 +118,11 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
     for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
         let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks)?;
+        let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
         kinds.push(Arc::new(match config.compiled_matrices {
-            true => kind.with_compiled_matrices(config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone())),
-            false => kind,
+            CompiledMatrices::On => kind.with_compiled_matrices(dir()),
+            CompiledMatrices::Auto => kind.with_compiled_matrices_if_present(dir()),
+            CompiledMatrices::Off => kind,
         }));
     }
     let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);

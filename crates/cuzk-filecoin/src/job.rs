@@ -64,7 +64,7 @@ pub trait FilecoinJob: Send + Sync {
     /// compiled matrices'), so that the witness is laid out ahead.
     fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError>;
     /// Where [`FilecoinJob::witness`] computes parts of the witness natively (PoRep's
-    /// labels), partition `partition`'s assignment by witness-only synthesis of
+    /// labels, SnapDeals' tree_d paths), partition `partition`'s assignment by witness-only synthesis of
     /// storage-proofs' circuit as it is written: what the native one must equal. `None`
     /// for kinds whose witness is that synthesis.
     fn gadget_witness(&self, _partition: usize) -> Option<Result<Witness, FilecoinError>> {

@@ -65,8 +65,9 @@ pub enum Provenance {
 }
 
 /// `circuit`'s matrices from `dir` where its file is there and usable; None where it
-/// is missing, or stale or corrupt (logged with the reason and the command that makes
-/// it again): nothing is compiled here. Other I/O failures are errors.
+/// is missing, or cannot be read, or is stale or corrupt (each but the first logged
+/// with the reason and the command that makes it again): nothing is compiled here,
+/// and a proof falls back to full synthesis rather than fail.
 pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<ConstraintMatrices>, FilecoinError> {
     let path = matrices_path(circuit, dir)?;
     match read_matrices(&path, &identity(circuit)?) {
@@ -83,7 +84,10 @@ pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<Con
             );
             Ok(None)
         }
-        Err(e) => Err(FilecoinError::invalid(format!("reading compiled matrices: {e}"))),
+        Err(e) => {
+            tracing::warn!(circuit = %circuit, path = %path.display(), error = %e, "compiled matrices cannot be read; partitions are synthesized in full");
+            Ok(None)
+        }
     }
 }
 

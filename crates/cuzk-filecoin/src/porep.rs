@@ -241,7 +241,8 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
 
     /// The challenges' sub-circuits are independent once the commitments are
     /// allocated: each thread synthesizes the commitments and its share of the
-    /// challenges (top-level namespaces `challenge_0`, …), and the shares are joined.
+    /// challenges (top-level namespaces `challenge_0`, …) into its range of the witness
+    /// (laid out from `aux_len`; joined afterwards where that is unknown).
     /// The labels' SHA-256 is computed natively ([`crate::porep_witness`]).
     fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;

@@ -134,7 +134,8 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
 
     /// A partition's challenges read only the prelude and their own proofs: each
     /// thread synthesizes the prelude and its share of the challenges
-    /// ([`crate::snap_witness`]), and the shares are joined.
+    /// ([`crate::snap_witness`]) into its range of the witness (laid out from `aux_len`;
+    /// joined afterwards where that is unknown).
     fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
         let circuit = self.circuit_of(partition)?;
         let challenges: Vec<usize> = (0..circuit.priv_inputs.challenge_proofs.len()).collect();

@@ -7,7 +7,8 @@
 //! challenges only (each in a top-level namespace `challenge_{i}`, `i` counted within
 //! the share), so that [`cuzk_groth16::witness::synthesize_witness_split`] can spread
 //! a partition over every core. With all challenges it is the circuit's witness value
-//! for value (tested at 2 KiB here and at 32 GiB in `cuzk bench`).
+//! for value (tested at 2 KiB in tests/compiled_2k.rs, at 8 MiB and 512 MiB in
+//! tests/shape_true.rs, and at 32 GiB there and in `cuzk bench`).
 //! It is only for witness generators (the compiled matrices hold the constraints): the
 //! update's own gadgets are private to storage-proofs, so their allocations are
 //! written out here (values only); tree_d's SHA-256 nodes are hashed natively
@@ -37,13 +38,13 @@ pub(crate) struct SnapWitnessCircuit<'a, Tree: MerkleTreeTrait<Hasher = TreeRHas
     pub share: Vec<usize>,
 }
 
-fn alloc<CS: ConstraintSystem<Fr>>(cs: &mut CS, value: Option<Fr>) -> Result<AllocatedNum<Fr>, SynthesisError> {
+fn alloc_opt<CS: ConstraintSystem<Fr>>(cs: &mut CS, value: Option<Fr>) -> Result<AllocatedNum<Fr>, SynthesisError> {
     AllocatedNum::alloc(cs.namespace(|| "num"), || value.ok_or(SynthesisError::AssignmentMissing))
 }
 
 /// A Merkle path's siblings, allocated row by row.
 fn siblings<CS: ConstraintSystem<Fr>>(cs: &mut CS, path: &[Vec<Option<Fr>>]) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
-    path.iter().map(|row| row.iter().map(|s| alloc(cs, *s)).collect()).collect()
+    path.iter().map(|row| row.iter().map(|s| alloc_opt(cs, *s)).collect()).collect()
 }
 
 /// What every challenge's block reads from the prelude.
@@ -83,11 +84,16 @@ fn prelude<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constraint
     let first = private.challenge_proofs.first().ok_or(SynthesisError::Unsatisfiable)?;
     let h_select_bit_len = hs(p.sector_nodes).len();
     let partition_path = first.path_d_new.get(p.challenge_bit_len - p.partition_bit_len..).ok_or(SynthesisError::Unsatisfiable)?;
-    if private.challenge_proofs.len() != p.challenge_count || partition_path.iter().any(|s| s.len() != 1) {
+    // The circuit's own checks on its inputs (it panics where these fail; here they are
+    // errors, before any proving time is spent on a witness that cannot satisfy it).
+    if private.challenge_proofs.len() != p.challenge_count
+        || private.apex_leafs.len() != p.apex_leaf_count
+        || partition_path.iter().any(|s| s.len() != 1)
+    {
         return Err(SynthesisError::Unsatisfiable);
     }
 
-    let k_and_h_select = alloc(cs, inputs.k_and_h_select)?;
+    let k_and_h_select = alloc_opt(cs, inputs.k_and_h_select)?;
     k_and_h_select.inputize(cs.namespace(|| "input"))?;
     let value = k_and_h_select.get_value().ok_or(SynthesisError::AssignmentMissing)?;
     let bits = value
@@ -100,18 +106,18 @@ fn prelude<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constraint
     let partition_booleans: Vec<Boolean> = partition_bits.iter().cloned().map(Boolean::from).collect();
     let partition = pack_bits(cs.namespace(|| "partition"), &partition_booleans)?;
 
-    let comm_r_old = alloc(cs, inputs.comm_r_old)?;
+    let comm_r_old = alloc_opt(cs, inputs.comm_r_old)?;
     comm_r_old.inputize(cs.namespace(|| "input"))?;
-    let comm_d_new = alloc(cs, inputs.comm_d_new)?;
+    let comm_d_new = alloc_opt(cs, inputs.comm_d_new)?;
     comm_d_new.inputize(cs.namespace(|| "input"))?;
-    let comm_r_new = alloc(cs, inputs.comm_r_new)?;
+    let comm_r_new = alloc_opt(cs, inputs.comm_r_new)?;
     comm_r_new.inputize(cs.namespace(|| "input"))?;
     let phi = poseidon_hash(cs.namespace(|| "phi"), vec![comm_d_new, comm_r_old], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
 
-    let comm_c = alloc(cs, private.comm_c)?;
-    let root_r_old = alloc(cs, private.root_r_old)?;
-    let root_r_new = alloc(cs, private.root_r_new)?;
-    let apex_leafs = private.apex_leafs.iter().map(|leaf| alloc(cs, *leaf)).collect::<Result<Vec<_>, _>>()?;
+    let comm_c = alloc_opt(cs, private.comm_c)?;
+    let root_r_old = alloc_opt(cs, private.root_r_old)?;
+    let root_r_new = alloc_opt(cs, private.root_r_new)?;
+    let apex_leafs = private.apex_leafs.iter().map(|leaf| alloc_opt(cs, *leaf)).collect::<Result<Vec<_>, _>>()?;
     let partition_path = siblings(cs, partition_path)?;
     // comm_r = H(comm_c || root_r), old and new (the equalities are constraints only).
     for root in [&root_r_old, &root_r_new] {
@@ -144,11 +150,15 @@ fn challenge<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constrai
     let c_bits: Vec<AllocatedBit> = generated.iter().chain(&prelude.partition_bits).cloned().collect();
     let c_high = high_bits(cs, &c_bits, &prelude.h_select_bits, &hs(p.sector_nodes))?;
     let rho = poseidon_hash(cs.namespace(|| "rho"), vec![prelude.phi.clone(), c_high], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
-    let leaf_r_old = alloc(cs, proof.leaf_r_old)?;
-    let leaf_d_new = alloc(cs, proof.leaf_d_new)?;
+    let leaf_r_old = alloc_opt(cs, proof.leaf_r_old)?;
+    let leaf_d_new = alloc_opt(cs, proof.leaf_d_new)?;
     // leaf_r_new = leaf_r_old + leaf_d_new · rho: the product, then the sum.
     let product = leaf_d_new.mul(cs.namespace(|| "leaf_d_new rho"), &rho)?;
-    let leaf_r_new = alloc(cs, leaf_r_old.get_value().zip(product.get_value()).map(|(old, dr)| old + dr))?;
+    let value = leaf_r_old.get_value().zip(product.get_value()).map(|(old, dr)| old + dr);
+    if value.is_none() || value != proof.leaf_r_new {
+        return Err(SynthesisError::Unsatisfiable);
+    }
+    let leaf_r_new = alloc_opt(cs, value)?;
 
     let path_r_old = siblings(cs, &proof.path_r_old)?;
     por_no_challenge_input::<Tree, _>(cs.namespace(|| "tree_r_old"), c_bits.clone(), leaf_r_old, path_r_old, prelude.root_r_old.clone())?;
@@ -217,7 +227,7 @@ fn challenge_bits<CS: ConstraintSystem<Fr>>(
     let k = partition.get_value().ok_or(SynthesisError::AssignmentMissing)?;
     let mut out = Vec::with_capacity(challenges);
     for j in 0..digests {
-        let index = alloc(cs, Some(k * Fr::from(digests as u64) + Fr::from(j as u64)))?;
+        let index = alloc_opt(cs, Some(k * Fr::from(digests as u64) + Fr::from(j as u64)))?;
         let digest = poseidon_hash(cs.namespace(|| "digest"), vec![comm_r_new.clone(), index], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
         let digest_bits = field_into_allocated_bits_le(cs.namespace(|| "digest bits"), digest.get_value())?;
         let take = per_digest.min(challenges - out.len());
@@ -245,8 +255,8 @@ fn high_bits<CS: ConstraintSystem<Fr>>(
             true => high.get_value().ok_or(SynthesisError::AssignmentMissing)?,
             false => Fr::ZERO,
         };
-        alloc(cs, Some(chosen))?;
+        alloc_opt(cs, Some(chosen))?;
         sum += chosen;
     }
-    alloc(cs, Some(sum))
+    alloc_opt(cs, Some(sum))
 }

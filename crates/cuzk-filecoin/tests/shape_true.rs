@@ -142,12 +142,12 @@ fn real_size_circuits_have_the_published_constraint_counts() {
     }
 }
 
-/// A shape-true 32 GiB partition's native witness (PoRep: labels and comm_d path hashed
+/// A shape-true partition's native witness (PoRep: labels and comm_d path hashed
 /// natively; SnapDeals: tree_d paths hashed natively, challenges split over threads)
 /// equals storage-proofs' circuit synthesized witness-only through its own gadgets,
-/// value for value (~4 GB each; run alone on a small host).
-fn native_witness_equals_the_gadgets_at_32_gib(kind: CircuitKind) {
-    let job = shape_true::make(kind, SectorSize::S32GiB, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
+/// value for value (~4 GB each at 32 GiB; run alone on a small host).
+fn native_witness_equals_the_gadgets(kind: CircuitKind, size: SectorSize) {
+    let job = shape_true::make(kind, size, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
     let t = std::time::Instant::now();
     let gadget = job.gadget_witness(1).expect("a native witness").unwrap();
     let gadget_s = t.elapsed().as_secs_f64();
@@ -155,7 +155,7 @@ fn native_witness_equals_the_gadgets_at_32_gib(kind: CircuitKind) {
     let native = job.witness(1, Some(gadget.aux.len())).unwrap();
     let native_s = t.elapsed().as_secs_f64() - gadget_s;
     eprintln!(
-        "{kind:?} 32 GiB partition 1: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",
+        "{kind:?} {size:?} partition 1: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",
         native.input.len(),
         native.aux.len(),
         rayon::current_num_threads()
@@ -167,11 +167,20 @@ fn native_witness_equals_the_gadgets_at_32_gib(kind: CircuitKind) {
 #[test]
 #[ignore = "a minute or more: a 32 GiB PoRep partition twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
 fn native_porep_witness_equals_the_gadgets_at_32_gib() {
-    native_witness_equals_the_gadgets_at_32_gib(CircuitKind::Porep);
+    native_witness_equals_the_gadgets(CircuitKind::Porep, SectorSize::S32GiB);
 }
 
 #[test]
 #[ignore = "a minute or more: a 32 GiB SnapDeals partition twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
 fn native_snap_witness_equals_the_gadgets_at_32_gib() {
-    native_witness_equals_the_gadgets_at_32_gib(CircuitKind::Snap);
+    native_witness_equals_the_gadgets(CircuitKind::Snap, SectorSize::S32GiB);
+}
+
+/// SnapDeals where 2 KiB does not reach: a partition path to comm_d and h above 1
+/// (8 MiB: 4 partitions), a last digest that gives fewer challenges (512 MiB: 86
+/// challenges from 8 digests).
+#[test]
+fn native_snap_witness_equals_the_gadgets_at_8_mib_and_512_mib() {
+    native_witness_equals_the_gadgets(CircuitKind::Snap, SectorSize::S8MiB);
+    native_witness_equals_the_gadgets(CircuitKind::Snap, SectorSize::S512MiB);
 }

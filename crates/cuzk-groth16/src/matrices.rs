@@ -377,6 +377,43 @@ impl ConstraintSystem<Scalar> for MatrixAssembly<'_> {
     fn get_root(&mut self) -> &mut Self::Root {
         self
     }
+
+    /// A sub-system for a part of the circuit, recorded on another thread (WindowPoSt
+    /// synthesizes its sectors so): no progress of its own, [`Self::extend`] reports it.
+    fn new() -> Self {
+        static QUIET: NoProgress = NoProgress;
+        MatrixAssembly::new(&QUIET)
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a sub-system's rows after this one's, as if recorded here in order: its
+    /// input 0 (the one it allocated for itself) is this one's, its other inputs and
+    /// its aux follow this one's, its coefficients go into this dictionary. A sequential
+    /// recording numbers variables and rows the same way, so the matrices do not
+    /// depend on how the circuit was split.
+    fn extend(&mut self, other: &Self) {
+        let (inputs, aux) = (self.num_inputs as u32, self.num_aux as u32);
+        let ids: Vec<u16> = other.dictionary.iter().map(|c| self.coefficient_id(c)).collect();
+        let column = |col: u32| match col {
+            0 => 0,
+            col if col & AUX_TAG != 0 => AUX_TAG | ((col & !AUX_TAG) + aux),
+            col => col - 1 + inputs,
+        };
+        for (mine, theirs) in [(&mut self.a, &other.a), (&mut self.b, &other.b), (&mut self.c, &other.c)] {
+            let base = mine.columns.len() as u64;
+            mine.columns.owned_mut().extend(theirs.columns.iter().map(|&c| column(c)));
+            // An id past the dictionary cannot occur: the sub-system gave out only its own.
+            mine.coefficients.owned_mut().extend(theirs.coefficients.iter().map(|&id| ids.get(id as usize).copied().unwrap_or(ONE_ID)));
+            mine.row_starts.owned_mut().extend(theirs.row_starts.iter().skip(1).map(|&r| base + r));
+        }
+        self.num_inputs += other.num_inputs.saturating_sub(1);
+        self.num_aux += other.num_aux;
+        self.too_many_coefficients |= other.too_many_coefficients;
+        self.progress.advance(other.c.rows() as u64);
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +485,51 @@ mod tests {
         assert_eq!(&matrices.dictionary[..2], &[Scalar::ONE, -Scalar::ONE]);
         assert!(matrices.dictionary.contains(&Scalar::from(4u64)) && matrices.dictionary.contains(&Scalar::from(50u64)));
         assert!(!matrices.dictionary.contains(&-Scalar::from(2u64)), "a cancelled term leaves no coefficient");
+    }
+
+    /// A prelude, then parts made of [`Mixed`] and a coefficient of their own; an
+    /// extensible system gets each part recorded on a sub-system and appended, as
+    /// WindowPoSt does with its sectors.
+    struct Parts;
+    impl Parts {
+        fn part<CS: ConstraintSystem<Scalar>>(cs: &mut CS, k: u64) -> Result<(), SynthesisError> {
+            Mixed.synthesize(cs)?;
+            let v = cs.alloc(|| "v", || Ok(Scalar::from(k)))?;
+            let i = cs.alloc_input(|| "i", || Ok(Scalar::from(k * k)))?;
+            cs.enforce(
+                || "own",
+                |lc| lc + (Scalar::from(100 + k), v),
+                |lc| lc + v + CS::one(),
+                |lc| lc + (Scalar::from(100 + k), i) + (Scalar::from((100 + k) * k), CS::one()),
+            );
+            Ok(())
+        }
+    }
+    impl Circuit<Scalar> for Parts {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            Self::part(cs, 1)?;
+            if !CS::is_extensible() {
+                return (2..5).try_for_each(|k| Self::part(cs, k));
+            }
+            for k in 2..5 {
+                let mut sub = CS::new();
+                sub.alloc_input(|| "sub one", || Ok(Scalar::ONE))?;
+                Self::part(&mut sub, k)?;
+                cs.extend(&sub);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn matrices_recorded_in_parts_equal_the_sequential_ones() {
+        let matrices = compile_matrices(Parts).unwrap();
+        let full = synthesize(Parts).unwrap();
+        assert_same(&SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(Parts, 0).unwrap(), buffers()).unwrap(), &full, "parts");
+        assert_eq!((matrices.num_inputs, matrices.num_aux, matrices.num_constraints()), (1 + 4 * 2, 4 * 4, 4 * 4 + 9));
+        for k in 1..5 {
+            assert!(matrices.dictionary.contains(&Scalar::from(100 + k)), "part {k}'s coefficient");
+        }
     }
 
     #[test]

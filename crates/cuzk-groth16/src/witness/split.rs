@@ -5,7 +5,7 @@
 //! Where the circuit's aux count is known (its compiled matrices give it) and its parts
 //! are all the same size, every thread writes its share of the parts straight into its
 //! range of the one aux vector: no share is copied, and the vector's pages are first
-//! touched by all threads at once. A 32 GiB PoRep partition's 4.2 GB witness joined
+//! touched (zeroed) by all threads at once rather than by one. A 32 GiB PoRep partition's 4.2 GB witness joined
 //! from per-thread vectors took longer than synthesizing them on two cores here (6.0 s
 //! against 3.6 s); in place there is nothing to join. Otherwise the shares are
 //! synthesized into vectors of their own and joined in order.

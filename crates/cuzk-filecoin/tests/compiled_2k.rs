@@ -18,8 +18,11 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
     let matrices = job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}"));
     for k in 0..job.partitions() {
         let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        // Laid out ahead from the matrices' aux count, and without it.
+        // Laid out ahead from the matrices' aux count (in place: never joined after all),
+        // and without it.
+        let joined = cuzk_groth16::witness::joined_anyway();
         let witness = job.witness(k, Some(matrices.num_aux)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(cuzk_groth16::witness::joined_anyway(), joined, "{what} partition {k}: the layout from the aux count did not hold");
         assert!(job.witness(k, None).unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: without the aux count");
         assert!(full.aux.len() > 1000, "{what}: a real circuit");
         assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");

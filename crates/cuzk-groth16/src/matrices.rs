@@ -438,6 +438,15 @@ mod tests {
         assert_eq!(compiled.aux_classes.counts(), full.aux_classes.counts(), "{what}: classes");
     }
 
+    /// The circuit's compiled matrices, after checking that they give full synthesis's
+    /// a, b, c from its witness-only assignment.
+    fn compiled_as_full<C: Circuit<Scalar>>(circuit: impl Fn() -> C, what: &str) -> ConstraintMatrices {
+        let matrices = compile_matrices(circuit()).unwrap();
+        let full = synthesize(circuit()).unwrap();
+        assert_same(&SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(circuit(), 0).unwrap(), buffers()).unwrap(), &full, what);
+        matrices
+    }
+
     #[test]
     fn compiled_products_equal_full_synthesis_on_synthetic_circuits() {
         for log_n in [6, 10, 13] {
@@ -477,9 +486,7 @@ mod tests {
 
     #[test]
     fn compiled_products_equal_full_synthesis_on_mixed_coefficients() {
-        let matrices = compile_matrices(Mixed).unwrap();
-        let full = synthesize(Mixed).unwrap();
-        assert_same(&SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(Mixed, 0).unwrap(), buffers()).unwrap(), &full, "mixed");
+        let matrices = compiled_as_full(|| Mixed, "mixed");
         assert_eq!(matrices.num_constraints(), 3 + 2);
         // ±1 fixed, then 2 and 50 (4 = 2 + 2 merged into one term; -2 + 2 cancels).
         assert_eq!(&matrices.dictionary[..2], &[Scalar::ONE, -Scalar::ONE]);
@@ -523,9 +530,7 @@ mod tests {
 
     #[test]
     fn matrices_recorded_in_parts_equal_the_sequential_ones() {
-        let matrices = compile_matrices(Parts).unwrap();
-        let full = synthesize(Parts).unwrap();
-        assert_same(&SynthesizedCircuit::from_matrices(&matrices, synthesize_witness(Parts, 0).unwrap(), buffers()).unwrap(), &full, "parts");
+        let matrices = compiled_as_full(|| Parts, "parts");
         assert_eq!((matrices.num_inputs, matrices.num_aux, matrices.num_constraints()), (1 + 4 * 2, 4 * 4, 4 * 4 + 9));
         for k in 1..5 {
             assert!(matrices.dictionary.contains(&Scalar::from(100 + k)), "part {k}'s coefficient");

@@ -3,10 +3,11 @@
 //! Witness-only synthesis of storage-proofs' `StackedCircuit` spends nearly all its time
 //! in SHA-256 gadgets building linear combinations nobody reads (a 32 GiB partition:
 //! 18 challenges × 11 layers × 20 compressions for the labels, ~10 ms each on one
-//! core). [`PorepWitnessCircuit`] allocates the same values in the same order: the
-//! commitments, Merkle paths, columns and Poseidon hashes through the same gadgets as
-//! the circuit, and each SHA-256 (the labels' and comm_d's Merkle path's) through
-//! [`cuzk_groth16::witness::sha256`].
+//! core). [`PorepWitnessCircuit`] allocates the same values in the same order, each
+//! SHA-256 (the labels' and comm_d's Merkle path's) through
+//! [`cuzk_groth16::witness::sha256`], the column hashes and tree_c's and tree_r_last's
+//! paths through [`crate::poseidon_witness`] and [`crate::merkle_witness`] (the
+//! Poseidon gadget builds every round's linear combinations even for a witness).
 //! It is only for witness generators (the compiled matrices hold the constraints).
 //!
 //! The circuit's own per-challenge type is private to storage-proofs, so the vanilla
@@ -19,20 +20,21 @@ use bellpepper_core::boolean::{AllocatedBit, Boolean};
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
+use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{HashFunction, Hasher, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
 use serde::Deserialize;
 use storage_proofs_core::gadgets::constraint;
 use storage_proofs_core::gadgets::encode::encode;
 use storage_proofs_core::gadgets::insertion::insert;
-use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::uint64::UInt64;
-use storage_proofs_core::gadgets::variables::Root;
 use storage_proofs_core::merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper};
 use storage_proofs_core::util::reverse_bit_numbering;
 
+use crate::merkle_witness::{inclusion_values, packed_inputs};
+use crate::poseidon_witness::poseidon_hash;
 use crate::sha256_witness::{sha256_node, sha256_packed};
-use typenum::{U11, U2};
+use typenum::U2;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type TreeProof<Tree> = MerkleProof<
@@ -139,7 +141,7 @@ where
         )?;
         constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
         for (i, proof) in self.challenges.iter().enumerate() {
-            challenge::<Tree, _>(&mut cs.namespace(|| format!("challenge_{i}")), proof, &comm_d, &comm_c, &comm_r_last, &replica_id_bits)?;
+            challenge::<Tree, _>(&mut cs.namespace(|| format!("challenge_{i}")), proof, &comm_d, &replica_id_bits)?;
         }
         Ok(())
     }
@@ -151,8 +153,6 @@ fn challenge<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
     cs: &mut CS,
     proof: &ChallengeProof<Tree>,
     comm_d: &AllocatedNum<Fr>,
-    comm_c: &AllocatedNum<Fr>,
-    comm_r_last: &AllocatedNum<Fr>,
     replica_id: &[Boolean],
 ) -> Result<(), SynthesisError>
 where
@@ -170,7 +170,7 @@ where
         }
         let rows = parent.column.rows.iter().map(|r| alloc(cs, (*r).into())).collect::<Result<Vec<_>, _>>()?;
         let hash = column_hash(cs, &rows)?;
-        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &parent.inclusion_proof, comm_c, &hash)?;
+        inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &parent.inclusion_proof, &hash)?;
         parents.push(rows);
     }
     let (drg, exp) = parents.split_at(columns.drg_parents.len());
@@ -194,9 +194,9 @@ where
     }
     let key = labels.last().ok_or(SynthesisError::Unsatisfiable)?;
     let encoded = encode(cs.namespace(|| "encode_node"), key, &data_leaf)?;
-    inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &proof.comm_r_last_proof, comm_r_last, &encoded)?;
+    inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &proof.comm_r_last_proof, &encoded)?;
     let hash = column_hash(cs, &labels)?;
-    inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &columns.c_x.inclusion_proof, comm_c, &hash)
+    inclusion::<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(cs, &columns.c_x.inclusion_proof, &hash)
 }
 
 /// The label of `node` in `layer`: SHA-256 of the replica id, the layer and node, and
@@ -257,21 +257,18 @@ fn comm_d_inclusion<CS: ConstraintSystem<Fr>>(
 
 /// `hash_single_column`: Poseidon over a column of 2 (test sectors) or 11 layers.
 fn column_hash<CS: ConstraintSystem<Fr>>(cs: &mut CS, rows: &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError> {
-    let cs = cs.namespace(|| "column hash");
     match rows.len() {
-        2 => neptune::circuit::poseidon_hash::<_, Fr, U2>(cs, rows.to_vec(), &POSEIDON_CONSTANTS_2),
-        11 => neptune::circuit::poseidon_hash::<_, Fr, U11>(cs, rows.to_vec(), &POSEIDON_CONSTANTS_11),
+        2 => poseidon_hash(cs, rows, &*POSEIDON_CONSTANTS_2),
+        11 => poseidon_hash(cs, rows, &*POSEIDON_CONSTANTS_11),
         _ => Err(SynthesisError::Unsatisfiable),
     }
 }
 
-/// A Merkle inclusion proof of `leaf` under `root`, as the circuit's `enforce_inclusion`.
-fn inclusion<H, U, V, W, CS>(
-    cs: &mut CS,
-    proof: &MerkleProof<H, U, V, W>,
-    root: &AllocatedNum<Fr>,
-    leaf: &AllocatedNum<Fr>,
-) -> Result<(), SynthesisError>
+/// A Merkle inclusion proof of `leaf` (allocated already) under `root`, as the
+/// circuit's `enforce_inclusion` (a private-root `PoRCircuit`): the path's values, its
+/// bits packed into an input; the root's equality is a constraint only. Poseidon trees
+/// only (tree_c, tree_r_last).
+fn inclusion<H, U, V, W, CS>(cs: &mut CS, proof: &MerkleProof<H, U, V, W>, leaf: &AllocatedNum<Fr>) -> Result<(), SynthesisError>
 where
     H: 'static + Hasher,
     U: 'static + filecoin_hashers::PoseidonArity,
@@ -279,12 +276,15 @@ where
     W: 'static + filecoin_hashers::PoseidonArity,
     CS: ConstraintSystem<Fr>,
 {
-    let path: AuthPath<H, U, V, W> = proof.as_options().into();
-    PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(
-        cs.namespace(|| "inclusion"),
-        Root::from_allocated::<CS>(leaf.clone()),
-        path,
-        Root::from_allocated::<CS>(root.clone()),
-        true,
-    )
+    if H::name() != PoseidonHasher::name() {
+        return Err(SynthesisError::Unsatisfiable);
+    }
+    let leaf = leaf.get_value().ok_or(SynthesisError::AssignmentMissing)?;
+    let (mut values, mut bits) = (Vec::with_capacity(8192), Vec::with_capacity(64));
+    inclusion_values::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>(leaf, &proof.as_options(), &mut values, &mut bits)?;
+    cs.extend_aux(&values);
+    for input in packed_inputs(&bits) {
+        cs.alloc_input(|| "path", || Ok(input))?;
+    }
+    Ok(())
 }

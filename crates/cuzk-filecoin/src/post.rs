@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::Witness;
+use cuzk_groth16::witness::{synthesize_witness_split, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
@@ -27,6 +27,7 @@ use crate::error::{guarded, FilecoinError};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::{bincode_decode, domain_bytes, field_bytes};
+use crate::post_witness::PostWitnessCircuit;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
 use cuzk_groth16::shape::CircuitShape;
@@ -273,8 +274,26 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
         compound::synthesize("PoSt", partition, self.circuit_of(partition)?, buffers)
     }
 
+    /// The sectors' values with Poseidon hashed natively, shares of the sectors on
+    /// every core.
     fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
-        compound::witness("PoSt", partition, self.circuit_of(partition)?, aux_len)
+        let circuit = self.circuit_of(partition)?;
+        if circuit.sectors.len() != self.vanilla.sectors.len() {
+            return Err(FilecoinError::invalid(format!("{}: the circuit's sectors and the vanilla proofs differ in number", self.describe())));
+        }
+        let sectors: Vec<_> = circuit.sectors.iter().zip(&self.vanilla.sectors).collect();
+        guarded("synthesizing the PoSt witness", || {
+            synthesize_witness_split(&sectors, rayon::current_num_threads(), "sector_0", aux_len, |share| {
+                Ok::<_, compound::WitnessError>(PostWitnessCircuit::<Tree> { sectors: share.to_vec() })
+            })
+            .map_err(|e| e.into_filecoin(partition))
+        })
+    }
+
+    /// storage-proofs' `FallbackPoStCircuit` through witness-only synthesis (its sectors
+    /// on every core, Poseidon through neptune's gadget).
+    fn gadget_witness(&self, partition: usize) -> Option<Result<Witness, FilecoinError>> {
+        Some(self.circuit_of(partition).and_then(|c| compound::witness("PoSt", partition, c, None)))
     }
 
     fn compile(&self, partition: usize) -> Result<ConstraintMatrices, FilecoinError> {

@@ -3,7 +3,7 @@
 //! `EmptySectorUpdateCircuit` allocates a prelude (the public inputs, `phi`, the roots,
 //! the apex leaves and every challenge's bits), then one block per challenge that
 //! reads only the prelude and its own proof. [`SnapWitnessCircuit`] allocates the same
-//! prelude, through the same gadgets, and then the blocks of a share of the
+//! prelude, and then the blocks of a share of the
 //! challenges only (each in a top-level namespace `challenge_{i}`, `i` counted within
 //! the share), so that [`cuzk_groth16::witness::synthesize_witness_split`] can spread
 //! a partition over every core. With all challenges it is the circuit's witness value
@@ -12,7 +12,8 @@
 //! It is only for witness generators (the compiled matrices hold the constraints): the
 //! update's own gadgets are private to storage-proofs, so their allocations are
 //! written out here (values only); tree_d's SHA-256 nodes are hashed natively
-//! ([`crate::sha256_witness`]), the Poseidon gadgets are used as they are.
+//! ([`crate::sha256_witness`]), and so are the Poseidon hashes and tree_r's paths
+//! ([`crate::poseidon_witness`], [`crate::merkle_witness`]).
 
 use bellpepper::gadgets::multipack::pack_bits;
 use bellpepper_core::boolean::{field_into_allocated_bits_le, AllocatedBit, Boolean};
@@ -21,14 +22,14 @@ use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField, PrimeFieldBits};
 use filecoin_hashers::{HashFunction, Hasher};
-use neptune::circuit::poseidon_hash;
 use storage_proofs_core::gadgets::insertion::{insert, select};
-use storage_proofs_core::gadgets::por::por_no_challenge_input;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_update::circuit::ChallengeProof;
 use storage_proofs_update::constants::{hs, TreeRHasher, POSEIDON_CONSTANTS_GEN_RANDOMNESS};
 use storage_proofs_update::EmptySectorUpdateCircuit;
 
+use crate::merkle_witness::path_values;
+use crate::poseidon_witness::poseidon_hash;
 use crate::sha256_witness::sha256_node;
 
 /// A partition's circuit restricted to the challenges `share` (indices into its
@@ -50,8 +51,6 @@ fn siblings<CS: ConstraintSystem<Fr>>(cs: &mut CS, path: &[Vec<Option<Fr>>]) -> 
 /// What every challenge's block reads from the prelude.
 struct Prelude {
     phi: AllocatedNum<Fr>,
-    root_r_old: AllocatedNum<Fr>,
-    root_r_new: AllocatedNum<Fr>,
     apex_leafs: Vec<AllocatedNum<Fr>>,
     partition_bits: Vec<AllocatedBit>,
     h_select_bits: Vec<AllocatedBit>,
@@ -112,7 +111,7 @@ fn prelude<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constraint
     comm_d_new.inputize(cs.namespace(|| "input"))?;
     let comm_r_new = alloc_opt(cs, inputs.comm_r_new)?;
     comm_r_new.inputize(cs.namespace(|| "input"))?;
-    let phi = poseidon_hash(cs.namespace(|| "phi"), vec![comm_d_new, comm_r_old], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+    let phi = poseidon_hash(cs, &[comm_d_new, comm_r_old], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
 
     let comm_c = alloc_opt(cs, private.comm_c)?;
     let root_r_old = alloc_opt(cs, private.root_r_old)?;
@@ -125,15 +124,7 @@ fn prelude<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constraint
     }
     apex_tree(cs, &apex_leafs, partition_bits, partition_path)?;
     let generated_bits = challenge_bits(cs, &comm_r_new, &partition, p.challenge_count, p.challenge_bit_len - p.partition_bit_len)?;
-    Ok(Prelude {
-        phi,
-        root_r_old,
-        root_r_new,
-        apex_leafs,
-        partition_bits: partition_bits.to_vec(),
-        h_select_bits: h_select_bits.to_vec(),
-        generated_bits,
-    })
+    Ok(Prelude { phi, apex_leafs, partition_bits: partition_bits.to_vec(), h_select_bits: h_select_bits.to_vec(), generated_bits })
 }
 
 /// Challenge `c`'s block: its `rho`, the new replica leaf, the old and new tree_r
@@ -149,7 +140,7 @@ fn challenge<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constrai
     let generated = prelude.generated_bits.get(c).ok_or(SynthesisError::Unsatisfiable)?;
     let c_bits: Vec<AllocatedBit> = generated.iter().chain(&prelude.partition_bits).cloned().collect();
     let c_high = high_bits(cs, &c_bits, &prelude.h_select_bits, &hs(p.sector_nodes))?;
-    let rho = poseidon_hash(cs.namespace(|| "rho"), vec![prelude.phi.clone(), c_high], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+    let rho = poseidon_hash(cs, &[prelude.phi.clone(), c_high], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
     let leaf_r_old = alloc_opt(cs, proof.leaf_r_old)?;
     let leaf_d_new = alloc_opt(cs, proof.leaf_d_new)?;
     // leaf_r_new = leaf_r_old + leaf_d_new · rho: the product, then the sum.
@@ -160,10 +151,21 @@ fn challenge<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, CS: Constrai
     }
     let leaf_r_new = alloc_opt(cs, value)?;
 
-    let path_r_old = siblings(cs, &proof.path_r_old)?;
-    por_no_challenge_input::<Tree, _>(cs.namespace(|| "tree_r_old"), c_bits.clone(), leaf_r_old, path_r_old, prelude.root_r_old.clone())?;
-    let path_r_new = siblings(cs, &proof.path_r_new)?;
-    por_no_challenge_input::<Tree, _>(cs.namespace(|| "tree_r_new"), c_bits.clone(), leaf_r_new, path_r_new, prelude.root_r_new.clone())?;
+    let bit_values = c_bits.iter().map(|b| b.get_value().ok_or(SynthesisError::AssignmentMissing)).collect::<Result<Vec<_>, _>>()?;
+    let mut values = Vec::with_capacity(8192);
+    for (leaf, path) in [(&leaf_r_old, &proof.path_r_old), (&leaf_r_new, &proof.path_r_new)] {
+        // por_no_challenge_input: the siblings, then per level the insertion and the
+        // hash (the root's equality is a constraint only).
+        let rows = siblings(cs, path)?;
+        let rows = rows
+            .iter()
+            .map(|row| row.iter().map(|s| s.get_value().ok_or(SynthesisError::AssignmentMissing)).collect())
+            .collect::<Result<Vec<Vec<Fr>>, _>>()?;
+        let leaf = leaf.get_value().ok_or(SynthesisError::AssignmentMissing)?;
+        values.clear();
+        path_values::<Tree>(leaf, &rows, &bit_values, &mut values)?;
+        cs.extend_aux(&values);
+    }
 
     let to_apex = p.challenge_bit_len - p.partition_bit_len - p.apex_leaf_bit_len;
     let apex_bits: Vec<Boolean> = c_bits[to_apex..to_apex + p.apex_leaf_bit_len].iter().cloned().map(Boolean::from).collect();
@@ -228,7 +230,7 @@ fn challenge_bits<CS: ConstraintSystem<Fr>>(
     let mut out = Vec::with_capacity(challenges);
     for j in 0..digests {
         let index = alloc_opt(cs, Some(k * Fr::from(digests as u64) + Fr::from(j as u64)))?;
-        let digest = poseidon_hash(cs.namespace(|| "digest"), vec![comm_r_new.clone(), index], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+        let digest = poseidon_hash(cs, &[comm_r_new.clone(), index], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
         let digest_bits = field_into_allocated_bits_le(cs.namespace(|| "digest bits"), digest.get_value())?;
         let take = per_digest.min(challenges - out.len());
         out.extend(digest_bits.chunks(bits).take(take).map(<[AllocatedBit]>::to_vec));

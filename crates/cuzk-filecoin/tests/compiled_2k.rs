@@ -2,8 +2,8 @@
 //! 2 KiB: the witness equals full synthesis's, value for value, and the compiled
 //! matrices' products with it equal full synthesis's a, b, c and densities. WindowPoSt
 //! takes the extensible path (its sectors synthesized on several threads and appended);
-//! PoRep and SnapDeals run Poseidon's native witness generator, and PoRep's labels
-//! are hashed natively (and equal the circuit's own gadgets' witness too).
+//! the native witnesses (PoRep's labels, SnapDeals' tree_d paths, PoSt's Poseidon
+//! hashes) equal the circuit's own gadgets' witness too.
 
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};

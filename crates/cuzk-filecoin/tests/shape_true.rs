@@ -143,19 +143,21 @@ fn real_size_circuits_have_the_published_constraint_counts() {
 }
 
 /// A shape-true partition's native witness (PoRep: labels and comm_d path hashed
-/// natively; SnapDeals: tree_d paths hashed natively, challenges split over threads)
-/// equals storage-proofs' circuit synthesized witness-only through its own gadgets,
-/// value for value (~4 GB each at 32 GiB; run alone on a small host).
+/// natively; SnapDeals: tree_d paths hashed natively, challenges split over threads;
+/// PoSt: Poseidon hashed natively) equals storage-proofs' circuit synthesized
+/// witness-only through its own gadgets, value for value (~4 GB each at 32 GiB; run
+/// alone on a small host). PoRep and SnapDeals at partition 1, PoSt at its only one.
 fn native_witness_equals_the_gadgets(kind: CircuitKind, size: SectorSize) {
     let job = shape_true::make(kind, size, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
+    let k = job.partitions().min(2) - 1;
     let t = std::time::Instant::now();
-    let gadget = job.gadget_witness(1).expect("a native witness").unwrap();
+    let gadget = job.gadget_witness(k).expect("a native witness").unwrap();
     let gadget_s = t.elapsed().as_secs_f64();
     // Laid out ahead, as the engine does with the compiled matrices' aux count.
-    let native = job.witness(1, Some(gadget.aux.len())).unwrap();
+    let native = job.witness(k, Some(gadget.aux.len())).unwrap();
     let native_s = t.elapsed().as_secs_f64() - gadget_s;
     eprintln!(
-        "{kind:?} {size:?} partition 1: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",
+        "{kind:?} {size:?} partition {k}: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",
         native.input.len(),
         native.aux.len(),
         rayon::current_num_threads()
@@ -183,4 +185,18 @@ fn native_snap_witness_equals_the_gadgets_at_32_gib() {
 fn native_snap_witness_equals_the_gadgets_at_8_mib_and_512_mib() {
     native_witness_equals_the_gadgets(CircuitKind::Snap, SectorSize::S8MiB);
     native_witness_equals_the_gadgets(CircuitKind::Snap, SectorSize::S512MiB);
+}
+
+#[test]
+#[ignore = "minutes: a 32 GiB WindowPoSt partition twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
+fn native_window_post_witness_equals_the_gadgets_at_32_gib() {
+    native_witness_equals_the_gadgets(CircuitKind::WindowPost, SectorSize::S32GiB);
+}
+
+/// PoSt past 2 KiB: WindowPoSt's several sectors per partition and WinningPoSt's 66
+/// challenges of one sector, at 8 MiB.
+#[test]
+fn native_post_witness_equals_the_gadgets_at_8_mib() {
+    native_witness_equals_the_gadgets(CircuitKind::WindowPost, SectorSize::S8MiB);
+    native_witness_equals_the_gadgets(CircuitKind::WinningPost, SectorSize::S8MiB);
 }

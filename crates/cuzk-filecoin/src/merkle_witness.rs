@@ -4,7 +4,7 @@
 //! allocated before) allocate, in their order. Trees have a base arity and, where they
 //! have them, one sub-tree and one top-tree level (`MerkleTreeTrait`'s three arities).
 
-use bellpepper_core::SynthesisError;
+use bellpepper_core::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
 use filecoin_hashers::PoseidonArity;
@@ -32,12 +32,7 @@ fn arities<Tree: MerkleTreeTrait>(levels: usize) -> Result<impl Iterator<Item = 
 /// circuit allocates it): per level its index bits, its siblings, the insertion and
 /// the hash, appended to `out`; the index bits appended to `bits` (the circuit packs
 /// them into inputs: [`packed_inputs`]). Returns the root.
-pub(crate) fn inclusion_values<Tree: MerkleTreeTrait>(
-    leaf: Fr,
-    path: &[Level],
-    out: &mut Vec<Fr>,
-    bits: &mut Vec<bool>,
-) -> Result<Fr, SynthesisError> {
+fn inclusion_values<Tree: MerkleTreeTrait>(leaf: Fr, path: &[Level], out: &mut Vec<Fr>, bits: &mut Vec<bool>) -> Result<Fr, SynthesisError> {
     let mut cur = leaf;
     for ((siblings, index), arity) in path.iter().zip(arities::<Tree>(path.len())?) {
         let index = value(*index)?;
@@ -52,6 +47,25 @@ pub(crate) fn inclusion_values<Tree: MerkleTreeTrait>(
         cur = level::<Tree>(arity, cur, &siblings, &bits[from..], out)?;
     }
     Ok(cur)
+}
+
+/// A private-root `PoRCircuit` after its leaf (allocated by the caller where the circuit
+/// allocates it): the path's values into `cs`, its bits packed into inputs; the root's
+/// equality is a constraint only.
+pub(crate) fn inclusion<Tree: MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
+    cs: &mut CS,
+    leaf: Fr,
+    path: &[Level],
+    values: &mut Vec<Fr>,
+) -> Result<(), SynthesisError> {
+    values.clear();
+    let mut bits = Vec::with_capacity(64);
+    inclusion_values::<Tree>(leaf, path, values, &mut bits)?;
+    cs.extend_aux(values);
+    for input in packed_inputs(&bits) {
+        cs.alloc_input(|| "path", || Ok(input))?;
+    }
+    Ok(())
 }
 
 /// `por_no_challenge_input`'s values: per level the insertion of the current node among
@@ -73,7 +87,7 @@ pub(crate) fn path_values<Tree: MerkleTreeTrait>(leaf: Fr, siblings: &[Vec<Fr>],
 
 /// `multipack::pack_into_inputs`: the bits, little-endian, in chunks of CAPACITY, one
 /// field element each.
-pub(crate) fn packed_inputs(bits: &[bool]) -> Vec<Fr> {
+fn packed_inputs(bits: &[bool]) -> Vec<Fr> {
     bits.chunks(Fr::CAPACITY as usize).map(|chunk| chunk.iter().rev().fold(Fr::ZERO, |acc, &b| acc.double() + Fr::from(b as u64))).collect()
 }
 

@@ -31,7 +31,7 @@ use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper};
 use storage_proofs_core::util::reverse_bit_numbering;
 
-use crate::merkle_witness::{inclusion_values, packed_inputs};
+use crate::merkle_witness;
 use crate::poseidon_witness::poseidon_hash;
 use crate::sha256_witness::{sha256_node, sha256_packed};
 use typenum::U2;
@@ -264,10 +264,9 @@ fn column_hash<CS: ConstraintSystem<Fr>>(cs: &mut CS, rows: &[AllocatedNum<Fr>])
     }
 }
 
-/// A Merkle inclusion proof of `leaf` (allocated already) under `root`, as the
-/// circuit's `enforce_inclusion` (a private-root `PoRCircuit`): the path's values, its
-/// bits packed into an input; the root's equality is a constraint only. Poseidon trees
-/// only (tree_c, tree_r_last).
+/// A Merkle inclusion proof of `leaf` (allocated already), as the circuit's
+/// `enforce_inclusion` (a private-root `PoRCircuit`). Poseidon trees only (tree_c,
+/// tree_r_last).
 fn inclusion<H, U, V, W, CS>(cs: &mut CS, proof: &MerkleProof<H, U, V, W>, leaf: &AllocatedNum<Fr>) -> Result<(), SynthesisError>
 where
     H: 'static + Hasher,
@@ -280,11 +279,5 @@ where
         return Err(SynthesisError::Unsatisfiable);
     }
     let leaf = leaf.get_value().ok_or(SynthesisError::AssignmentMissing)?;
-    let (mut values, mut bits) = (Vec::with_capacity(8192), Vec::with_capacity(64));
-    inclusion_values::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>(leaf, &proof.as_options(), &mut values, &mut bits)?;
-    cs.extend_aux(&values);
-    for input in packed_inputs(&bits) {
-        cs.alloc_input(|| "path", || Ok(input))?;
-    }
-    Ok(())
+    merkle_witness::inclusion::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>, _>(cs, leaf, &proof.as_options(), &mut Vec::with_capacity(8192))
 }

@@ -18,7 +18,7 @@ use filecoin_hashers::PoseidonArity;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_post::fallback::{Sector, SectorProof};
 
-use crate::merkle_witness::{inclusion_values, packed_inputs, Level};
+use crate::merkle_witness::inclusion;
 use crate::poseidon_witness::poseidon_values;
 
 /// A share of a partition's sectors: the circuit's (for the commitments and leaves)
@@ -67,27 +67,11 @@ fn sector<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
     if s.leafs.len() != proof.inclusion_proofs.len() {
         return Err(SynthesisError::Unsatisfiable);
     }
-    for (leaf, inclusion) in s.leafs.iter().zip(&proof.inclusion_proofs) {
-        inclusion_proof::<Tree, CS>(cs, value(*leaf)?, &inclusion.as_options(), &mut values)?;
-    }
-    Ok(())
-}
-
-/// A private-root Merkle inclusion proof (`PoRCircuit`): the leaf, its path's values,
-/// the path's bits packed into inputs. The root's equality is a constraint only.
-fn inclusion_proof<Tree: MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
-    cs: &mut CS,
-    leaf: Fr,
-    path: &[Level],
-    values: &mut Vec<Fr>,
-) -> Result<(), SynthesisError> {
-    alloc(cs, leaf)?;
-    values.clear();
-    let mut bits = Vec::with_capacity(64);
-    inclusion_values::<Tree>(leaf, path, values, &mut bits)?;
-    cs.extend_aux(values);
-    for input in packed_inputs(&bits) {
-        cs.alloc_input(|| "path", || Ok(input))?;
+    for (leaf, path) in s.leafs.iter().zip(&proof.inclusion_proofs) {
+        // PoRCircuit with a private root: the leaf, then its path.
+        let leaf = value(*leaf)?;
+        alloc(cs, leaf)?;
+        inclusion::<Tree, CS>(cs, leaf, &path.as_options(), &mut values)?;
     }
     Ok(())
 }

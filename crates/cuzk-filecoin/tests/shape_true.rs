@@ -197,6 +197,9 @@ fn native_window_post_witness_equals_the_gadgets_at_32_gib() {
 /// challenges of one sector, at 8 MiB.
 #[test]
 fn native_post_witness_equals_the_gadgets_at_8_mib() {
+    // PoSt reads filecoin-proofs' settings, which fix the parameter directory for the
+    // process: the 2 KiB fixtures' must be the one set, whichever test runs first.
+    cuzk_filecoin::fixtures::fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     native_witness_equals_the_gadgets(CircuitKind::WindowPost, SectorSize::S8MiB);
     native_witness_equals_the_gadgets(CircuitKind::WinningPost, SectorSize::S8MiB);
 }

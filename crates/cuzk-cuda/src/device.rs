@@ -258,8 +258,29 @@ impl Gpu {
     /// default pool holds unused (kept, not returned: `keep_pool_memory`).
     pub fn available_memory(&self) -> Result<usize, GpuError> {
         let (free, _) = self.ctx.mem_get_info()?;
+        let unused = self.pool_figures()?.map_or(0, |(reserved, used)| reserved.saturating_sub(used));
+        Ok(free + unused as usize)
+    }
+
+    /// The device's memory for an error message: free, and what the default pool holds
+    /// (in use and kept unused), in GB.
+    pub fn memory_summary(&self) -> String {
+        let gb = |b: u64| format!("{:.2}", b as f64 / 1e9);
+        let free = match self.ctx.mem_get_info() {
+            Ok((free, total)) => format!("{} of {} GB free", gb(free as u64), gb(total as u64)),
+            Err(e) => format!("free memory unknown: {e}"),
+        };
+        match self.pool_figures() {
+            Ok(Some((reserved, used))) => format!("device memory: {free}; the pool holds {} GB, {} GB of it in use", gb(reserved), gb(used)),
+            Ok(None) => format!("device memory: {free}"),
+            Err(e) => format!("device memory: {free}; pool unknown: {e}"),
+        }
+    }
+
+    /// The default pool's (reserved, used) bytes, None where there is no pool.
+    fn pool_figures(&self) -> Result<Option<(u64, u64)>, GpuError> {
         let Some(pool) = default_pool(&self.ctx)? else {
-            return Ok(free);
+            return Ok(None);
         };
         use cudarc::driver::sys;
         let (mut reserved, mut used) = (0u64, 0u64);
@@ -270,7 +291,7 @@ impl Gpu {
                 .result()?;
             sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast()).result()?;
         }
-        Ok(free + reserved.saturating_sub(used) as usize)
+        Ok(Some((reserved, used)))
     }
 
     /// `len` values of T in page-locked host memory, portable (pinned for every

@@ -104,7 +104,12 @@ fn concurrent_callers_with_pinned_buffers_get_the_cpu_proofs() {
     for (s, p) in got {
         assert_eq!(p, want[s as usize - 1], "witness {s}: a GPU proof differs from the CPU's");
     }
-    eprintln!("2^{log_n}: 12 proofs from two threads (pinned a, b, c, each circuit twice) equal the CPU's");
+    // The MSMs' large buffers: one allocation of the size the placement counts, never
+    // grown by a later MSM.
+    let q = params.lens();
+    let counted = cuzk_cuda::groth16::placement::resident_msm_scratch_bytes(n, [q.l, q.a, q.b_g1]);
+    assert_eq!(backend.msm_scratch_bytes(), counted, "the MSM scratch is not the size the placement counts");
+    eprintln!("2^{log_n}: 12 proofs from two threads (pinned a, b, c, each circuit twice) equal the CPU's; MSM scratch {counted} bytes");
 }
 
 /// The GPU's fixed-base multiplications against the CPU's (independent tables: 8-bit

@@ -15,7 +15,7 @@ use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
 use cuzk_groth16::{NoProgress, ParameterSet, Progress, Proof};
 
 use super::compute::PartitionProver;
-use super::placement::{decide, lists_bytes, working_bytes, Placement};
+use super::placement::{decide, resident_msm_scratch_bytes, resident_working_bytes, Placement};
 use super::points::{load, LoadedPoints};
 use super::products::{matrices_bytes, DeviceMatrices};
 use super::staging::STAGING_SLOTS;
@@ -89,6 +89,12 @@ impl CudaBackend {
         &self.prover.gpu
     }
 
+    /// Device bytes this backend's MSM scratch holds (one allocation, sized for the
+    /// largest partition proven so far: [`crate::groth16::placement`]).
+    pub fn msm_scratch_bytes(&self) -> usize {
+        self.prover.msm.scratch_held()
+    }
+
     /// The lock held around this backend's compute regions: a setup sharing the GPU
     /// ([`crate::GpuFixedBase::with_device_lock`]) takes it around its own.
     pub fn device_lock(&self) -> DeviceLock {
@@ -126,12 +132,21 @@ impl CudaBackend {
             // the pool meanwhile, which would make the figure low by that much. (No
             // caller holds the device lock here: loads come before a proof's compute.)
             let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-            let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
-            // The a, b, c slots an earlier proof left are reused, not allocated again.
-            (available + self.prover.staging.bytes_held(n)).saturating_sub(pending)
+            self.reusable_memory(p)?.saturating_sub(pending)
         };
         let made = self.prover.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
-        decide(p.points_bytes(), n, set_lists_bytes(p), free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
+        decide(p.points_bytes(), n, set_queries(p), free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
+    }
+
+    /// Device memory a partition of set `p` can have: what the device can still
+    /// allocate, and what earlier proofs left that it reuses (the a, b, c slots of its
+    /// domain or larger, and of the MSM scratch as much as it needs). Read with the
+    /// device held by the caller.
+    fn reusable_memory(&self, p: &ParameterSet) -> Result<usize, ProveError> {
+        let n = p.domain_size().next_power_of_two();
+        let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        let scratch = self.prover.msm.scratch_held().min(resident_msm_scratch_bytes(n, set_queries(p)));
+        Ok(available + self.prover.staging.bytes_held(n) + scratch)
     }
 
     /// `m` on this device for partitions of an n-point domain of `params`: uploaded on
@@ -150,10 +165,10 @@ impl CudaBackend {
         let witnesses = STAGING_SLOTS * (m.num_inputs + m.num_aux) * (std::mem::size_of::<DeviceFr>() + 1);
         // The lists' own aux-value term stands here for each slot's compact witness as
         // it goes up (WindowPoSt's is nearly all values: as large as the expanded one).
-        let working = working_bytes(n, n.saturating_sub(1)) + set_lists_bytes(params);
+        let working = resident_working_bytes(n, set_queries(params));
         let free = {
             let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-            self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))? + self.prover.staging.bytes_held(n)
+            self.reusable_memory(params)?
         };
         let d = if need + witnesses + working <= free {
             let start = Instant::now();
@@ -293,11 +308,11 @@ impl ProvingBackend for CudaBackend {
     /// The points leave the device once the proofs in flight with them finish (each
     /// holds its own reference).
     fn release_params(&self, id: ParameterSetId) {
-        let (removed, streaming) = match self.loaded.lock() {
-            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. }))),
+        let (removed, streaming, none_left) = match self.loaded.lock() {
+            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. })), map.is_empty()),
             Err(_) => {
                 tracing::error!("loaded parameter map poisoned: points not released");
-                (false, true)
+                (false, true, false)
             }
         };
         if removed {
@@ -313,6 +328,11 @@ impl ProvingBackend for CudaBackend {
                 *chunks = None;
             }
         }
+        // No set left: nor the MSM scratch, sized for the largest of them (the next
+        // set's first proof sizes it anew).
+        if none_left {
+            self.prover.msm.release_scratch();
+        }
     }
 
     fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
@@ -320,8 +340,8 @@ impl ProvingBackend for CudaBackend {
     }
 }
 
-/// The split lists' device memory for a set's partitions at worst ([`lists_bytes`]).
-fn set_lists_bytes(p: &ParameterSet) -> usize {
+/// The lengths of a set's L, A and B (G1) queries.
+fn set_queries(p: &ParameterSet) -> [usize; 3] {
     let q = p.lens();
-    lists_bytes(q.l, q.a, q.b_g1)
+    [q.l, q.a, q.b_g1]
 }

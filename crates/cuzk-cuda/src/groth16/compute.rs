@@ -14,6 +14,7 @@ use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::SynthesizedCircuit;
 use cuzk_groth16::{ParameterSet, Proof};
 
+use super::placement::{resident_msm_scratch_bytes, streamed_msm_scratch_bytes};
 use super::points::LoadedPoints;
 use super::prepare::{prepare, Prepared};
 use super::products::DeviceMatrices;
@@ -139,7 +140,7 @@ impl PartitionProver {
         if computed.is_err() {
             self.settle_after_failure();
         }
-        let mut c = computed.map_err(|e| backend_error("proving on the GPU", e))?;
+        let mut c = computed.map_err(|e| backend_error(&format!("proving on the GPU ({})", self.gpu.memory_summary()), e))?;
         (c.report.prepared_from, c.report.prepared_to) = (Some(prepared.0), Some(prepared.1));
         let (a, b_g1, b_g2) = (c.a + x.a_inputs, c.b_g1 + x.b_inputs_g1, c.b_g2 + x.b_inputs_g2);
         drop(x);
@@ -158,6 +159,12 @@ impl PartitionProver {
         let ([mut a, mut b, mut c], ready) = x.abc.views()?;
         let (h_start, h_end) = self.ntt.h_polynomial_on([&mut a, &mut b, &mut c], ready)?;
         let h = a.slice(..n - 1);
+        // One allocation for the largest of the five MSMs' scratch, kept for the next
+        // partitions (the placement counted it).
+        self.msm.reserve_scratch(match points {
+            LoadedPoints::Resident(_) => resident_msm_scratch_bytes(n, points.lens()),
+            LoadedPoints::Streamed { chunk_bytes, .. } => streamed_msm_scratch_bytes(*chunk_bytes),
+        })?;
         let m = self.enqueue_msms(points, &h, &x.l, &x.a, &x.b)?;
         self.gpu.stream().synchronize()?;
         let span = |p: (&CudaEvent, &CudaEvent)| p.0.elapsed_ms(p.1).map(ms);

@@ -4,7 +4,7 @@
 //! shape, so the policy is tested without a GPU.
 
 use crate::msm::streamed::{DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
-use crate::msm::{window_bits, windows, MsmGroup, G1, G2};
+use crate::msm::{scratch_bound, MsmGroup, G1, G2};
 
 /// Bytes of a scalar and of a G1 / G2 affine point on the device.
 const SCALAR_BYTES: usize = std::mem::size_of::<crate::field::DeviceFr>();
@@ -12,10 +12,11 @@ const G1_POINT_BYTES: usize = std::mem::size_of::<<G1 as MsmGroup>::DeviceAffine
 const G2_POINT_BYTES: usize = std::mem::size_of::<<G2 as MsmGroup>::DeviceAffine>();
 /// a, b and c in each of the two staging slots (crate::groth16::staging).
 const STAGED_VECTORS: usize = 3 * super::staging::STAGING_SLOTS;
-/// Per window and scalar of an MSM, the sort's digit and sorted entry (4 bytes each).
-const SORT_BYTES_PER_WINDOW: usize = 8;
-/// Buckets, the reductions' pairs and the smaller MSMs' scratch of a partition.
-const MSM_SCRATCH_BYTES: usize = 2 << 30;
+/// Besides the MSMs' scratch (its large buffers: [`msm_scratch_bytes`]): buckets, the
+/// reductions' pairs and bucket offsets of an MSM (1.4 GB for 2^27 scalars in 20-bit
+/// windows: 13 · 2^19 buckets of 192 bytes, offsets and counts) and the public inputs'
+/// small MSMs.
+const MSM_SMALL_BYTES: usize = 2 << 30;
 /// The chunk buffers of streamed points.
 const CHUNK_BUFFERS: usize = 2;
 
@@ -31,12 +32,45 @@ pub enum Placement {
     Streamed { chunk_bytes: usize },
 }
 
+/// The MSM scratch (crate::msm::GpuMsm, one allocation kept for all its MSMs) that
+/// serves every MSM of a partition: G1 MSMs of up to `g1` scalars, G2 of up to `g2`.
+pub fn msm_scratch_bytes(g1: usize, g2: usize) -> usize {
+    scratch_bound::<G1>(g1).max(scratch_bound::<G2>(g2))
+}
+
 /// Device memory a partition of an n-point domain works in besides the points: the
-/// staging slots' a, b, c, the sort of an MSM of `msm_n` scalars (the widest window
-/// count for that size: 13 windows from 2^24 scalars, 16 from 2^20), and the scratch.
-pub fn working_bytes(n: usize, msm_n: usize) -> usize {
-    let windows = windows(window_bits::<G1>(msm_n)) as usize;
-    STAGED_VECTORS * SCALAR_BYTES * n + SORT_BYTES_PER_WINDOW * windows * msm_n + MSM_SCRATCH_BYTES
+/// staging slots' a, b, c, the MSM scratch for G1 MSMs of up to `g1` scalars and G2
+/// of up to `g2`, and the MSMs' smaller buffers.
+pub fn working_bytes(n: usize, g1: usize, g2: usize) -> usize {
+    STAGED_VECTORS * SCALAR_BYTES * n + msm_scratch_bytes(g1, g2) + MSM_SMALL_BYTES
+}
+
+/// The most scalars of a partition's G1 and G2 MSMs with resident points, for an
+/// n-point domain and L, A and B queries of `queries` points: the H MSM's n − 1 or a
+/// whole query in G1, the B query in G2.
+fn resident_msm_counts(n: usize, queries: [usize; 3]) -> (usize, usize) {
+    let [l, a, b] = queries;
+    (n.saturating_sub(1).max(l).max(a).max(b), b)
+}
+
+/// The MSM scratch of partitions with resident points ([`resident_msm_counts`]).
+pub fn resident_msm_scratch_bytes(n: usize, queries: [usize; 3]) -> usize {
+    let (g1, g2) = resident_msm_counts(n, queries);
+    msm_scratch_bytes(g1, g2)
+}
+
+/// The MSM scratch of partitions whose points stream through chunk buffers of
+/// `chunk_bytes`: each MSM runs over a chunk's points at most.
+pub fn streamed_msm_scratch_bytes(chunk_bytes: usize) -> usize {
+    msm_scratch_bytes(chunk_bytes / G1_POINT_BYTES, chunk_bytes / G2_POINT_BYTES)
+}
+
+/// Device memory a partition with resident points works in besides them
+/// ([`working_bytes`]) and the split lists of two partitions at worst ([`lists_bytes`]).
+pub fn resident_working_bytes(n: usize, queries: [usize; 3]) -> usize {
+    let (g1, g2) = resident_msm_counts(n, queries);
+    let [l, a, b] = queries;
+    working_bytes(n, g1, g2) + lists_bytes(l, a, b)
 }
 
 /// Device memory the split MSMs' lists of the two staging slots' partitions can take,
@@ -56,32 +90,37 @@ pub fn lists_bytes(l: usize, a: usize, b: usize) -> usize {
 /// that fits. `made`: the size of the backend's chunk buffers if already made (they
 /// cost nothing more, and their size stays).
 pub fn streamed_chunk_bytes(free: usize, n: usize, made: Option<usize>) -> Option<usize> {
+    let need = |c: usize| working_bytes(n, c / G1_POINT_BYTES, c / G2_POINT_BYTES);
     if let Some(b) = made {
-        return (working_bytes(n, b / G1_POINT_BYTES) <= free).then_some(b);
+        return (need(b) <= free).then_some(b);
     }
-    // Per G1 point of a chunk: its bytes in each buffer and the sort's bytes for an
-    // MSM of a chunk's points (2^20 and more: 16 windows at most). Below 2^20 points a
-    // chunk's MSMs take up to 20 windows: then the least size is tried on its own.
-    let per_point = CHUNK_BUFFERS * G1_POINT_BYTES + SORT_BYTES_PER_WINDOW * windows(window_bits::<G1>(1 << 20)) as usize;
-    let fits = |c: usize| CHUNK_BUFFERS * c + working_bytes(n, c / G1_POINT_BYTES) <= free;
-    let room = free.checked_sub(working_bytes(n, 0))?;
-    let chunk = ((room / per_point * G1_POINT_BYTES).min(DEFAULT_CHUNK_BYTES) / G2_POINT_BYTES) * G2_POINT_BYTES;
-    if chunk >= MIN_CHUNK_BYTES && fits(chunk) {
-        Some(chunk)
-    } else {
-        fits(MIN_CHUNK_BYTES).then_some(MIN_CHUNK_BYTES)
+    // The largest whole number of G2 points from the least size to the default whose
+    // buffers fit beside the rest (what fits only shrinks as chunks grow: the scratch
+    // bound never falls as the count grows).
+    let fits = |points: usize| CHUNK_BUFFERS * points * G2_POINT_BYTES + need(points * G2_POINT_BYTES) <= free;
+    let (mut lo, mut hi) = (MIN_CHUNK_BYTES / G2_POINT_BYTES, DEFAULT_CHUNK_BYTES / G2_POINT_BYTES);
+    if !fits(lo) {
+        return None;
     }
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo * G2_POINT_BYTES)
 }
 
 /// The placement of a set of `points` bytes proven in partitions of an n-point domain
-/// whose split lists take up to `lists` bytes ([`lists_bytes`]) on a device with `free`
-/// bytes for it (`made`: the chunk buffers' size if the backend has them), with the
-/// reason for the log; or why no partition of it fits at all. Resident only where the
-/// lists fit at worst beside the points and a partition's working memory.
-pub fn decide(points: usize, n: usize, lists: usize, free: usize, made: Option<usize>) -> Result<(Placement, String), String> {
+/// with L, A and B queries of `queries` points on a device with `free` bytes for it
+/// (`made`: the chunk buffers' size if the backend has them), with the reason for the
+/// log; or why no partition of it fits at all. Resident only where the split lists fit
+/// at worst beside the points and a partition's working memory.
+pub fn decide(points: usize, n: usize, queries: [usize; 3], free: usize, made: Option<usize>) -> Result<(Placement, String), String> {
     let gb = |b: usize| b as f64 / 1e9;
-    // The H MSM runs over n − 1 scalars (16 windows at n = 2^24, not 13).
-    let resident = points + working_bytes(n, n.saturating_sub(1)) + lists;
+    let resident = points + resident_working_bytes(n, queries);
     if resident <= free {
         let why = format!("{:.2} GB of points and {:.2} GB of working memory fit in {:.2} GB", gb(points), gb(resident - points), gb(free));
         return Ok((Placement::Resident, why));
@@ -92,9 +131,10 @@ pub fn decide(points: usize, n: usize, lists: usize, free: usize, made: Option<u
     // such a card can still run short with two partitions' lists in flight: sizing
     // them from the witness's classes at staging is the fix for that.
     let Some(chunk_bytes) = streamed_chunk_bytes(free, n, made) else {
+        let chunk_need = |c: usize| working_bytes(n, c / G1_POINT_BYTES, c / G2_POINT_BYTES);
         let least = match made {
-            Some(b) => working_bytes(n, b / G1_POINT_BYTES),
-            None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + working_bytes(n, MIN_CHUNK_BYTES / G1_POINT_BYTES),
+            Some(b) => chunk_need(b),
+            None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + chunk_need(MIN_CHUNK_BYTES),
         };
         return Err(format!(
             "{:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",
@@ -118,79 +158,94 @@ mod tests {
     use super::*;
 
     const C2: usize = 1 << 27;
+    /// L, A and B query lengths of the 32 GiB PoRep (C2) and WindowPoSt sets.
+    const C2_QUERIES: [usize; 3] = [130_169_893, 129_753_620, 33_112_282];
+    const WPOST_QUERIES: [usize; 3] = [126_902_376, 96_205_645, 91_925_767];
+
+    fn gb(x: f64) -> usize {
+        (x * 1e9) as usize
+    }
 
     #[test]
-    fn working_memory_counts_the_sort_windows_of_the_msm_size() {
-        // a, b, c slots and 2 GiB, plus 8 bytes per window and scalar: 13 windows of
-        // 20 bits from 2^24 scalars, 16 of 16 bits below.
-        assert_eq!(working_bytes(C2, 0), 6 * 32 * C2 + (2 << 30));
-        assert_eq!(working_bytes(C2, C2) - working_bytes(C2, 0), 8 * 13 * C2);
-        assert_eq!(working_bytes(C2, 1 << 22) - working_bytes(C2, 0), (8 * 16) << 22);
+    fn working_memory_counts_the_largest_msm_of_either_group() {
+        // a, b, c slots, the small buffers, and the scratch of the larger MSM.
+        assert_eq!(working_bytes(C2, 0, 0), 6 * 32 * C2 + (2 << 30) + msm_scratch_bytes(0, 0));
+        assert_eq!(working_bytes(C2, C2 - 1, 0) - working_bytes(C2, 0, 0), scratch_bound::<G1>(C2 - 1) - msm_scratch_bytes(0, 0));
+        // C2: the H MSM's sort (13 windows of 20 bits: 14.0 GB) is below the G2 MSM's
+        // sort and batch-affine rounds over B's 33 M points (15.3 GB).
+        let h = scratch_bound::<G1>(C2 - 1);
+        assert!((13.9e9..14.0e9).contains(&(h as f64)), "{h}");
+        assert_eq!(resident_msm_scratch_bytes(C2, C2_QUERIES), scratch_bound::<G2>(C2_QUERIES[2]));
+        // WindowPoSt: B's 91.9 M points in G2 take 24.1 GB, which the H MSM's sort
+        // (all that was counted) undercounted by 10 GB.
+        let w = resident_msm_scratch_bytes(C2, WPOST_QUERIES);
+        assert!((24.0e9..24.2e9).contains(&(w as f64)), "{w}");
     }
 
     #[test]
     fn streamed_chunks_shrink_to_fit_and_are_refused_below_the_least() {
-        let gb = |x: f64| (x * 1e9) as usize;
-        let fits = |free: usize, c: usize| c % 192 == 0 && c >= MIN_CHUNK_BYTES && 2 * c + working_bytes(C2, c / 96) <= free;
+        let fits = |free: usize, c: usize| c % 192 == 0 && c >= MIN_CHUNK_BYTES && 2 * c + working_bytes(C2, c / 96, c / 192) <= free;
         // Room to spare: the default.
         assert_eq!(streamed_chunk_bytes(gb(141.0), C2, None), Some(DEFAULT_CHUNK_BYTES));
-        assert_eq!(streamed_chunk_bytes(gb(8.0), 1 << 10, None), Some(DEFAULT_CHUNK_BYTES));
-        // A 32 GB card beside a C2 partition's 27.9 GB of a, b, c and slack: smaller chunks.
-        let c = streamed_chunk_bytes(gb(31.5), C2, None).expect("a C2 partition fits in 31.5 GB with small chunks");
-        assert!(c < DEFAULT_CHUNK_BYTES && fits(gb(31.5), c), "{c}");
-        // More memory never gives smaller chunks.
-        let mut last = 0;
-        for free in (28..40).map(|g| gb(g as f64)) {
+        assert_eq!(streamed_chunk_bytes(gb(24.0), 1 << 10, None), Some(DEFAULT_CHUNK_BYTES));
+        // More memory never gives smaller chunks; each one chosen fits, and the next
+        // whole number of G2 points would not (or it is the default).
+        let (mut last, mut shrunk) = (0, false);
+        for free in (280..600).map(|g| gb(g as f64 / 10.0)) {
             if let Some(c) = streamed_chunk_bytes(free, C2, None) {
                 assert!(c >= last && fits(free, c), "{free}: {c}");
+                assert!(c == DEFAULT_CHUNK_BYTES || !fits(free, c + 192), "{free}: {c}");
+                shrunk |= c < DEFAULT_CHUNK_BYTES;
                 last = c;
             }
         }
-        // Just room for the least chunks (whose MSMs take 20 windows): those.
-        let least = 2 * MIN_CHUNK_BYTES + working_bytes(C2, MIN_CHUNK_BYTES / 96);
+        assert!(shrunk && last == DEFAULT_CHUNK_BYTES);
+        // Just room for the least chunks: those.
+        let least = 2 * MIN_CHUNK_BYTES + working_bytes(C2, MIN_CHUNK_BYTES / 96, MIN_CHUNK_BYTES / 192);
         assert_eq!(streamed_chunk_bytes(least, C2, None), Some(MIN_CHUNK_BYTES));
         assert_eq!(streamed_chunk_bytes(least - 1, C2, None), None);
         // A 24 GB card cannot hold a C2 partition's a, b, c slots and scratch at all.
         assert_eq!(streamed_chunk_bytes(gb(23.0), C2, None), None);
         // Buffers already made keep their size, if the partition still fits beside them.
         assert_eq!(streamed_chunk_bytes(gb(141.0), C2, Some(MIN_CHUNK_BYTES)), Some(MIN_CHUNK_BYTES));
-        assert_eq!(streamed_chunk_bytes(working_bytes(C2, DEFAULT_CHUNK_BYTES / 96), C2, Some(DEFAULT_CHUNK_BYTES)), Some(DEFAULT_CHUNK_BYTES));
-        assert_eq!(streamed_chunk_bytes(working_bytes(C2, DEFAULT_CHUNK_BYTES / 96) - 1, C2, Some(DEFAULT_CHUNK_BYTES)), None);
+        let beside_default = working_bytes(C2, DEFAULT_CHUNK_BYTES / 96, DEFAULT_CHUNK_BYTES / 192);
+        assert_eq!(streamed_chunk_bytes(beside_default, C2, Some(DEFAULT_CHUNK_BYTES)), Some(DEFAULT_CHUNK_BYTES));
+        assert_eq!(streamed_chunk_bytes(beside_default - 1, C2, Some(DEFAULT_CHUNK_BYTES)), None);
     }
 
     #[test]
     fn a_set_is_resident_when_it_fits_beside_a_partition_else_streamed_else_refused() {
-        let gb = |x: f64| (x * 1e9) as usize;
         let points = gb(47.37);
         // The C2 set on an H200 (its lists at worst): resident, with the reason.
-        let lists = lists_bytes(130_169_893, 129_753_620, 33_112_282);
-        let (p, why) = decide(points, C2, lists, gb(149.55), None).unwrap();
+        let (p, why) = decide(points, C2, C2_QUERIES, gb(149.55), None).unwrap();
         assert_eq!(p, Placement::Resident);
         assert!(why.contains("fit in 149.55 GB"), "{why}");
         // Exactly the points, a partition's working memory and the lists: still
-        // resident; a byte less: streamed through chunks that fit beside the lists.
-        let need = points + working_bytes(C2, C2 - 1) + lists;
-        assert_eq!(decide(points, C2, lists, need, None).unwrap().0, Placement::Resident);
-        match decide(points, C2, lists, need - 1, None).unwrap().0 {
+        // resident; a byte less: streamed through chunks that fit beside them.
+        let need = points + resident_working_bytes(C2, C2_QUERIES);
+        assert_eq!(decide(points, C2, C2_QUERIES, need, None).unwrap().0, Placement::Resident);
+        match decide(points, C2, C2_QUERIES, need - 1, None).unwrap().0 {
             Placement::Streamed { chunk_bytes } => assert_eq!(Some(chunk_bytes), streamed_chunk_bytes(need - 1, C2, None)),
             p => panic!("{p:?}"),
         }
         // Chunk buffers already made keep their size.
-        assert_eq!(decide(points, C2, 0, gb(40.0), Some(MIN_CHUNK_BYTES)).unwrap().0, Placement::Streamed { chunk_bytes: MIN_CHUNK_BYTES });
+        assert_eq!(decide(points, C2, C2_QUERIES, gb(40.0), Some(MIN_CHUNK_BYTES)).unwrap().0, Placement::Streamed { chunk_bytes: MIN_CHUNK_BYTES });
         // A 24 GB card: refused, saying how much a partition needs. A 48 GB card still
         // streams (the lists' worst case is not held against streaming).
-        let e = decide(points, C2, lists, gb(23.0), None).unwrap_err();
+        let e = decide(points, C2, C2_QUERIES, gb(23.0), None).unwrap_err();
         assert!(e.contains("23.00 GB available") && e.contains("at least"), "{e}");
-        assert!(matches!(decide(points, C2, lists, gb(48.0), None).unwrap().0, Placement::Streamed { .. }));
+        assert!(matches!(decide(points, C2, C2_QUERIES, gb(48.0), None).unwrap().0, Placement::Streamed { .. }));
     }
 
     #[test]
     fn the_lists_count_every_value_as_neither_0_nor_1_in_both_slots() {
-        // WindowPoSt 32 GiB: 15.4 GB per slot; with its 60.78 GB of points still
-        // resident on an H200, where two slots' lists ran out of memory uncounted.
-        let lists = lists_bytes(126_902_376, 96_205_645, 91_925_767);
-        assert_eq!(lists, 2 * (32 * 126_902_376 + 36 * (126_902_376 + 96_205_645 + 91_925_767)));
-        let gb = |x: f64| (x * 1e9) as usize;
-        assert_eq!(decide(gb(60.78), C2, lists, gb(149.55), None).unwrap().0, Placement::Resident);
+        // WindowPoSt 32 GiB: 15.4 GB per slot.
+        let [l, a, b] = WPOST_QUERIES;
+        assert_eq!(lists_bytes(l, a, b), 2 * (32 * l + 36 * (l + a + b)));
+        // With its 60.78 GB of points, two slots' lists and its G2 MSM's scratch, the
+        // set is still resident on an H200 (143.6 of 149.55 GB).
+        let need = gb(60.78) + resident_working_bytes(C2, WPOST_QUERIES);
+        assert!((143.0e9..144.0e9).contains(&(need as f64)), "{need}");
+        assert_eq!(decide(gb(60.78), C2, WPOST_QUERIES, gb(149.55), None).unwrap().0, Placement::Resident);
     }
 }

@@ -9,6 +9,7 @@
 
 mod group;
 mod pippenger;
+mod plan;
 pub mod split;
 pub mod streamed;
 
@@ -19,8 +20,9 @@ use rayon::prelude::*;
 
 pub(crate) use self::group::check_base_count;
 pub use self::group::{DeviceBases, MsmGroup, Words, G1, G2};
-pub use pippenger::{affine_rounds, window_bits, GpuMsm, MsmTimings, PendingMsm, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
-pub(crate) use pippenger::{blocks, windows, PhaseEvents, CURVE_BLOCK};
+pub(crate) use pippenger::{blocks, PhaseEvents, CURVE_BLOCK};
+pub use pippenger::{GpuMsm, MsmTimings, PendingMsm};
+pub use plan::{affine_rounds, scratch_bound, window_bits, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
 pub use split::DeviceSplit;
 
 use crate::device::GpuError;

@@ -4,12 +4,13 @@
 //! Every launch sequence of the MSM is here; [`GpuMsm`]'s public calls (crate::msm)
 //! and the streamed chunks (crate::msm::streamed) enqueue through them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 
 use super::group::{device_address, BasesAt, MsmGroup};
+use super::plan::{affine_rounds, window_bits, windows, words_of, AffinePlan, ScratchLayout, AFFINE_SPAN, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
 use crate::device::{Gpu, GpuError};
 use crate::field::DeviceFr;
 
@@ -32,25 +33,6 @@ pub struct MsmTimings {
     pub batch_add_ms: f32,
     /// The whole call on the device.
     pub total_ms: f32,
-}
-
-/// The window width, in bits, for n scalars of group G: log2(n) − 4 up to 16 bits, and
-/// G's wide window from 2^24 scalars on. Measured on the H200 (bench/README.md): for
-/// G1, 20-bit windows cut the total at 2^24 / 2^26 / 2^27 by 3 / 11 / 13 % against 16
-/// (fewer additions, a larger bucket reduction); for G2 the reduction costs 3× more
-/// and 20 bits lost at 2^20, so G2 stays at 16 until wider ones are measured.
-pub fn window_bits<G: MsmGroup>(n: usize) -> u32 {
-    let log = usize::BITS - 1 - n.max(1).leading_zeros();
-    if log >= 24 {
-        G::WIDE_WINDOW_BITS
-    } else {
-        log.saturating_sub(4).clamp(4, 16)
-    }
-}
-
-/// Signed-digit windows for c-bit digits over scalars below r < 2^255.
-pub(crate) fn windows(c: u32) -> u32 {
-    255 / c + 1
 }
 
 /// Counts per block of the prefix sums (MSM_SCAN_TILE, MSM_SCAN_THREADS in pippenger.cuh).
@@ -165,26 +147,8 @@ impl PhaseEvents {
     }
 }
 
-/// Batch-affine rounds (kernels/msm/batch_affine.cuh) for n scalars of group G in c-bit
-/// windows. A round halves every bucket at about six field products per addition where
-/// the XYZZ accumulation spends ten, but costs passes over memory and an inversion per
-/// 512 pairs: worth it while buckets hold several entries on average (n / 2^(c−1)),
-/// and only where measured faster (G::DEFAULT_AFFINE_ROUNDS).
-pub fn affine_rounds<G: MsmGroup>(n: usize, c: u32) -> u32 {
-    let avg = (n as u64) >> (c - 1);
-    if avg < 8 {
-        0
-    } else {
-        // ⌊log2 avg⌋ − 2 rounds leave 4 to 8 entries per bucket for the XYZZ kernel.
-        (63 - avg.leading_zeros() - 2).min(G::DEFAULT_AFFINE_ROUNDS)
-    }
-}
-/// The most a caller may ask for ([`GpuMsm::with_affine_rounds`]).
-pub const MAX_AFFINE_ROUNDS: u32 = 8;
-/// Positions per thread of the batch-affine prefix and apply kernels (at most 16 pairs)
-/// and chain totals per inverting thread: one inversion per 512 pairs. Passed to the
-/// kernels as arguments.
-const AFFINE_SPAN: u32 = 32;
+/// Chain totals per inverting thread of the batch-affine rounds: one inversion per 512
+/// pairs (with AFFINE_SPAN). Passed to the kernels as an argument.
 const AFFINE_INVERT_GROUP: u32 = 32;
 
 /// MSM engine of one GPU.
@@ -197,14 +161,16 @@ pub struct GpuMsm {
     /// Fixed windows per batch-affine group (tests of the group loop), or None: as
     /// many as hold G::AFFINE_GROUP_ENTRIES entries.
     affine_group_windows: Option<u32>,
+    /// The large buffers of its MSMs ([`ScratchLayout`]): one allocation, kept and
+    /// reused by every MSM in stream order. Allocated per MSM, a partition's five took
+    /// and gave back blocks of a dozen sizes in the device pool, whose pieces then
+    /// failed to hold a larger one beside two staged WindowPoSt partitions.
+    scratch: Mutex<Option<CudaSlice<u32>>>,
 }
-
-/// The widest window the digit and reduction kernels are sized for.
-pub const MAX_WINDOW_BITS: u32 = 24;
 
 impl GpuMsm {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuMsm { gpu, window_bits: None, affine_rounds: None, affine_group_windows: None }
+        GpuMsm { gpu, window_bits: None, affine_rounds: None, affine_group_windows: None, scratch: Mutex::new(None) }
     }
 
     /// The same engine with a fixed window width of c bits (4..=MAX_WINDOW_BITS).
@@ -212,7 +178,7 @@ impl GpuMsm {
         if !(4..=MAX_WINDOW_BITS).contains(&c) {
             return Err(GpuError::Invalid(format!("window of {c} bits: must be 4 to {MAX_WINDOW_BITS}")));
         }
-        Ok(GpuMsm { gpu, window_bits: Some(c), affine_rounds: None, affine_group_windows: None })
+        Ok(GpuMsm { gpu, window_bits: Some(c), affine_rounds: None, affine_group_windows: None, scratch: Mutex::new(None) })
     }
 
     /// The same engine with a fixed number of batch-affine rounds (0 = none, up to
@@ -238,6 +204,51 @@ impl GpuMsm {
     /// The batch-affine rounds used for n scalars.
     pub fn affine_rounds_for<G: MsmGroup>(&self, n: usize) -> u32 {
         self.affine_rounds.unwrap_or_else(|| affine_rounds::<G>(n, self.window_bits_for::<G>(n)))
+    }
+
+    /// The scratch layout of an MSM of n scalars with this engine's settings.
+    fn scratch_layout<G: MsmGroup>(&self, n: usize) -> ScratchLayout {
+        ScratchLayout::new::<G>(n, self.window_bits_for::<G>(n), self.affine_rounds_for::<G>(n), self.affine_group_windows)
+    }
+
+    /// Sizes the scratch to at least `bytes` now (e.g. for the largest MSM of a
+    /// partition, before its first: one allocation rather than one per larger MSM).
+    pub fn reserve_scratch(&self, bytes: usize) -> Result<(), GpuError> {
+        self.scratch(bytes.div_ceil(4)).map(drop)
+    }
+
+    /// Frees the scratch (in stream order, after the kernels that use it).
+    pub fn release_scratch(&self) {
+        match self.scratch.lock() {
+            Ok(mut held) => *held = None,
+            Err(_) => tracing::error!("MSM scratch poisoned: not released"),
+        }
+    }
+
+    /// Device bytes the scratch holds.
+    pub fn scratch_held(&self) -> usize {
+        self.scratch.lock().ok().and_then(|g| g.as_ref().map(|a| 4 * a.len())).unwrap_or(0)
+    }
+
+    /// The scratch, grown to at least `words` (the old one is freed in stream order,
+    /// after the kernels that use it).
+    fn scratch(&self, words: usize) -> Result<MutexGuard<'_, Option<CudaSlice<u32>>>, GpuError> {
+        let mut held = self.scratch.lock().map_err(|_| GpuError::Invalid("MSM scratch poisoned".into()))?;
+        let had = held.as_ref().map_or(0, |a| a.len());
+        if had < words {
+            *held = None;
+            // SAFETY: uninitialised: every buffer carved from it is written before it is
+            // read (see enqueue_pippenger and enqueue_affine_accumulate).
+            let a = unsafe { self.gpu.stream.alloc::<u32>(words) }
+                .map_err(|e| GpuError::Invalid(format!("allocating {:.2} GB of MSM scratch on the device: {e}", 4.0 * words as f64 / 1e9)))?;
+            tracing::info!(
+                gb = format!("{:.2}", 4.0 * words as f64 / 1e9),
+                was_gb = format!("{:.2}", 4.0 * had as f64 / 1e9),
+                "MSM scratch allocated"
+            );
+            *held = Some(a);
+        }
+        Ok(held)
     }
 
     /// Enqueues Pippenger over n scalars already on the device, marking its phases in
@@ -270,13 +281,21 @@ impl GpuMsm {
         }
         let m0 = REDUCE_FIRST_SEGMENT.min(buckets_per_window);
         let reduce_threads = w * (buckets_per_window / m0);
+        let layout = self.scratch_layout::<G>(n);
+        let mut scratch = self.scratch(layout.words())?;
+        let arena = scratch.as_mut().ok_or_else(|| GpuError::Invalid("MSM scratch missing".into()))?;
+        let too_small = || GpuError::Invalid("MSM scratch smaller than its layout".into());
+        // The sorted entries, then the digits' place (taken over by the batch-affine
+        // rounds once the scatter has read the digits).
+        let (mut sorted_place, mut rest) = arena.try_split_at_mut(layout.sorted_words).ok_or_else(too_small)?;
+        // SAFETY: (also for the digits below) every slot of `sorted` below the device-side
+        // total is written by msm_scatter before msm_accumulate or the batch-affine
+        // round 0 reads it, slots past the total are never read; msm_count writes every
+        // (window, scalar) digit before msm_scatter reads it.
+        let mut sorted = unsafe { sorted_place.transmute_mut::<u32>(max_entries as usize) }.ok_or_else(too_small)?;
 
         let mut counts = s.alloc_zeros::<u32>(len as usize)?;
         let mut offsets = s.alloc_zeros::<u32>(len as usize + 1)?;
-        // SAFETY: every slot below the (device-side) total is written by msm_scatter
-        // before msm_accumulate or the batch-affine round 0 reads it; slots past the
-        // total are never read.
-        let mut sorted = unsafe { s.alloc::<u32>(max_entries as usize)? };
         let mut bucket_sums = s.alloc_zeros::<G::DeviceXyzz>(len as usize)?;
         // The reduction's pairs (T, Y), ping-ponging between two sets of buffers.
         let mut pairs = [
@@ -288,8 +307,8 @@ impl GpuMsm {
         ];
         let mut result = s.alloc_zeros::<G::DeviceXyzz>(1)?;
 
-        // SAFETY: msm_count writes every (window, scalar) digit before msm_scatter reads it.
-        let mut digits = unsafe { s.alloc::<u32>(max_entries as usize)? };
+        // SAFETY: see `sorted` above.
+        let mut digits = unsafe { rest.transmute_mut::<u32>(max_entries as usize) }.ok_or_else(too_small)?;
         let mut b = s.launch_builder(&k.msm_count);
         b.arg(d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts).arg(&mut digits);
         // SAFETY: matches `msm_count(const fr*, u32, u32, u32, u32*, u32*)`; counts holds
@@ -320,6 +339,7 @@ impl GpuMsm {
         let index_dummy = s.alloc_zeros::<u32>(1)?;
         let index_dummy = index_dummy.as_view();
         let indexed = base_index.is_some() as u32;
+        let digits = digits.as_view();
         for window in 0..w {
             let mut b = s.launch_builder(&k.msm_scatter);
             b.arg(&digits).arg(&n32).arg(&c).arg(&window).arg(&mut cursor).arg(&mut sorted).arg(base_index.unwrap_or(&index_dummy)).arg(&indexed);
@@ -336,7 +356,8 @@ impl GpuMsm {
         if rounds == 0 {
             self.enqueue_accumulate::<G>(bases.origin, (&sorted.slice(..), 1), &offsets.slice(..), len, max_entries, &mut bucket_sums.slice_mut(..))?;
         } else {
-            self.enqueue_affine_accumulate::<G>(bases, &sorted, &offsets, n as u64, w, buckets_per_window, rounds, &mut bucket_sums, phases)?;
+            let plan = AffinePlan::new::<G>(n as u64, w, buckets_per_window, rounds, self.affine_group_windows);
+            self.enqueue_affine_accumulate::<G>(bases, &sorted.as_view(), &offsets, &plan, &mut rest, &mut bucket_sums, phases)?;
         }
         phases.mark(s)?;
 
@@ -426,31 +447,24 @@ impl GpuMsm {
         Ok(())
     }
 
-    /// Enqueues the bucket sums through batch-affine rounds, a group of windows at a
-    /// time (as many as hold G::AFFINE_GROUP_ENTRIES entries, at least one: the
-    /// rounds' scratch is about 100 (G1) or 200 (G2) bytes per entry of a group), then
-    /// the XYZZ accumulation of what the rounds leave. The rounds' spans go to `phases`.
+    /// Enqueues the bucket sums through batch-affine rounds as `plan` says, a group of
+    /// windows at a time, then the XYZZ accumulation of what the rounds leave; the
+    /// rounds' buffers are carved from `place` (the scratch after the sorted entries).
+    /// The rounds' spans go to `phases`.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_affine_accumulate<G: MsmGroup>(
         &self,
         bases: BasesAt<G>,
-        sorted: &CudaSlice<u32>,
+        sorted: &CudaView<'_, u32>,
         offsets: &CudaSlice<u32>,
-        n: u64,
-        windows: u32,
-        buckets_per_window: u32,
-        rounds: u32,
+        plan: &AffinePlan,
+        place: &mut CudaViewMut<'_, u32>,
         bucket_sums: &mut CudaSlice<G::DeviceXyzz>,
         phases: &mut PhaseEvents,
     ) -> Result<(), GpuError> {
         let (s, ck) = (&self.gpu.stream, G::kernels(&self.gpu));
-        let group = self.affine_group_windows.unwrap_or((G::AFFINE_GROUP_ENTRIES / n.max(1)) as u32).clamp(1, windows);
-        let group_buckets = group as u64 * buckets_per_window as u64;
-        // Capacities: the input of round r and its output ((in + buckets) / 2 + 1).
-        let mut caps = vec![n * group as u64];
-        for r in 0..rounds as usize {
-            caps.push((caps[r] + group_buckets) / 2 + 1);
-        }
+        let (n, windows, buckets_per_window, rounds, group, caps) =
+            (plan.n, plan.windows, plan.buckets_per_window, plan.rounds, plan.group, &plan.caps);
         // Positions (round 0: into all windows' entries) and a thread's span past them
         // must stay below 2^32.
         if n * windows as u64 + AFFINE_SPAN as u64 >= 1 << 32 || caps.iter().any(|&c| c + AFFINE_SPAN as u64 >= 1 << 32) {
@@ -458,26 +472,33 @@ impl GpuMsm {
                 "{n} scalars × {windows} windows: too many entries for the batch-affine rounds' 32-bit positions"
             )));
         }
-        // Rounds alternate between the two output buffers (even rounds write the first);
-        // each must hold the largest output it receives (outputs grow when buckets are
-        // smaller than two entries).
-        let cap_of = |parity: usize| caps.iter().skip(1 + parity).step_by(2).copied().max().unwrap_or(1) as usize;
-        // SAFETY: outs (like prefix, prod and inv below) is uninitialised: a round writes every output
-        // slot below its total (bucket slots by msm_affine_prefix / msm_affine_apply, the
-        // gap slots by msm_affine_offsets) before anything reads it; prefix slots are read
-        // only for the pairs whose product msm_affine_prefix stored; prod and inv are
-        // written for every thread before they are read.
-        let mut outs = unsafe { [s.alloc::<G::DeviceAffine>(cap_of(0))?, s.alloc::<G::DeviceAffine>(cap_of(1))?] };
-        let mut out_offsets = [s.alloc_zeros::<u32>(group_buckets as usize + 1)?, s.alloc_zeros::<u32>(group_buckets as usize + 1)?];
-        let max_in = caps[..rounds as usize].iter().copied().max().unwrap_or(1);
-        let max_threads = max_in.div_ceil(AFFINE_SPAN as u64);
-        // SAFETY: as for `outs` above (prefix slots are read only for the pairs whose
-        // product msm_affine_prefix stored; prod and inv are written before they are read).
+        let too_small = || GpuError::Invalid("MSM scratch smaller than the batch-affine rounds' buffers".into());
+        let (affine, field) = (words_of::<G::DeviceAffine>, words_of::<G::DeviceField>);
+        let threads_len = plan.max_threads as usize;
+        let (mut out0, mut rest) = place.try_split_at_mut(affine(plan.out_caps[0])).ok_or_else(too_small)?;
+        let (mut out1, mut rest) = rest.try_split_at_mut(affine(plan.out_caps[1])).ok_or_else(too_small)?;
+        let (mut prefix_place, mut rest) = rest.try_split_at_mut(field(plan.prefix_len())).ok_or_else(too_small)?;
+        let (mut prod_place, mut inv_place) = rest.try_split_at_mut(field(threads_len)).ok_or_else(too_small)?;
+        // SAFETY: the outputs (like prefix, prod and inv below) are uninitialised: a round
+        // writes every output slot below its total (bucket slots by msm_affine_prefix /
+        // msm_affine_apply, the gap slots by msm_affine_offsets) before anything reads
+        // it. Rounds alternate between the two outputs (even rounds write the first), each
+        // as large as the largest output it receives (AffinePlan::out_caps).
+        let mut outs = unsafe {
+            [
+                out0.transmute_mut::<G::DeviceAffine>(plan.out_caps[0]).ok_or_else(too_small)?,
+                out1.transmute_mut::<G::DeviceAffine>(plan.out_caps[1]).ok_or_else(too_small)?,
+            ]
+        };
+        let mut out_offsets = [s.alloc_zeros::<u32>(plan.group_buckets as usize + 1)?, s.alloc_zeros::<u32>(plan.group_buckets as usize + 1)?];
+        // SAFETY: as for the outputs above (prefix slots are read only for the pairs whose
+        // product msm_affine_prefix stored; prod and inv are written for every thread
+        // before they are read).
         let (mut prefix, mut prod, mut inv) = unsafe {
             (
-                s.alloc::<G::DeviceField>((max_in / 2 + 1) as usize)?,
-                s.alloc::<G::DeviceField>(max_threads as usize)?,
-                s.alloc::<G::DeviceField>(max_threads as usize)?,
+                prefix_place.transmute_mut::<G::DeviceField>(plan.prefix_len()).ok_or_else(too_small)?,
+                prod_place.transmute_mut::<G::DeviceField>(threads_len).ok_or_else(too_small)?,
+                inv_place.transmute_mut::<G::DeviceField>(threads_len).ok_or_else(too_small)?,
             )
         };
         let unindexed = s.alloc_zeros::<u32>(1)?;
@@ -501,7 +522,7 @@ impl GpuMsm {
                 b.arg(&in_off).arg(&nb).arg(&mut *dst_off).arg(&mut *dst);
                 // SAFETY: matches `msm_affine_offsets(const u32*, u32, u32*, affine*)`; in_off
                 // holds nb + 1 offsets, dst_off nb + 1 entries; the gap slots are below
-                // (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity (cap_of).
+                // (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity (out_caps).
                 unsafe { b.launch(blocks(nb as u64 + 1, 256))? };
                 let mut b = s.launch_builder(&ck.affine_prefix);
                 b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
@@ -514,14 +535,16 @@ impl GpuMsm {
                 // output slots are below the round's total ≤ the buffer's capacity.
                 unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
                 let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
+                let prod_in = prod.as_view();
                 let mut b = s.launch_builder(&ck.affine_invert);
-                b.arg(&prod).arg(&threads).arg(&AFFINE_INVERT_GROUP).arg(&mut inv);
+                b.arg(&prod_in).arg(&threads).arg(&AFFINE_INVERT_GROUP).arg(&mut inv);
                 // SAFETY: matches `msm_affine_invert(const field*, u32, u32, field*)`; both
                 // arrays hold at least `threads` elements.
                 unsafe { b.launch(blocks(inverters, 64))? };
+                let (prefix_in, inv_in) = (prefix.as_view(), inv.as_view());
                 let mut b = s.launch_builder(&ck.affine_apply);
                 b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
-                b.arg(&*dst_off).arg(&prefix).arg(&inv).arg(&mut *dst);
+                b.arg(&*dst_off).arg(&prefix_in).arg(&inv_in).arg(&mut *dst);
                 // SAFETY: matches `msm_affine_apply(const affine*, const u32*, u32, const u32*,
                 // u32, u32, u32, const u32*, const field*, const field*, affine*)`; positions,
                 // entries and output slots as for the prefix kernel; inv[t] for t < threads ≤
@@ -573,36 +596,5 @@ impl GpuMsm {
             m = m.div_ceil(2);
         }
         Ok(a)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::msm::{G1, G2};
-
-    #[test]
-    fn affine_round_choice() {
-        // Buckets of 8 entries on average: one round; 16: two; more: at most G's default.
-        assert_eq!(affine_rounds::<G2>(7 << 15, 16), 0);
-        assert_eq!(affine_rounds::<G2>(8 << 15, 16), 1);
-        assert_eq!(affine_rounds::<G2>(16 << 15, 16), 2);
-        assert_eq!(affine_rounds::<G2>(1 << 25, 16), G2::DEFAULT_AFFINE_ROUNDS);
-        assert_eq!(affine_rounds::<G2>(1, 4), 0);
-        assert_eq!(affine_rounds::<G1>(1 << 27, 20), G1::DEFAULT_AFFINE_ROUNDS);
-    }
-
-    #[test]
-    fn window_choice() {
-        assert_eq!(window_bits::<G1>(1), 4);
-        assert_eq!(window_bits::<G1>(1 << 16), 12);
-        assert_eq!(window_bits::<G1>((1 << 24) - 1), 16);
-        assert_eq!(window_bits::<G1>(1 << 24), 20);
-        assert_eq!(window_bits::<G1>(1 << 27), 20);
-        assert_eq!(window_bits::<G2>(1 << 27), 16);
-        for c in 4..=MAX_WINDOW_BITS {
-            // The top window never carries out: its field has at most c − 1 bits.
-            assert!(255 - (windows(c) - 1) * c < c);
-        }
     }
 }

@@ -4,7 +4,9 @@
 //! could take memory the engine's budget has promised to proving. A request whose
 //! bytes would take the total over `daemon.max_request_bytes_in_flight` is answered
 //! RESOURCE_EXHAUSTED (retry later); its bytes are released as soon as its body is
-//! done with (decoded or abandoned).
+//! done with (decoded or abandoned). A request takes the whole length its gRPC message
+//! declares (the first 5 bytes of its body) at once: counted only as they arrive, four
+//! 150 MiB requests under a 256 MiB cap each got ~64 MiB in and all four were refused.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,16 +80,40 @@ impl<S: tower::Service<http::Request<Body>>> tower::Service<http::Request<Body>>
 
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         let (parts, body) = req.into_parts();
-        let counted = Counted { body, in_flight: self.in_flight.clone(), held: 0 };
+        let counted = Counted { body, in_flight: self.in_flight.clone(), held: 0, received: 0, prefix: Vec::new() };
         self.inner.call(http::Request::from_parts(parts, Body::new(counted)))
     }
 }
 
-/// A request body whose data is counted while it exists.
+/// A request body whose data is counted while it exists: the larger of what has
+/// arrived and what its gRPC message declares.
 struct Counted {
     body: Body,
     in_flight: Arc<InFlight>,
+    /// Bytes taken from `in_flight`.
     held: u64,
+    received: u64,
+    /// The gRPC message prefix (a flag byte and a big-endian u32 length) while fewer
+    /// than its 5 bytes have arrived.
+    prefix: Vec<u8>,
+}
+
+/// Bytes of a gRPC message's prefix.
+const GRPC_PREFIX: usize = 5;
+
+/// The bytes of a body whose first gRPC message has this prefix: the prefix and the
+/// length it declares; None while the prefix is incomplete.
+fn declared_bytes(prefix: &[u8]) -> Option<u64> {
+    let p = <[u8; GRPC_PREFIX]>::try_from(prefix).ok()?;
+    Some(GRPC_PREFIX as u64 + u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as u64)
+}
+
+impl Counted {
+    /// The body's bytes as far as known: what has arrived, or more if its first
+    /// message declares more.
+    fn wanted(&self) -> u64 {
+        declared_bytes(&self.prefix).map_or(self.received, |d| d.max(self.received))
+    }
 }
 
 impl Drop for Counted {
@@ -107,8 +133,11 @@ impl HttpBody for Counted {
             other => return other,
         };
         if let Some(data) = frame.data_ref() {
-            let n = data.len() as u64;
-            if !this.in_flight.take(n) {
+            let missing = GRPC_PREFIX.saturating_sub(this.prefix.len()).min(data.len());
+            this.prefix.extend_from_slice(&data[..missing]);
+            this.received += data.len() as u64;
+            let n = this.wanted().saturating_sub(this.held);
+            if n > 0 && !this.in_flight.take(n) {
                 return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
                     "the daemon is receiving {} MiB of requests already (daemon.max_request_bytes_in_flight is {} MiB); retry shortly",
                     this.in_flight.held() >> 20,
@@ -141,5 +170,13 @@ mod tests {
         f.give_back(60);
         assert_eq!(f.held(), 40);
         assert!(f.take(60) && !f.take(1));
+    }
+
+    #[test]
+    fn a_body_is_known_by_its_grpc_prefix() {
+        assert_eq!(declared_bytes(&[0, 0, 0, 1, 0]), Some(5 + 256));
+        assert_eq!(declared_bytes(&[1, 0x09, 0x60, 0x00, 0x00]), Some(5 + (150 << 20)));
+        assert_eq!(declared_bytes(&[0, 0, 0, 1]), None);
+        assert_eq!(declared_bytes(&[]), None);
     }
 }

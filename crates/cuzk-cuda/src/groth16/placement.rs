@@ -65,6 +65,12 @@ pub fn streamed_msm_scratch_bytes(chunk_bytes: usize) -> usize {
     msm_scratch_bytes(chunk_bytes / G1_POINT_BYTES, chunk_bytes / G2_POINT_BYTES)
 }
 
+/// Device memory a partition whose points stream through chunk buffers of `chunk_bytes`
+/// works in besides those buffers: each MSM runs over a chunk's points at most.
+fn streamed_working_bytes(n: usize, chunk_bytes: usize) -> usize {
+    working_bytes(n, chunk_bytes / G1_POINT_BYTES, chunk_bytes / G2_POINT_BYTES)
+}
+
 /// Device memory a partition with resident points works in besides them
 /// ([`working_bytes`]) and the split lists of two partitions at worst ([`lists_bytes`]).
 pub fn resident_working_bytes(n: usize, queries: [usize; 3]) -> usize {
@@ -90,7 +96,7 @@ pub fn lists_bytes(l: usize, a: usize, b: usize) -> usize {
 /// that fits. `made`: the size of the backend's chunk buffers if already made (they
 /// cost nothing more, and their size stays).
 pub fn streamed_chunk_bytes(free: usize, n: usize, made: Option<usize>) -> Option<usize> {
-    let need = |c: usize| working_bytes(n, c / G1_POINT_BYTES, c / G2_POINT_BYTES);
+    let need = |c: usize| streamed_working_bytes(n, c);
     if let Some(b) = made {
         return (need(b) <= free).then_some(b);
     }
@@ -131,10 +137,9 @@ pub fn decide(points: usize, n: usize, queries: [usize; 3], free: usize, made: O
     // such a card can still run short with two partitions' lists in flight: sizing
     // them from the witness's classes at staging is the fix for that.
     let Some(chunk_bytes) = streamed_chunk_bytes(free, n, made) else {
-        let chunk_need = |c: usize| working_bytes(n, c / G1_POINT_BYTES, c / G2_POINT_BYTES);
         let least = match made {
-            Some(b) => chunk_need(b),
-            None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + chunk_need(MIN_CHUNK_BYTES),
+            Some(b) => streamed_working_bytes(n, b),
+            None => CHUNK_BUFFERS * MIN_CHUNK_BYTES + streamed_working_bytes(n, MIN_CHUNK_BYTES),
         };
         return Err(format!(
             "{:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed (at least {:.2} GB needed)",

@@ -3,60 +3,18 @@
 //! matrices' products with it equal full synthesis's a, b, c and densities. WindowPoSt
 //! takes the extensible path (its sectors synthesized on several threads and appended);
 //! the native witnesses (PoRep's labels, SnapDeals' tree_d paths, PoSt's Poseidon
-//! hashes) equal the circuit's own gadgets' witness too.
+//! hashes) equal the circuit's own gadgets' witness too; partition 0's proof from each
+//! path is the same, byte for byte with r = s = 0.
 
+mod common;
+
+use cuzk_filecoin::decode_porep;
 use cuzk_filecoin::fixtures::fixtures_2k;
-use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
-use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
-
-fn buffers() -> EvalBuffers {
-    EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
-}
-
-fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
-    let what = job.describe();
-    let matrices = job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}"));
-    for k in 0..job.partitions() {
-        let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        // Laid out ahead from the matrices' aux count (in place: never joined after all),
-        // and without it.
-        let joined = cuzk_groth16::witness::joined_anyway();
-        let witness = job.witness(k, Some(matrices.num_aux)).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_eq!(cuzk_groth16::witness::joined_anyway(), joined, "{what} partition {k}: the layout from the aux count did not hold");
-        assert!(job.witness(k, None).unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: without the aux count");
-        assert!(full.aux.len() > 1000, "{what}: a real circuit");
-        assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
-        assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
-        if let Some(gadget) = job.gadget_witness(k) {
-            assert!(gadget.unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: the circuit's gadgets' witness");
-        }
-        // Partition 0's matrices serve every partition of the shape.
-        let compiled = SynthesizedCircuit::from_matrices(&matrices, witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what} partition {k}: constraints");
-        assert!(compiled.a.as_slice() == full.a.as_slice(), "{what} partition {k}: a");
-        assert!(compiled.b.as_slice() == full.b.as_slice(), "{what} partition {k}: b");
-        assert!(compiled.c.as_slice() == full.c.as_slice(), "{what} partition {k}: c");
-        assert_eq!(compiled.a_aux_density, full.a_aux_density, "{what} partition {k}: A density");
-        assert_eq!(compiled.b_input_density, full.b_input_density, "{what} partition {k}: B input density");
-        assert_eq!(compiled.b_aux_density, full.b_aux_density, "{what} partition {k}: B aux density");
-    }
-    assert!(job.witness(job.partitions(), None).is_err(), "{what}: a partition past the last");
-    eprintln!(
-        "{what}: {} constraints, {} non-zeros, {} distinct coefficients, {:.2} bytes per non-zero",
-        matrices.num_constraints(),
-        matrices.non_zeros(),
-        matrices.dictionary.len(),
-        matrices.bytes() as f64 / matrices.non_zeros() as f64
-    );
-}
 
 #[test]
 fn every_kind_compiles_to_the_products_of_full_synthesis() {
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
-    assert_compiled_path_equals_full_synthesis(decode_porep(&f.porep.request()).unwrap().as_ref());
-    assert_compiled_path_equals_full_synthesis(decode_snap(&f.snap.request()).unwrap().as_ref());
-    assert_compiled_path_equals_full_synthesis(decode_winning_post(&f.winning.request()).unwrap().as_ref());
-    assert_compiled_path_equals_full_synthesis(decode_window_post(&f.window.request()).unwrap().as_ref());
+    common::every_kind_compiles_to_the_products_of_full_synthesis(f);
 }
 
 #[test]

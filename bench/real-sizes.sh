@@ -100,8 +100,8 @@ EOF
     ) > "$O/host-$c.txt" &
     "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" 2>&1 | tee "$O/submit-$c.txt"
     fetch /timeline > "$O/timeline-$c.jsonl"
-    # CPU time per daemon thread, then again 10 s later: what burns a core once the
-    # daemon is idle (the host samples of every H200 run end at 1.00 core-s per s).
+    # CPU time per daemon thread, then again 10 s later: an idle daemon's threads must not
+    # move (aac1ef1 on the H200: none did).
     for t in 0 10; do sleep "$t"; echo "== threads, ${t} s after the last job"; ps -L -o tid=,comm=,time= -p "$pid" | sort -k3 -r | head -12; done > "$O/threads-$c.txt" 2>&1 || true
     "$B" timeline "$O/timeline-$c.jsonl" --svg "$O/timeline-$c.svg" 2>&1 | tee "$O/timeline-$c.txt"
     awk '{split($2, r, "="); if (r[2] > m) m = r[2]} END {printf "daemon peak RSS %.2f GB\n", m * 1024 / 1e9}' "$O/host-$c.txt" | tee -a "$O/timeline-$c.txt"

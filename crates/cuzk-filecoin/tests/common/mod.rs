@@ -7,7 +7,9 @@ use std::sync::Arc;
 use cuzk_filecoin::fixtures::Fixtures;
 use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
 use cuzk_groth16::format::{read_params, PointCheck};
+use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
+use cuzk_groth16::Witness;
 use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
 
 /// Every kind's compiled path against full synthesis, every partition of each; and
@@ -20,23 +22,25 @@ pub fn every_kind_compiles_to_the_products_of_full_synthesis(f: &Fixtures) {
         decode_window_post(&f.window.request()).unwrap(),
     ];
     for job in &jobs {
-        assert_compiled_path_equals_full_synthesis(job.as_ref());
-        assert_compiled_proof_equals_full_synthesis(job.as_ref(), &f.param_dir);
+        assert_compiled_path_equals_full_synthesis(job.as_ref(), &f.param_dir);
     }
 }
 
-/// Partition 0 proven on the CPU from full synthesis and from the witness with a, b, c
-/// left to the backend (the compiled matrices' products): the same proof bytes for the
-/// same r, s.
-pub fn assert_compiled_proof_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: &Path) {
+/// Partition 0 proven on the CPU from full synthesis (`full`) and from its witness with
+/// a, b, c left to the backend (the compiled matrices' products): the same proof bytes
+/// for the same r, s.
+fn assert_compiled_proof_equals_full_synthesis(
+    job: &dyn FilecoinJob,
+    param_dir: &Path,
+    matrices: Arc<ConstraintMatrices>,
+    full: SynthesizedCircuit,
+    witness: Witness,
+) {
     let what = job.describe();
     let path = job.circuit().params_path(param_dir).unwrap_or_else(|e| panic!("{what}: {e}"));
     let params = read_params(&path, PointCheck::OnCurve).unwrap_or_else(|e| panic!("{what}: {e}"));
     let zero = [ProofRandomness::zero()];
-    let full = job.synthesize(0, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
     let full = CpuBackend::new().prove(&params, &mut [full], &zero).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let matrices = Arc::new(job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}")));
-    let witness = job.witness(0, Some(matrices.num_aux)).unwrap_or_else(|e| panic!("{what}: {e}"));
     let pending = SynthesizedCircuit::with_pending_products(matrices, witness).unwrap_or_else(|e| panic!("{what}: {e}"));
     let compiled = CpuBackend::new().prove(&params, &mut [pending], &zero).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(compiled.proofs[0].to_bytes(), full.proofs[0].to_bytes(), "{what}: the compiled path's proof differs from full synthesis's");
@@ -47,9 +51,12 @@ fn buffers() -> EvalBuffers {
     EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }
 }
 
-pub fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
+/// Every partition of `job`: witness and a, b, c from the compiled path against full
+/// synthesis; then partition 0's proofs ([`assert_compiled_proof_equals_full_synthesis`]).
+fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: &Path) {
     let what = job.describe();
-    let matrices = job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let matrices = Arc::new(job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}")));
+    let mut first = None;
     for k in 0..job.partitions() {
         let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
         // Laid out ahead from the matrices' aux count (in place: never joined after all),
@@ -64,6 +71,7 @@ pub fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         if let Some(gadget) = job.gadget_witness(k) {
             assert!(gadget.unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: the circuit's gadgets' witness");
         }
+        let witness0 = (k == 0).then(|| witness.clone());
         // Partition 0's matrices serve every partition of the shape.
         let compiled = SynthesizedCircuit::from_matrices(&matrices, witness, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(compiled.num_constraints(), full.num_constraints(), "{what} partition {k}: constraints");
@@ -73,6 +81,9 @@ pub fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         assert_eq!(compiled.a_aux_density, full.a_aux_density, "{what} partition {k}: A density");
         assert_eq!(compiled.b_input_density, full.b_input_density, "{what} partition {k}: B input density");
         assert_eq!(compiled.b_aux_density, full.b_aux_density, "{what} partition {k}: B aux density");
+        if let Some(w) = witness0 {
+            first = Some((full, w));
+        }
     }
     assert!(job.witness(job.partitions(), None).is_err(), "{what}: a partition past the last");
     eprintln!(
@@ -82,4 +93,6 @@ pub fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob) {
         matrices.dictionary.len(),
         matrices.bytes() as f64 / matrices.non_zeros() as f64
     );
+    let (full, witness) = first.unwrap_or_else(|| panic!("{what}: no partition"));
+    assert_compiled_proof_equals_full_synthesis(job, param_dir, matrices, full, witness);
 }

@@ -112,6 +112,37 @@ __device__ __forceinline__ elem sub(const elem &a, const elem &b) {
     return out;
 }
 
+// Halves column c of `mont` receives: a low half from each limb product of i + j = c and
+// a high half from each of i + j = c − 1, once in a·b and once in m·p (the same shape).
+__device__ __forceinline__ constexpr int mont_terms(int c) { return c < 0 || c > 14 ? 0 : (c < 8 ? c + 1 : 15 - c); }
+
+// Each limb product's halves are added to their columns as raw bit patterns, and the
+// exponent bits of all of a column's halves are taken off once, by adding mont_bias(c),
+// when the column is complete. The biases are multiples of 2^52: they never touch a
+// column's low 52 bits (m reads only those), and the column is right (mod 2^64) once
+// its bias is added, before its carry or the result reads it. Against subtracting each
+// half's bias as it is added (0d749a4), on the H200: G1 accumulation −2.0 % at 2^24 and
+// −2.4 % at 2^26, G2 +1.7 % at 2^24 (ptxas allocates the product's registers per kernel;
+// starting the columns at minus their biases instead gave G1 +0.8 %, G2 −3.6 %;
+// bench/results/2026-12-03-msm-fp-bias-variants-h200.txt).
+__device__ __forceinline__ constexpr uint64_t mont_bias(int c) {
+    return 0ull - 2ull * ((uint64_t)mont_terms(c) * LIMBS52_BITS_2P52 + (uint64_t)mont_terms(c - 1) * LIMBS52_BITS_2P104);
+}
+
+// col[k + j] += x·y[j] for j < 8, in raw halves: each limb product's low half goes into
+// its column together with the previous product's high half.
+__device__ __forceinline__ void mont_row(uint64_t col[17], int k, double x, const double y[8]) {
+    uint64_t carried = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint64_t lo, hi;
+        limbs52::mul_bits(lo, hi, x, y[j]);
+        col[k + j] += lo + carried;
+        carried = hi;
+    }
+    col[k + 8] += carried;
+}
+
 // a·b·2^-416 mod p, fully reduced, for a < p and b < p·2^32 as 52-bit limbs.
 __device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
     // p in 52-bit limbs.
@@ -121,19 +152,18 @@ __device__ __forceinline__ elem mont(const double a[8], const double b[8]) {
     const uint64_t PINV = 0x3fffcfffcfffdull;
     uint64_t col[17];
 #pragma unroll
-    for (int i = 0; i < 17; i++) col[i] = 0;
+    for (int c = 0; c < 17; c++) col[c] = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) limbs52::mul_acc(col[i + j], col[i + j + 1], a[i], b[j]);
+    for (int i = 0; i < 8; i++) mont_row(col, i, a[i], b);
 #pragma unroll
     for (int k = 0; k < 8; k++) {
         const uint64_t m = (col[k] * PINV) & LIMBS52_MASK;
         const double dm = limbs52::to_double((uint32_t)m, (uint32_t)(m >> 32));
-#pragma unroll
-        for (int j = 0; j < 8; j++) limbs52::mul_acc(col[k + j], col[k + j + 1], dm, pl[j]);
-        col[k + 1] += col[k] >> 52;  // col[k] is now a multiple of 2^52
+        mont_row(col, k, dm, pl);
+        col[k + 1] += (col[k] + mont_bias(k)) >> 52;  // col[k] is now a multiple of 2^52
     }
+#pragma unroll
+    for (int c = 8; c < 17; c++) col[c] += mont_bias(c);
     // The result is columns 8..15 (< 1.125p < 2^384).
     uint32_t o[12];
     limbs52::join<8, 12>(o, col + 8);

@@ -25,12 +25,21 @@ __device__ __forceinline__ double to_double(uint32_t lo, uint32_t hi20) {
     return __hiloint2double((int)(hi20 | 0x43300000u), (int)lo) - 0x1p52;
 }
 
-// lo_col += a·b mod 2^52, hi_col += floor(a·b / 2^52), for a, b < 2^52.
-__device__ __forceinline__ void mul_acc(uint64_t &lo_col, uint64_t &hi_col, double a, double b) {
+// The halves of a·b, for a, b < 2^52, as raw bit patterns:
+// lo_bits = a·b mod 2^52 + BITS_2P52, hi_bits = floor(a·b / 2^52) + BITS_2P104.
+__device__ __forceinline__ void mul_bits(uint64_t &lo_bits, uint64_t &hi_bits, double a, double b) {
     const double hi = __fma_rz(a, b, 0x1p104);
     const double lo = __fma_rz(a, b, (0x1p104 + 0x1p52) - hi);
-    hi_col += (uint64_t)__double_as_longlong(hi) - LIMBS52_BITS_2P104;
-    lo_col += (uint64_t)__double_as_longlong(lo) - LIMBS52_BITS_2P52;
+    hi_bits = (uint64_t)__double_as_longlong(hi);
+    lo_bits = (uint64_t)__double_as_longlong(lo);
+}
+
+// lo_col += a·b mod 2^52, hi_col += floor(a·b / 2^52), for a, b < 2^52.
+__device__ __forceinline__ void mul_acc(uint64_t &lo_col, uint64_t &hi_col, double a, double b) {
+    uint64_t lo, hi;
+    mul_bits(lo, hi, a, b);
+    hi_col += hi - LIMBS52_BITS_2P104;
+    lo_col += lo - LIMBS52_BITS_2P52;
 }
 
 // The L 52-bit limbs of x·2^S, x given as W 32-bit words (x·2^S < 2^(52·L)).

@@ -182,17 +182,18 @@ fn gpu_setup_equals_cpu_setup() {
 }
 
 /// Circuits with a witness charge proven from two threads at once (so one call finds the
-/// device held and frees its witness before waiting for it): every charge is dropped exactly once,
+/// device held and frees its witness before waiting for it): every charge is handed its aux vector exactly once,
 /// its aux and a, b, c are gone afterwards, it cannot be proven again, and the proofs
 /// equal the CPU's with r = s = 0.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn charged_witnesses_are_freed_and_give_the_cpu_proofs() {
-    /// Records its circuit's index when dropped.
-    struct Charge(usize, std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
-    impl Drop for Charge {
-        fn drop(&mut self) {
-            self.1.lock().unwrap().push(self.0);
+    use cuzk_groth16::synthesis::WitnessCharge;
+    /// Records its circuit's index when the witness is freed, with the aux vector's length.
+    struct Charge(usize, std::sync::Arc<std::sync::Mutex<Vec<(usize, usize)>>>);
+    impl WitnessCharge for Charge {
+        fn witness_freed(self: Box<Self>, aux: Vec<Scalar>) {
+            self.1.lock().unwrap().push((self.0, aux.len()));
         }
     }
     let Some(g) = common::gpu() else { return };
@@ -220,8 +221,9 @@ fn charged_witnesses_are_freed_and_give_the_cpu_proofs() {
                         for (i, c) in circuits.iter_mut().enumerate() {
                             c.charge_witness(Charge(i, released.clone()));
                         }
+                        let aux: Vec<(usize, usize)> = circuits.iter().enumerate().map(|(i, c)| (i, c.aux.len())).collect();
                         let out = backend.prove(params, &mut circuits, &zero).unwrap();
-                        assert_eq!(*released.lock().unwrap(), vec![0, 1], "each circuit released once, in order");
+                        assert_eq!(*released.lock().unwrap(), aux, "each circuit released once, in order, its aux vector handed back");
                         for c in &circuits {
                             assert!(c.aux.is_empty() && c.a.as_slice().is_empty(), "the witness is still held");
                         }

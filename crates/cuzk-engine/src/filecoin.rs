@@ -13,7 +13,7 @@ use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{NoProgress, ParameterSet, Scalar, SynthesizedCircuit, Witness, SCALAR_BYTES};
+use cuzk_groth16::{AuxBuffer, NoProgress, ParameterSet, Scalar, SynthesizedCircuit, Witness, SCALAR_BYTES};
 
 use crate::error::EngineError;
 use crate::kind::{JobPlan, KindHandler, PartitionWork};
@@ -152,8 +152,8 @@ impl PartitionWork for FilecoinPartition {
         self.job.synthesize(self.index, buffers).map_err(engine_error)
     }
 
-    fn witness(&self, aux_len: usize) -> Result<Witness, EngineError> {
-        self.job.witness(self.index, Some(aux_len)).map_err(engine_error)
+    fn witness(&self, aux: AuxBuffer) -> Result<Witness, EngineError> {
+        self.job.witness(self.index, aux).map_err(engine_error)
     }
 
     fn public_inputs(&self) -> Option<Result<Vec<Scalar>, EngineError>> {

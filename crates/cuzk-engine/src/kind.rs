@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{ParameterSet, Scalar, SynthesizedCircuit, Witness};
+use cuzk_groth16::{AuxBuffer, ParameterSet, Scalar, SynthesizedCircuit, Witness};
 
 use crate::error::EngineError;
 use crate::request::{JobRequest, ProofKind};
@@ -18,9 +18,9 @@ pub trait PartitionWork: Send + Sync {
 
     /// The partition's assignment only (no constraint is built, no a, b, c): what a
     /// kind whose circuits have compiled matrices ([`KindHandler::load_matrices`])
-    /// proves with, the backend computing a, b, c from them. `aux_len`: the aux count
-    /// of those matrices.
-    fn witness(&self, _aux_len: usize) -> Result<Witness, EngineError> {
+    /// proves with, the backend computing a, b, c from them. `aux`: the aux count of
+    /// those matrices, and the vector (the engine's, reused) to write the values into.
+    fn witness(&self, _aux: AuxBuffer) -> Result<Witness, EngineError> {
         Err(EngineError::Internal("this proof kind has no witness-only synthesis".into()))
     }
 

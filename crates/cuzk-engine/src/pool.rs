@@ -1,15 +1,19 @@
-//! Reusable evaluation buffers: a, b and c of a partition are synthesized into buffers
-//! taken from this pool and returned to it when the partition is done, so large
-//! vectors (4 GiB each for a C2 partition) are allocated once, not per partition.
-//! A GPU daemon supplies page-locked buffers here ([`Buffers::pinned`]); the CPU one,
-//! plain vectors. Every buffer is charged to the memory budget for as long as it
-//! exists, in use or idle.
+//! Reusable host memory. a, b and c of a partition are synthesized into buffers taken
+//! from a [`BufferPool`] and returned to it when the partition is done, so large
+//! vectors (4 GiB each for a C2 partition) are allocated once, not per partition. A
+//! GPU daemon supplies page-locked buffers here ([`Buffers::pinned`]); the CPU one,
+//! plain vectors. A partition's witness is synthesized into an aux vector lent by the
+//! [`WitnessPool`] and handed back when the witness is freed: a fresh 4.2 GB vector
+//! (a 32 GiB PoRep partition's) costs seconds of page faults on its first touch and an
+//! unmap when freed (bench/micro/page_touch.c), a reused one neither. Every buffer is
+//! charged to the memory budget for as long as it exists, in use or idle.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use cuzk_groth16::synthesis::{EvalBuffers, EvalStorage};
-use cuzk_groth16::{Scalar, SCALAR_BYTES};
+use cuzk_groth16::synthesis::{EvalBuffers, EvalStorage, WitnessCharge};
+use cuzk_groth16::{AuxBuffer, Scalar, SCALAR_BYTES};
 
 use crate::error::EngineError;
 use crate::memory::{BudgetGuard, MemoryBudget};
@@ -36,27 +40,83 @@ impl Buffers {
     }
 }
 
-/// A buffer the pool made, with its charge: both go when it is freed.
-struct Buffer {
-    storage: Box<dyn EvalStorage>,
-    _charge: BudgetGuard,
-}
-
-pub(crate) struct BufferPool {
-    source: Buffers,
-    budget: Arc<MemoryBudget>,
-    idle: Mutex<Vec<Buffer>>,
-    max_idle: usize,
-    me: Weak<BufferPool>,
+/// Memory a pool made, with its charge: both go when it is freed.
+struct Held<T> {
+    storage: T,
+    charge: BudgetGuard,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A pool's idle memory, each piece still charged.
+struct Idle<T> {
+    held: Mutex<Vec<Held<T>>>,
+    max: usize,
+    budget: Arc<MemoryBudget>,
+}
+
+impl<T> Idle<T> {
+    fn new(budget: Arc<MemoryBudget>, max: usize) -> Self {
+        Idle { held: Mutex::new(Vec::new()), max, budget }
+    }
+
+    /// The idle piece with the smallest charge of at least `bytes`; where none has one,
+    /// the idle pieces are freed (they would only hold budget) and None returned.
+    fn take(&self, bytes: u64) -> Option<Held<T>> {
+        let freed = {
+            let mut held = lock(&self.held);
+            let best = held.iter().enumerate().filter(|(_, h)| h.charge.bytes() >= bytes).min_by_key(|(_, h)| h.charge.bytes()).map(|(i, _)| i);
+            if let Some(i) = best {
+                return Some(held.swap_remove(i));
+            }
+            std::mem::take(&mut *held)
+        };
+        // Dropped outside the lock: each drop returns its charge.
+        drop(freed);
+        None
+    }
+
+    /// Keeps `h` idle where there is room (waiters for memory are told: they may take
+    /// it), else frees it (its charge's return tells them).
+    fn put_back(&self, h: Held<T>) {
+        let surplus = {
+            let mut held = lock(&self.held);
+            if held.len() < self.max {
+                held.push(h);
+                None
+            } else {
+                Some(h)
+            }
+        };
+        match surplus {
+            None => self.budget.notify(),
+            Some(h) => drop(h),
+        }
+    }
+
+    /// Frees every idle piece.
+    fn release(&self) {
+        let freed = std::mem::take(&mut *lock(&self.held));
+        drop(freed);
+    }
+
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        lock(&self.held).len()
+    }
+}
+
+pub(crate) struct BufferPool {
+    source: Buffers,
+    idle: Idle<Box<dyn EvalStorage>>,
+    me: Weak<BufferPool>,
+}
+
 /// A buffer on loan from the pool; returns itself when dropped.
 struct Pooled {
-    buffer: Option<Buffer>,
+    buffer: Option<Held<Box<dyn EvalStorage>>>,
     pool: Weak<BufferPool>,
 }
 
@@ -78,21 +138,8 @@ impl EvalStorage for Pooled {
 
 impl Drop for Pooled {
     fn drop(&mut self) {
-        let (Some(buffer), Some(pool)) = (self.buffer.take(), self.pool.upgrade()) else { return };
-        let surplus = {
-            let mut idle = lock(&pool.idle);
-            if idle.len() < pool.max_idle {
-                idle.push(buffer);
-                None
-            } else {
-                Some(buffer)
-            }
-        };
-        match surplus {
-            // Someone waiting for memory may take this buffer (or free it).
-            None => pool.budget.notify(),
-            // Freed: its charge's return wakes the waiters.
-            Some(buffer) => drop(buffer),
+        if let (Some(buffer), Some(pool)) = (self.buffer.take(), self.pool.upgrade()) {
+            pool.idle.put_back(buffer);
         }
     }
 }
@@ -100,33 +147,24 @@ impl Drop for Pooled {
 impl BufferPool {
     /// Keeps at most `max_idle` idle buffers.
     pub fn new(source: Buffers, budget: Arc<MemoryBudget>, max_idle: usize) -> Arc<BufferPool> {
-        Arc::new_cyclic(|me| BufferPool { source, budget, idle: Mutex::new(Vec::new()), max_idle, me: me.clone() })
+        Arc::new_cyclic(|me| BufferPool { source, idle: Idle::new(budget, max_idle), me: me.clone() })
     }
 
     /// A buffer of at least `len` scalars if one can be had now: an idle one if one
     /// fits (the smallest such), else a new one if the budget has room (idle buffers
     /// that do not fit are freed first).
     fn try_take(&self, len: usize) -> Result<Option<Pooled>, EngineError> {
-        {
-            let mut idle = lock(&self.idle);
-            let best = idle
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.storage.as_slice().len() >= len)
-                .min_by_key(|(_, b)| b.storage.as_slice().len())
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                // A reused buffer still holds the previous partition's values;
-                // synthesis overwrites what it uses and EvalVec::resize zero-pads the rest.
-                return Ok(Some(Pooled { buffer: Some(idle.swap_remove(i)), pool: self.me.clone() }));
-            }
-            // None fits: free the idle ones, which would only hold budget.
-            idle.clear();
-        }
         let bytes = (len * SCALAR_BYTES) as u64;
-        let Some(charge) = self.budget.try_charge(bytes, if self.source.pinned { bytes } else { 0 })? else { return Ok(None) };
-        let storage = (self.source.make)(len)?;
-        Ok(Some(Pooled { buffer: Some(Buffer { storage, _charge: charge }), pool: self.me.clone() }))
+        // A reused buffer still holds the previous partition's values; synthesis
+        // overwrites what it uses and EvalVec::resize zero-pads the rest.
+        let buffer = match self.idle.take(bytes) {
+            Some(idle) => idle,
+            None => {
+                let Some(charge) = self.idle.budget.try_charge(bytes, if self.source.pinned { bytes } else { 0 })? else { return Ok(None) };
+                Held { storage: (self.source.make)(len)?, charge }
+            }
+        };
+        Ok(Some(Pooled { buffer: Some(buffer), pool: self.me.clone() }))
     }
 
     /// a, b and c of `len` scalars each, waiting for memory as
@@ -138,7 +176,7 @@ impl BufferPool {
         give_up: &dyn Fn() -> bool,
         make_room: &dyn Fn() -> Option<Instant>,
     ) -> Result<Option<EvalBuffers>, EngineError> {
-        let take = || self.budget.wait_for(give_up, make_room, || self.try_take(len));
+        let take = || self.idle.budget.wait_for(give_up, make_room, || self.try_take(len));
         let Some(a) = take()? else { return Ok(None) };
         let Some(b) = take()? else { return Ok(None) };
         let Some(c) = take()? else { return Ok(None) };
@@ -147,14 +185,93 @@ impl BufferPool {
 
     /// Frees every idle buffer (when memory is needed for something else).
     pub fn release_idle(&self) {
-        // Dropped outside the lock: each drop returns its charge.
-        let freed = std::mem::take(&mut *lock(&self.idle));
-        drop(freed);
+        self.idle.release();
     }
 
     #[cfg(test)]
     fn idle_count(&self) -> usize {
-        lock(&self.idle).len()
+        self.idle.count()
+    }
+}
+
+/// Aux vectors for partitions' witnesses, kept between partitions.
+pub(crate) struct WitnessPool {
+    idle: Idle<Vec<Scalar>>,
+    /// Witnesses written into a reused vector, and into a fresh one (status).
+    reused: AtomicU64,
+    fresh: AtomicU64,
+    me: Weak<WitnessPool>,
+}
+
+/// A partition's witness memory: its charge, and the aux vector to synthesize into
+/// ([`WitnessLoan::aux_buffer`]); tied to the synthesized circuit
+/// ([`cuzk_groth16::SynthesizedCircuit::charge_witness`]), it takes the vector back
+/// into the pool when the witness is freed.
+pub(crate) struct WitnessLoan {
+    held: Held<Vec<Scalar>>,
+    pool: Weak<WitnessPool>,
+}
+
+impl WitnessLoan {
+    /// The lent vector, for `len` aux values where known; the loan keeps the charge.
+    pub fn aux_buffer(&mut self, len: Option<usize>) -> AuxBuffer {
+        let storage = std::mem::take(&mut self.held.storage);
+        if let Some(pool) = self.pool.upgrade() {
+            let count = if storage.capacity() > 0 { &pool.reused } else { &pool.fresh };
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        AuxBuffer::reusing(storage, len)
+    }
+}
+
+impl WitnessCharge for WitnessLoan {
+    fn witness_freed(self: Box<Self>, aux: Vec<Scalar>) {
+        let WitnessLoan { mut held, pool } = *self;
+        // Kept only while the charge covers it (a witness larger than its partition's
+        // charge is freed): idle memory is never under-charged.
+        if (aux.capacity() * SCALAR_BYTES) as u64 > held.charge.bytes() {
+            return;
+        }
+        if let Some(pool) = pool.upgrade() {
+            held.storage = aux;
+            pool.idle.put_back(held);
+        }
+    }
+}
+
+impl WitnessPool {
+    /// Keeps at most `max_idle` idle vectors.
+    pub fn new(budget: Arc<MemoryBudget>, max_idle: usize) -> Arc<WitnessPool> {
+        Arc::new_cyclic(|me| WitnessPool { idle: Idle::new(budget, max_idle), reused: AtomicU64::new(0), fresh: AtomicU64::new(0), me: me.clone() })
+    }
+
+    /// `bytes` of witness memory: an idle vector charged for at least that much (the
+    /// smallest such), else a charge for a fresh one, waiting for memory as
+    /// [`MemoryBudget::wait_for`] does; None if `give_up` said so meanwhile.
+    pub fn take(&self, bytes: u64, give_up: &dyn Fn() -> bool, make_room: &dyn Fn() -> Option<Instant>) -> Result<Option<WitnessLoan>, EngineError> {
+        let budget = &self.idle.budget;
+        let held = budget.wait_for(give_up, make_room, || {
+            Ok(match self.idle.take(bytes) {
+                Some(idle) => Some(idle),
+                None => budget.try_charge(bytes, 0)?.map(|charge| Held { storage: Vec::new(), charge }),
+            })
+        })?;
+        Ok(held.map(|held| WitnessLoan { held, pool: self.me.clone() }))
+    }
+
+    /// Aux vectors lent to witness synthesis so far: (reused, fresh).
+    pub fn loans(&self) -> (u64, u64) {
+        (self.reused.load(Ordering::Relaxed), self.fresh.load(Ordering::Relaxed))
+    }
+
+    /// Frees every idle vector (when memory is needed for something else).
+    pub fn release_idle(&self) {
+        self.idle.release();
+    }
+
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.idle.count()
     }
 }
 
@@ -215,5 +332,62 @@ mod tests {
         drop(abc);
         assert!(t.join().unwrap());
         assert_eq!(budget.pinned(), 0, "plain vectors are not pinned");
+    }
+
+    /// A witness's aux vector as the circuit hands it back: filled with values.
+    fn freed(mut loan: WitnessLoan, values: usize) -> *const Scalar {
+        let mut aux = loan.aux_buffer(Some(values)).into_vec();
+        aux.resize(values, Scalar::from(3u64));
+        let memory = aux.as_ptr();
+        Box::new(loan).witness_freed(aux);
+        memory
+    }
+
+    #[test]
+    fn aux_vectors_are_lent_again_with_their_charge() {
+        let budget = MemoryBudget::new(1 << 20);
+        let pool = WitnessPool::new(budget.clone(), 2);
+        let take = |bytes| pool.take(bytes, &|| false, &|| None).unwrap().unwrap();
+        let memory = freed(take(1000 * S), 1000);
+        assert_eq!((pool.idle_count(), budget.used()), (1, 1000 * S), "kept idle, still charged");
+        assert_eq!(pool.loans(), (0, 1));
+        // A smaller witness takes it: the same memory, cleared, with no new charge.
+        let mut loan = take(600 * S);
+        let aux = loan.aux_buffer(Some(600)).into_vec();
+        assert_eq!((pool.loans(), budget.used()), ((1, 1), 1000 * S));
+        assert_eq!((aux.as_ptr(), aux.len()), (memory, 0));
+        // A loan dropped without its vector coming back (a failed synthesis) returns its charge.
+        drop((aux, loan));
+        assert_eq!((pool.idle_count(), budget.used()), (0, 0));
+        // Larger than the idle one: that one is freed, a fresh charge made.
+        freed(take(1000 * S), 1000);
+        let loan = take(2000 * S);
+        assert_eq!((pool.idle_count(), budget.used(), pool.loans()), (0, 2000 * S, (1, 2)));
+        // A vector larger than its charge is not kept: idle memory is never under-charged.
+        freed(loan, 3000);
+        assert_eq!((pool.idle_count(), budget.used()), (0, 0));
+        // At most two kept.
+        let loans: Vec<_> = (0..3).map(|_| take(10 * S)).collect();
+        for loan in loans {
+            freed(loan, 10);
+        }
+        assert_eq!((pool.idle_count(), budget.used()), (2, 20 * S));
+        pool.release_idle();
+        assert_eq!((pool.idle_count(), budget.used()), (0, 0));
+    }
+
+    #[test]
+    fn a_waiter_for_witness_memory_takes_a_vector_handed_back() {
+        let budget = MemoryBudget::new(100 * S);
+        let pool = WitnessPool::new(budget.clone(), 2);
+        let loan = pool.take(100 * S, &|| false, &|| None).unwrap().unwrap();
+        let p2 = pool.clone();
+        let t =
+            std::thread::spawn(move || p2.take(100 * S, &|| false, &|| None).unwrap().map(|mut l| l.aux_buffer(None).into_vec().as_ptr() as usize));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!t.is_finished());
+        let memory = freed(loan, 100);
+        assert_eq!(t.join().unwrap(), Some(memory as usize), "the waiter got the vector handed back");
+        assert_eq!(pool.loans(), (1, 1));
     }
 }

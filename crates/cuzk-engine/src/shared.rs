@@ -15,10 +15,10 @@ use crate::error::EngineError;
 use crate::grace::{Grace, PartitionCosts};
 use crate::job::{Job, JobTable};
 use crate::kind::KindHandler;
-use crate::memory::{BudgetGuard, MemoryBudget};
+use crate::memory::MemoryBudget;
 use crate::metrics::Stats;
 use crate::params::{ParameterCache, ParameterLease};
-use crate::pool::{BufferPool, Buffers};
+use crate::pool::{BufferPool, Buffers, WitnessLoan, WitnessPool};
 use crate::request::{JobId, ProofKind};
 use crate::scheduler::{BoundedQueue, PartitionQueue, ReadyPartition};
 use crate::status::{BackendStatus, EngineStatus, QueueStatus};
@@ -44,6 +44,7 @@ pub(crate) struct Shared {
     pub params: ParameterCache,
     pub budget: Arc<MemoryBudget>,
     pub buffers: Arc<BufferPool>,
+    pub witnesses: Arc<WitnessPool>,
     /// Held while a synthesis worker gathers a partition's memory.
     pub admit: Mutex<()>,
     pub queue: PartitionQueue,
@@ -75,6 +76,7 @@ impl Shared {
         let in_flight = config.synthesis_workers.max(1) + config.synthesis_lookahead.max(1) + backends.len() * config.workers_per_backend.max(1);
         Shared {
             buffers: BufferPool::new(buffers, budget.clone(), 3 * in_flight),
+            witnesses: WitnessPool::new(budget.clone(), in_flight),
             admit: Mutex::new(()),
             handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
             // GPU backends read a set's points from its file onto their devices: the host
@@ -97,11 +99,12 @@ impl Shared {
         }
     }
 
-    /// Frees what only holds memory: idle pooled buffers, and parameter sets nobody
-    /// has used for `eviction_min_idle`. Returns when the next unused set will be old
-    /// enough to evict: the latest a waiter for memory needs to look again.
+    /// Frees what only holds memory: idle pooled buffers and aux vectors, and parameter
+    /// sets nobody has used for `eviction_min_idle`. Returns when the next unused set
+    /// will be old enough to evict: the latest a waiter for memory needs to look again.
     pub fn make_room(&self) -> Option<Instant> {
         self.buffers.release_idle();
+        self.witnesses.release_idle();
         self.params.evict_idle(self.config.eviction_min_idle)
     }
 
@@ -111,9 +114,10 @@ impl Shared {
         self.params.get(circuit_id, give_up, &|| self.make_room())
     }
 
-    /// `bytes` of the budget, making room as needed; None if `give_up` said so.
-    pub fn charge(&self, bytes: u64, give_up: &dyn Fn() -> bool) -> Result<Option<BudgetGuard>, EngineError> {
-        self.budget.wait_for(give_up, &|| self.make_room(), || self.budget.try_charge(bytes, 0))
+    /// `bytes` of witness memory (an idle aux vector where one fits), making room as
+    /// needed; None if `give_up` said so.
+    pub fn take_witness(&self, bytes: u64, give_up: &dyn Fn() -> bool) -> Result<Option<WitnessLoan>, EngineError> {
+        self.witnesses.take(bytes, give_up, &|| self.make_room())
     }
 
     /// a, b, c of `len` scalars from the pool, making room as needed.
@@ -199,6 +203,7 @@ impl Shared {
             let stats = lock(&self.stats);
             (stats.completed.values().sum(), stats.failed.values().sum())
         };
+        let (aux_vectors_reused, aux_vectors_fresh) = self.witnesses.loans();
         EngineStatus {
             backends: self
                 .backends
@@ -221,6 +226,8 @@ impl Shared {
             memory_used_bytes: self.budget.used(),
             memory_peak_bytes: self.budget.peak(),
             memory_pinned_bytes: self.budget.pinned(),
+            aux_vectors_reused,
+            aux_vectors_fresh,
         }
     }
 }

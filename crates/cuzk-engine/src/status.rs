@@ -40,4 +40,8 @@ pub struct EngineStatus {
     /// The page-locked part of `memory_used_bytes`: pooled a/b/c buffers where they
     /// are pinned (a GPU daemon's), and the pinned copies of streamed parameter points.
     pub memory_pinned_bytes: u64,
+    /// Witnesses synthesized into an aux vector an earlier partition left in the pool,
+    /// and into a fresh one (whose pages are faulted in on first touch).
+    pub aux_vectors_reused: u64,
+    pub aux_vectors_fresh: u64,
 }

@@ -18,7 +18,7 @@ use cuzk_groth16::generator::{generate_parameters_with, CpuFixedBase, FixedBaseM
 use cuzk_groth16::matrices::{compile_matrices, ConstraintMatrices};
 use cuzk_groth16::synthesis::{synthesize, synthesize_into, EvalBuffers};
 use cuzk_groth16::synthetic::SyntheticShape;
-use cuzk_groth16::{synthesize_witness, NoProgress, ParameterSet, SynthesizedCircuit, Witness, SCALAR_BYTES};
+use cuzk_groth16::{synthesize_witness_in, AuxBuffer, NoProgress, ParameterSet, SynthesizedCircuit, Witness, SCALAR_BYTES};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
@@ -176,13 +176,15 @@ impl PartitionWork for SyntheticPartition {
         r.map_err(|e| EngineError::Internal(format!("synthesis: {e}")))
     }
 
-    fn witness(&self, _aux_len: usize) -> Result<Witness, EngineError> {
+    fn witness(&self, aux: AuxBuffer) -> Result<Witness, EngineError> {
         match &self.premade {
-            None => synthesize_witness(self.shape.circuit(self.witness_seed), self.shape.constraints)
+            None => synthesize_witness_in(self.shape.circuit(self.witness_seed), aux)
                 .map_err(|e| EngineError::Internal(format!("witness synthesis: {e}"))),
             Some(p) => {
                 let c = p.get(self.shape, self.witness_seed)?;
-                Ok(Witness { input: c.input.clone(), aux: c.aux.clone() })
+                let mut values = aux.into_vec();
+                values.extend_from_slice(&c.aux);
+                Ok(Witness { input: c.input.clone(), aux: values })
             }
         }
     }

@@ -613,6 +613,19 @@ fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     let st = e.status();
     let params_only = SyntheticKind::parameters(10).unwrap().size_bytes() as u64;
     assert!(st.parameter_sets[0].size_bytes > params_only, "{} ≤ {params_only}", st.parameter_sets[0].size_bytes);
+    // A second job's witnesses go into the aux vectors the first one's left idle.
+    let first = (st.aux_vectors_reused, st.aux_vectors_fresh);
+    assert_eq!(first.0 + first.1, 3, "{first:?}");
+    let s = e.submit(synthetic(10, 3, 71, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, None).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 10, 3, 71);
+    let st = e.status();
+    let second = (st.aux_vectors_reused - first.0, st.aux_vectors_fresh - first.1);
+    assert_eq!(second.0 + second.1, 3, "{second:?}");
+    // Every vector the first job made was idle when the second began (a partition's
+    // vector goes back before its proof is recorded).
+    assert!(second.0 >= first.1, "reused {} of the first job's {} vectors", second.0, first.1);
     e.shutdown(Duration::from_secs(5));
 }
 

@@ -5,7 +5,7 @@ use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::Witness;
+use cuzk_groth16::witness::{AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 
 use crate::error::FilecoinError;
@@ -60,9 +60,10 @@ pub trait FilecoinJob: Send + Sync {
     fn synthesize(&self, partition: usize, buffers: EvalBuffers) -> Result<SynthesizedCircuit, FilecoinError>;
     /// Synthesizes partition `partition`'s assignment only (no constraint is built):
     /// the same input and aux values as [`FilecoinJob::synthesize`], at a fraction of
-    /// its work and memory. `aux_len`: the circuit's aux count where known (its
-    /// compiled matrices'), so that the witness is laid out ahead.
-    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError>;
+    /// its work and memory. `aux`: the circuit's aux count where known (its compiled
+    /// matrices'), so that the witness is laid out ahead, and the vector whose memory
+    /// takes the values (a caller's reused one, or a fresh one).
+    fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError>;
     /// Where [`FilecoinJob::witness`] computes parts of the witness natively (PoRep's
     /// labels, SnapDeals' tree_d paths), partition `partition`'s assignment by witness-only synthesis of
     /// storage-proofs' circuit as it is written: what the native one must equal. `None`

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::{synthesize_witness_split, Witness};
+use cuzk_groth16::witness::{synthesize_witness_split, AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{Domain, Hasher};
@@ -244,7 +244,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     /// challenges (top-level namespaces `challenge_0`, …) into its range of the witness
     /// (laid out from `aux_len`; joined afterwards where that is unknown).
     /// The labels' SHA-256 is computed natively ([`crate::porep_witness`]).
-    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
+    fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
         let vanilla = &self.vanilla[partition];
         let challenges = guarded("reading the PoRep vanilla proofs", || {
@@ -254,7 +254,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         let tau = self.inputs.tau.as_ref().ok_or_else(|| FilecoinError::invalid("PoRep public inputs without comm_d and comm_r"))?;
         let (first, threads) = (&vanilla[0], rayon::current_num_threads());
         guarded("synthesizing the PoRep witness", || {
-            synthesize_witness_split(&challenges, threads, "challenge_0", aux_len, |share| {
+            synthesize_witness_split(&challenges, threads, "challenge_0", aux, |share| {
                 Ok::<_, compound::WitnessError>(PorepWitnessCircuit::<Tree> {
                     replica_id: self.inputs.replica_id.into(),
                     comm_d: tau.comm_d.into(),
@@ -275,7 +275,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
         }
         let threads = rayon::current_num_threads();
         Some(guarded("synthesizing the PoRep witness with the circuit's gadgets", || {
-            synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", None, |share| {
+            synthesize_witness_split(&self.vanilla[partition], threads, "challenge_0", AuxBuffer::new(None), |share| {
                 compound::partition_circuit::<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>, Compound<Tree>>(
                     "PoRep",
                     &self.inputs,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::{synthesize_witness_split, Witness};
+use cuzk_groth16::witness::{synthesize_witness_split, AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
@@ -276,14 +276,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
 
     /// The sectors' values with Poseidon hashed natively, shares of the sectors on
     /// every core.
-    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
+    fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError> {
         let circuit = self.circuit_of(partition)?;
         if circuit.sectors.len() != self.vanilla.sectors.len() {
             return Err(FilecoinError::invalid(format!("{}: the circuit's sectors and the vanilla proofs differ in number", self.describe())));
         }
         let sectors: Vec<_> = circuit.sectors.iter().zip(&self.vanilla.sectors).collect();
         guarded("synthesizing the PoSt witness", || {
-            synthesize_witness_split(&sectors, rayon::current_num_threads(), "sector_0", aux_len, |share| {
+            synthesize_witness_split(&sectors, rayon::current_num_threads(), "sector_0", aux, |share| {
                 Ok::<_, compound::WitnessError>(PostWitnessCircuit::<Tree> { sectors: share.to_vec() })
             })
             .map_err(|e| e.into_filecoin(partition))

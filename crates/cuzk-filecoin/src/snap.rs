@@ -7,7 +7,7 @@
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::witness::{synthesize_witness_split, Witness};
+use cuzk_groth16::witness::{synthesize_witness_split, AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
@@ -136,11 +136,11 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
     /// thread synthesizes the prelude and its share of the challenges
     /// ([`crate::snap_witness`]) into its range of the witness (laid out from `aux_len`;
     /// joined afterwards where that is unknown).
-    fn witness(&self, partition: usize, aux_len: Option<usize>) -> Result<Witness, FilecoinError> {
+    fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError> {
         let circuit = self.circuit_of(partition)?;
         let challenges: Vec<usize> = (0..circuit.priv_inputs.challenge_proofs.len()).collect();
         guarded("synthesizing the SnapDeals witness", || {
-            synthesize_witness_split(&challenges, rayon::current_num_threads(), "challenge_0", aux_len, |share| {
+            synthesize_witness_split(&challenges, rayon::current_num_threads(), "challenge_0", aux, |share| {
                 Ok::<_, compound::WitnessError>(SnapWitnessCircuit { circuit: &circuit, share: share.to_vec() })
             })
             .map_err(|e| e.into_filecoin(partition))

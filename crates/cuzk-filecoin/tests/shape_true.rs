@@ -154,7 +154,7 @@ fn native_witness_equals_the_gadgets(kind: CircuitKind, size: SectorSize) {
     let gadget = job.gadget_witness(k).expect("a native witness").unwrap();
     let gadget_s = t.elapsed().as_secs_f64();
     // Laid out ahead, as the engine does with the compiled matrices' aux count.
-    let native = job.witness(k, Some(gadget.aux.len())).unwrap();
+    let native = job.witness(k, cuzk_groth16::AuxBuffer::new(Some(gadget.aux.len()))).unwrap();
     let native_s = t.elapsed().as_secs_f64() - gadget_s;
     eprintln!(
         "{kind:?} {size:?} partition {k}: {} inputs, {} aux; native {native_s:.2} s, gadgets {gadget_s:.2} s ({} threads)",

@@ -51,7 +51,7 @@ pub use progress::{NoProgress, Progress};
 pub use proof::Proof;
 pub use prover::CpuBackend;
 pub use synthesis::{synthesize, synthesize_many, Density, ScalarClasses, SynthesizedCircuit};
-pub use witness::{synthesize_witness, Witness};
+pub use witness::{synthesize_witness, synthesize_witness_in, AuxBuffer, Witness};
 
 /// Re-exported curve types so downstream crates name one version.
 pub use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};

@@ -199,18 +199,24 @@ pub struct SynthesizedCircuit {
     consumed: bool,
     /// Dropped with the witness; its presence asks a backend to free the witness as
     /// soon as it has read it ([`SynthesizedCircuit::charge_witness`]).
-    witness_charge: Option<WitnessCharge>,
+    witness_charge: Option<Box<dyn WitnessCharge>>,
     /// Set when a, b, c were left to the backend ([`SynthesizedCircuit::with_pending_products`]):
     /// the compiled matrices whose products with the witness they are; a, b, c are
     /// then empty.
     products: Option<Arc<ConstraintMatrices>>,
 }
 
-/// Whatever an owner ties to a circuit's witness (the engine: its memory-budget charge),
-/// dropped when the witness is freed.
-pub struct WitnessCharge(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+/// What an owner ties to a circuit's witness (the engine: its memory-budget charge and
+/// its pool of aux vectors): handed the aux vector when the witness is freed, so that
+/// its memory can be used again; dropped then.
+pub trait WitnessCharge: Send + Sync {
+    /// The witness is freed; `aux` is its vector (values and all).
+    fn witness_freed(self: Box<Self>, aux: Vec<Scalar>) {
+        drop(aux);
+    }
+}
 
-impl std::fmt::Debug for WitnessCharge {
+impl std::fmt::Debug for dyn WitnessCharge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("WitnessCharge")
     }
@@ -324,17 +330,26 @@ impl SynthesizedCircuit {
         for v in [&mut self.a, &mut self.b, &mut self.c] {
             *v = EvalVec::with_capacity(0);
         }
-        self.aux = Vec::new();
-        self.witness_charge = None;
+        self.free_aux();
     }
 
-    /// Ties `charge` to the witness: it is dropped when the witness is freed, and a
-    /// backend that has its own copy of a, b, c and the aux values (a GPU backend, once
-    /// they are on the device) frees the witness at once instead of after the proof.
-    /// The engine charges a partition's host memory this way, so the next partition
-    /// can be admitted while this one is still proving.
-    pub fn charge_witness(&mut self, charge: impl std::any::Any + Send + Sync) {
-        self.witness_charge = Some(WitnessCharge(Box::new(charge)));
+    /// Frees the aux vector: to its charge's owner where there is one.
+    fn free_aux(&mut self) {
+        let aux = std::mem::take(&mut self.aux);
+        match self.witness_charge.take() {
+            Some(charge) => charge.witness_freed(aux),
+            None => drop(aux),
+        }
+    }
+
+    /// Ties `charge` to the witness: it is handed the aux vector when the witness is
+    /// freed (released, or the circuit dropped), and a backend that has its own copy of
+    /// a, b, c and the aux values (a GPU backend, once they are on the device) frees the
+    /// witness at once instead of after the proof. The engine charges a partition's
+    /// host memory this way, so the next partition can be admitted while this one is
+    /// still proving, and takes the aux vector back for the next witness.
+    pub fn charge_witness(&mut self, charge: impl WitnessCharge + 'static) {
+        self.witness_charge = Some(Box::new(charge));
     }
 
     /// Whether an owner asked for the witness to be freed as soon as it has been read
@@ -390,6 +405,13 @@ impl SynthesizedCircuit {
     /// The evaluation domain: the smallest power of two holding every constraint.
     pub fn domain_size(&self) -> usize {
         self.num_constraints().next_power_of_two()
+    }
+}
+
+impl Drop for SynthesizedCircuit {
+    // A charged witness's vector goes back to its owner however the circuit ends.
+    fn drop(&mut self) {
+        self.free_aux();
     }
 }
 
@@ -636,28 +658,33 @@ mod tests {
     }
 
     #[test]
-    fn a_witness_charge_is_dropped_with_the_witness() {
-        struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
-        impl Drop for Flag {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    fn a_witness_charge_gets_the_aux_vector_when_the_witness_is_freed() {
+        use std::sync::{Arc, Mutex};
+        /// Keeps the length and memory of the aux vector it is handed.
+        struct Keeper(Arc<Mutex<Option<(usize, usize)>>>);
+        impl WitnessCharge for Keeper {
+            fn witness_freed(self: Box<Self>, aux: Vec<Scalar>) {
+                *self.0.lock().unwrap() = Some((aux.len(), aux.as_ptr() as usize));
             }
         }
         let shape = crate::synthetic::SyntheticShape::for_domain(8);
         let mut s = synthesize(shape.circuit(3)).unwrap();
         assert!(!s.frees_witness_early());
-        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        s.charge_witness(Flag(dropped.clone()));
+        let seen = Arc::new(Mutex::new(None));
+        s.charge_witness(Keeper(seen.clone()));
         assert!(s.frees_witness_early());
-        assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(seen.lock().unwrap().is_none());
+        let aux = (s.aux.len(), s.aux.as_ptr() as usize);
         s.release_witness();
-        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "released with the witness");
+        assert_eq!(*seen.lock().unwrap(), Some(aux), "handed the vector when released");
         assert!(!s.frees_witness_early());
+        drop(s);
         let mut t = synthesize(shape.circuit(3)).unwrap();
-        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        t.charge_witness(Flag(dropped.clone()));
+        let seen = Arc::new(Mutex::new(None));
+        t.charge_witness(Keeper(seen.clone()));
+        let aux = (t.aux.len(), t.aux.as_ptr() as usize);
         drop(t);
-        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "released when the circuit goes");
+        assert_eq!(*seen.lock().unwrap(), Some(aux), "handed the vector when the circuit goes");
     }
 
     #[test]

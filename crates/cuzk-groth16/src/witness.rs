@@ -30,6 +30,42 @@ pub struct Witness {
     pub aux: Vec<Scalar>,
 }
 
+/// Where a witness's aux values go: a vector whose memory is used again (its values
+/// are cleared first) and how many values there will be, where known (a circuit's
+/// compiled matrices give the count). A 32 GiB PoRep partition's aux vector is 4.2 GB:
+/// a fresh one's first touch took 2.4–11.5 core-s on the 2-core VM, zeroing the same
+/// pages again 0.10–0.27 (bench/micro/page_touch.c), so an engine keeps and reuses them.
+#[derive(Default)]
+pub struct AuxBuffer {
+    storage: Vec<Scalar>,
+    len: Option<usize>,
+}
+
+impl AuxBuffer {
+    /// A fresh vector (allocated when synthesis starts) for `len` values, where known.
+    pub fn new(len: Option<usize>) -> Self {
+        AuxBuffer { storage: Vec::new(), len }
+    }
+
+    /// `storage`'s memory for the values (whatever it holds now is cleared).
+    pub fn reusing(storage: Vec<Scalar>, len: Option<usize>) -> Self {
+        AuxBuffer { storage, len }
+    }
+
+    /// How many aux values the circuit has, where known.
+    pub fn len(&self) -> Option<usize> {
+        self.len
+    }
+
+    /// The vector, emptied, with room for the count where known.
+    pub fn into_vec(self) -> Vec<Scalar> {
+        let mut v = self.storage;
+        v.clear();
+        v.reserve(self.len.unwrap_or(0));
+        v
+    }
+}
+
 /// The constraint system of witness-only synthesis.
 #[derive(Default)]
 pub struct WitnessAssembly<'w> {
@@ -118,10 +154,11 @@ impl Aux<'_> {
 }
 
 impl<'w> WitnessAssembly<'w> {
-    /// Room for `aux` aux values up front: a 32 GiB PoRep partition has ~1.3·10^8, and
-    /// every doubling of the vector copies gigabytes.
-    pub fn with_capacity(aux: usize) -> Self {
-        WitnessAssembly { aux: Aux::Owned(Vec::with_capacity(aux)), ..Self::default() }
+    /// The aux values written into `buffer`'s vector, with room for its count up front:
+    /// a 32 GiB PoRep partition has ~1.3·10^8, and every doubling of the vector copies
+    /// gigabytes.
+    pub fn in_buffer(buffer: AuxBuffer) -> Self {
+        WitnessAssembly { aux: Aux::Owned(buffer.into_vec()), ..Self::default() }
     }
 
     /// A share of a split synthesis (see [`Aux::Window`]): the circuit's values up to
@@ -263,7 +300,12 @@ impl<'w> ConstraintSystem<Scalar> for WitnessAssembly<'w> {
 /// Synthesizes `circuit`'s assignment only; `aux_hint` reserves room for that many aux
 /// values (0 when unknown).
 pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C, aux_hint: usize) -> Result<Witness, SynthesisError> {
-    let mut cs = WitnessAssembly::with_capacity(aux_hint);
+    synthesize_witness_in(circuit, AuxBuffer::new(Some(aux_hint)))
+}
+
+/// [`synthesize_witness`] with the aux values written into `aux`'s vector.
+pub fn synthesize_witness_in<C: Circuit<Scalar>>(circuit: C, aux: AuxBuffer) -> Result<Witness, SynthesisError> {
+    let mut cs = WitnessAssembly::in_buffer(aux);
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     Ok(cs.into_witness())
@@ -323,7 +365,7 @@ mod tests {
             let shape = SyntheticShape::for_domain(log_n);
             let full = synthesize(shape.circuit(seed)).unwrap();
             let witness = synthesize_witness(shape.circuit(seed), full.aux.len()).unwrap();
-            assert_eq!((witness.input, witness.aux), (full.input, full.aux), "domain 2^{log_n}");
+            assert_eq!((&witness.input, &witness.aux), (&full.input, &full.aux), "domain 2^{log_n}");
         }
     }
 

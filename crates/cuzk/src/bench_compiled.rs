@@ -15,7 +15,7 @@ use cuzk_filecoin::matrices::{load_or_compile, Provenance};
 use cuzk_filecoin::reference::fingerprint;
 use cuzk_filecoin::{Circuit, FilecoinJob};
 use cuzk_groth16::matrices::ConstraintMatrices;
-use cuzk_groth16::{ParameterSet, Proof, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit, Witness};
+use cuzk_groth16::{AuxBuffer, ParameterSet, Proof, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit, Witness};
 
 use crate::bench::{new_buffers, print_proof_stages};
 use crate::host::{measure, StepCost};
@@ -27,6 +27,9 @@ pub struct CompiledRun {
     prints: [u64; 5],
     constraints: usize,
     witness: StepCost,
+    /// The same witness synthesized again into the first one's aux vector (as the
+    /// engine's pool reuses them): no fresh pages to fault in.
+    witness_reused: StepCost,
     /// The circuit's own gadgets' witness-only synthesis, where the kind computes parts
     /// of its witness natively (checked equal).
     gadget_witness: Option<StepCost>,
@@ -52,7 +55,7 @@ impl CompiledRun {
         }
         println!("  compiled path: inputs, aux, a, b and c equal full synthesis's");
         Ok(format!(
-            " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} products_wall_s={:.2} products_core_s={}",
+            " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} witness_reused_wall_s={:.2} witness_reused_core_s={} products_wall_s={:.2} products_core_s={}",
             match self.matrices {
                 Provenance::Mapped => "mapped",
                 Provenance::Compiled(_) => "compiled",
@@ -60,6 +63,8 @@ impl CompiledRun {
             self.witness.wall.as_secs_f64(),
             self.witness.core_s(),
             self.witness.peak_rss.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9)),
+            self.witness_reused.wall.as_secs_f64(),
+            self.witness_reused.core_s(),
             self.products.wall.as_secs_f64(),
             self.products.core_s(),
         ) + &match &self.gadget_witness {
@@ -100,13 +105,27 @@ pub fn run(
     );
     let sp = spinner("witness-only synthesis");
     let joined = cuzk_groth16::witness::joined_anyway();
-    let (witness, witness_cost) = measure(|| job.witness(k, Some(matrices.num_aux)));
+    let (witness, witness_cost) = measure(|| job.witness(k, AuxBuffer::new(Some(matrices.num_aux))));
     sp.finish_and_clear();
     let witness = witness?;
     // Split kinds write their shares in place from the matrices' aux count; a layout that
     // did not hold was joined instead (and logged).
     let layout = if cuzk_groth16::witness::joined_anyway() > joined { "; its shares JOINED: the layout did not hold" } else { "" };
     println!("  witness-only synthesis ({} threads): {}{layout}", rayon::current_num_threads(), witness_cost.describe());
+    // Again into the same aux vector, which must give the same values.
+    let print = fingerprint(&witness.aux);
+    let sp = spinner("witness-only synthesis into a reused aux vector");
+    let (witness, witness_reused) = measure(|| job.witness(k, AuxBuffer::reusing(witness.aux, Some(matrices.num_aux))));
+    sp.finish_and_clear();
+    let witness = witness?;
+    if fingerprint(&witness.aux) != print {
+        bail!("partition {k}: the witness synthesized into a reused aux vector differs from the fresh one");
+    }
+    println!(
+        "  witness-only synthesis into the reused aux vector ({} threads): {}; equal to the fresh one",
+        rayon::current_num_threads(),
+        witness_reused.describe()
+    );
     // Where the kind computes parts of its witness natively, the circuit's own gadgets
     // in the same run: the reference for the time, and the values must be equal.
     let sp = spinner("witness-only synthesis with the circuit's gadgets");
@@ -147,7 +166,7 @@ pub fn run(
         }
         None => None,
     };
-    Ok(CompiledRun { prints, constraints, witness: witness_cost, gadget_witness, products, matrices: provenance, pending_proof })
+    Ok(CompiledRun { prints, constraints, witness: witness_cost, witness_reused, gadget_witness, products, matrices: provenance, pending_proof })
 }
 
 /// Proves `w` with a, b, c left pending for `backend` (r = s = 0), twice: the

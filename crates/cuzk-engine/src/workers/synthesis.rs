@@ -13,8 +13,8 @@ use cuzk_groth16::{Scalar, SynthesizedCircuit, SCALAR_BYTES};
 use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
-use crate::memory::BudgetGuard;
 use crate::params::ParameterLease;
+use crate::pool::WitnessLoan;
 use crate::scheduler::ReadyPartition;
 use crate::shared::{lock, Shared};
 use crate::timeline::EventKind;
@@ -24,8 +24,9 @@ struct Admitted {
     params: ParameterLease,
     /// Load time spent on this partition's behalf.
     load: Duration,
-    /// The partition's own memory (its witness), besides a, b, c.
-    charge: BudgetGuard,
+    /// The partition's own memory (its witness: the charge and an aux vector), besides
+    /// a, b, c.
+    witness: WitnessLoan,
     /// None where a, b, c are left to the backend (compiled matrices).
     abc: Option<EvalBuffers>,
 }
@@ -38,15 +39,15 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
             continue;
         }
         shared.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
-        let Some(Admitted { params, load, charge, abc }) = admit(shared, &job) else { continue };
+        let Some(Admitted { params, load, mut witness, abc }) = admit(shared, &job) else { continue };
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
-        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, params.matrices.clone(), lane) else { continue };
-        // The witness's memory goes back as soon as the backend has read it (a GPU
-        // backend, once it is on the device), so the next partition's synthesis can
-        // start during this proof.
-        circuit.charge_witness(charge);
+        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, &mut witness, params.matrices.clone(), lane) else { continue };
+        // The witness's memory goes back (its aux vector to the pool) as soon as the
+        // backend has read it (a GPU backend, once it is on the device), so the next
+        // partition's synthesis can start during this proof.
+        circuit.charge_witness(witness);
         job.set_part(task.index, PartitionState::WaitingForProver);
         if let Err(r) = shared.ready.push(ReadyPartition { task, circuit, inputs, params }) {
             // Closed: the engine is shutting down.
@@ -86,8 +87,8 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
     // three buffers): two gathering at once could each hold part of what the budget
     // has room for and wait for the rest forever.
     let _admit = lock(&shared.admit);
-    let charge = match shared.charge(job.partition_bytes, &give_up) {
-        Ok(c) => c?,
+    let witness = match shared.take_witness(job.partition_bytes, &give_up) {
+        Ok(w) => w?,
         Err(e) => return fail(e.to_string()),
     };
     let abc = if params.matrices.is_some() {
@@ -98,11 +99,11 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
             Err(e) => return fail(e.to_string()),
         }
     };
-    Some(Admitted { params, load, charge, abc })
+    Some(Admitted { params, load, witness, abc })
 }
 
-/// Synthesizes partition `index` into `abc`, or its witness only where a, b, c are
-/// left to the backend (`matrices`), and checks its public inputs against those the
+/// Synthesizes partition `index` into `abc`, or its witness only (into `witness`'s
+/// aux vector) where a, b, c are left to the backend (`matrices`), and checks its public inputs against those the
 /// kind computes; the circuit and the inputs to verify its proof against, or None (the
 /// job failed).
 fn synthesize(
@@ -110,6 +111,7 @@ fn synthesize(
     job: &Arc<Job>,
     index: usize,
     abc: Option<EvalBuffers>,
+    witness: &mut WitnessLoan,
     matrices: Option<Arc<ConstraintMatrices>>,
     lane: &str,
 ) -> Option<(SynthesizedCircuit, Vec<Scalar>)> {
@@ -126,7 +128,7 @@ fn synthesize(
     let t = Instant::now();
     let result = match (matrices, abc) {
         (Some(m), _) => catch_panic("witness synthesis", move || {
-            let w = work.witness(m.num_aux)?;
+            let w = work.witness(witness.aux_buffer(Some(m.num_aux)))?;
             SynthesizedCircuit::with_pending_products(m, w)
                 .map_err(|_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into()))
         }),

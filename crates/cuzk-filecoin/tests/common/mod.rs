@@ -9,7 +9,7 @@ use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winnin
 use cuzk_groth16::format::{read_params, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
-use cuzk_groth16::Witness;
+use cuzk_groth16::{AuxBuffer, Scalar, Witness};
 use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
 
 /// Every kind's compiled path against full synthesis, every partition of each; and
@@ -62,9 +62,15 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: 
         // Laid out ahead from the matrices' aux count (in place: never joined after all),
         // and without it.
         let joined = cuzk_groth16::witness::joined_anyway();
-        let witness = job.witness(k, Some(matrices.num_aux)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let witness = job.witness(k, AuxBuffer::new(Some(matrices.num_aux))).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(cuzk_groth16::witness::joined_anyway(), joined, "{what} partition {k}: the layout from the aux count did not hold");
-        assert!(job.witness(k, None).unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: without the aux count");
+        assert!(
+            job.witness(k, AuxBuffer::new(None)).unwrap_or_else(|e| panic!("{what}: {e}")) == witness,
+            "{what} partition {k}: without the aux count"
+        );
+        // Into a reused vector that holds other values (an engine's pooled one).
+        let reused = AuxBuffer::reusing(vec![Scalar::from(5u64); matrices.num_aux + 3], Some(matrices.num_aux));
+        assert!(job.witness(k, reused).unwrap_or_else(|e| panic!("{what}: {e}")) == witness, "{what} partition {k}: into a reused vector");
         assert!(full.aux.len() > 1000, "{what}: a real circuit");
         assert_eq!(witness.input, full.input, "{what} partition {k}: inputs");
         assert!(witness.aux == full.aux, "{what} partition {k}: aux ({} vs {} values)", witness.aux.len(), full.aux.len());
@@ -85,7 +91,7 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: 
             first = Some((full, w));
         }
     }
-    assert!(job.witness(job.partitions(), None).is_err(), "{what}: a partition past the last");
+    assert!(job.witness(job.partitions(), AuxBuffer::new(None)).is_err(), "{what}: a partition past the last");
     eprintln!(
         "{what}: {} constraints, {} non-zeros, {} distinct coefficients, {:.2} bytes per non-zero",
         matrices.num_constraints(),

@@ -17,7 +17,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use super::{synthesize_witness, Aux, Witness, WitnessAssembly};
+use super::{synthesize_witness, synthesize_witness_in, Aux, AuxBuffer, Witness, WitnessAssembly};
 
 /// Split syntheses given an aux count whose layout did not hold, so that their shares
 /// were joined (each also logged): for tests and benchmarks to tell the paths apart.
@@ -31,7 +31,8 @@ pub fn joined_anyway() -> u64 {
 /// The witness of a circuit made of a shared prelude and repeated parts, synthesized
 /// on `threads` threads. `build(parts)` must give the circuit over those parts; the
 /// top-level namespace `first_part` must open where the first of them begins.
-/// `aux_len`: the circuit's aux count over all of `parts`, where known.
+/// `aux`: the circuit's aux count over all of `parts`, where known, and the vector to
+/// write the values into where they are written in place.
 ///
 /// Each thread synthesizes the prelude and its share of the parts; the shares after
 /// the first drop their copy of the prelude. The result equals the sequential
@@ -41,7 +42,7 @@ pub fn synthesize_witness_split<T, C, E>(
     parts: &[T],
     threads: usize,
     first_part: &str,
-    aux_len: Option<usize>,
+    aux: AuxBuffer,
     build: impl Fn(&[T]) -> Result<C, E> + Sync,
 ) -> Result<Witness, E>
 where
@@ -50,11 +51,11 @@ where
     E: From<SynthesisError> + Send,
 {
     if parts.is_empty() {
-        return synthesize_witness(build(parts)?, aux_len.unwrap_or(0)).map_err(E::from);
+        return synthesize_witness_in(build(parts)?, aux).map_err(E::from);
     }
     let chunk = parts.len().div_ceil(threads.max(1)).max(1);
-    if let Some(aux_len) = aux_len {
-        match in_place(parts, chunk, first_part, aux_len, &build)? {
+    if let Some(aux_len) = aux.len() {
+        match in_place(parts, chunk, first_part, aux, &build)? {
             Ok(witness) => return Ok(witness),
             // Correct either way; only slower, so said where it happens.
             Err(why) => {
@@ -66,14 +67,14 @@ where
     joined(parts, chunk, first_part, &build)
 }
 
-/// The in-place synthesis: `Ok(Err(why))` where the circuit is not laid out as assumed
-/// (the parts are not all the same size, or the prelude is not what the circuit
-/// without parts allocates).
+/// The in-place synthesis into `aux`'s vector, for as many values as `aux` says:
+/// `Ok(Err(why))` where the circuit is not laid out as assumed (the parts are not all
+/// the same size, or the prelude is not what the circuit without parts allocates).
 fn in_place<T, C, E>(
     parts: &[T],
     chunk: usize,
     first_part: &str,
-    aux_len: usize,
+    aux: AuxBuffer,
     build: &(impl Fn(&[T]) -> Result<C, E> + Sync),
 ) -> Result<Result<Witness, &'static str>, E>
 where
@@ -84,11 +85,13 @@ where
     // The prelude alone: the circuit without parts (PoRep: microseconds).
     let prelude = synthesize_witness(build(&[])?, 0)?;
     let (inputs_before, aux_before) = (prelude.input.len(), prelude.aux.len());
+    let aux_len = aux.len().unwrap_or(0);
     let Some(per_part) = aux_len.checked_sub(aux_before).filter(|rest| rest % parts.len() == 0).map(|rest| rest / parts.len()) else {
         return Ok(Err("the aux count is not the prelude's plus equal parts"));
     };
-    // Zeroed in parallel: the pages are touched by every thread, not by one.
-    let mut aux = Vec::with_capacity(aux_len);
+    // Zeroed in parallel: a fresh vector's pages are touched by every thread, not by
+    // one (a reused one's were touched before).
+    let mut aux = aux.into_vec();
     aux.par_extend(rayon::iter::repeat_n(Scalar::ZERO, aux_len));
     let (head, mut rest) = aux.split_at_mut(aux_before);
     head.copy_from_slice(&prelude.aux);
@@ -219,17 +222,38 @@ mod tests {
         let expected = sequential(7, &parts, |_| false);
         for aux_len in [None, Some(expected.aux.len())] {
             for threads in [1, 2, 3, 4, 11, 40] {
-                let split =
-                    synthesize_witness_split(&parts, threads, "part_0", aux_len, |share| Ok::<_, SynthesisError>(Parts::new(7, share))).unwrap();
+                let split = synthesize_witness_split(&parts, threads, "part_0", AuxBuffer::new(aux_len), |share| {
+                    Ok::<_, SynthesisError>(Parts::new(7, share))
+                })
+                .unwrap();
                 assert_eq!(split, expected, "{threads} threads, aux count {aux_len:?}");
             }
         }
         // With the count, the shares were written in place, not joined.
         for chunk in [1, 3, 11] {
             let build = |share: &[u64]| Ok::<_, SynthesisError>(Parts::new(7, share));
-            let w = in_place(&parts, chunk, "part_0", expected.aux.len(), &build).unwrap();
+            let w = in_place(&parts, chunk, "part_0", AuxBuffer::new(Some(expected.aux.len())), &build).unwrap();
             assert_eq!(w, Ok(expected.clone()), "{chunk} parts per share");
         }
+    }
+
+    #[test]
+    fn a_reused_vector_gets_the_same_witness_in_its_own_memory() {
+        let parts: Vec<u64> = (1..=11).collect();
+        let expected = sequential(7, &parts, |_| false);
+        let n = expected.aux.len();
+        let build = |share: &[u64]| Ok::<_, SynthesisError>(Parts::new(7, share));
+        // Another witness's values, and more of them than this one has.
+        let old: Vec<Scalar> = (0..2 * n as u64).map(|i| Scalar::from(i + 100)).collect();
+        let memory = old.as_ptr();
+        let w = synthesize_witness_split(&parts, 3, "part_0", AuxBuffer::reusing(old, Some(n)), build).unwrap();
+        assert_eq!(w, expected);
+        assert_eq!(w.aux.as_ptr(), memory, "written in place into the reused vector");
+        // Unsplit synthesis reuses it too.
+        let memory = w.aux.as_ptr();
+        let again = synthesize_witness_in(Parts::new(7, &parts), AuxBuffer::reusing(w.aux, None)).unwrap();
+        assert_eq!(again, expected);
+        assert_eq!(again.aux.as_ptr(), memory);
     }
 
     #[test]
@@ -243,13 +267,13 @@ mod tests {
         assert_eq!(expected.aux.len(), 65);
         let joined = joined_anyway();
         for aux_len in [63, 75, 65, 0] {
-            let split = synthesize_witness_split(&parts, 4, "part_0", Some(aux_len), |share| {
+            let split = synthesize_witness_split(&parts, 4, "part_0", AuxBuffer::new(Some(aux_len)), |share| {
                 Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec(), wide })
             })
             .unwrap();
             assert_eq!(split, expected, "aux count {aux_len}");
             let build = |share: &[u64]| Ok::<_, SynthesisError>(Parts { prelude: 7, parts: share.to_vec(), wide });
-            assert!(in_place(&parts, 3, "part_0", aux_len, &build).unwrap().is_err(), "aux count {aux_len}: not in place");
+            assert!(in_place(&parts, 3, "part_0", AuxBuffer::new(Some(aux_len)), &build).unwrap().is_err(), "aux count {aux_len}: not in place");
         }
         // Counted (other tests may add theirs meanwhile).
         assert!(joined_anyway() >= joined + 4);
@@ -260,11 +284,11 @@ mod tests {
         let parts: Vec<u64> = (1..=11).collect();
         let aux_len = sequential(7, &parts, |_| false).aux.len();
         for aux_len in [None, Some(aux_len)] {
-            let r = synthesize_witness_split(&parts, 3, "part_0", aux_len, |share| {
+            let r = synthesize_witness_split(&parts, 3, "part_0", AuxBuffer::new(aux_len), |share| {
                 Ok::<_, SynthesisError>(Parts::new(share.first().copied().unwrap_or(7), share))
             });
             assert!(r.is_err(), "aux count {aux_len:?}");
-            let r = synthesize_witness_split(&parts, 2, "part_x", aux_len, |share| Ok::<_, SynthesisError>(Parts::new(7, share)));
+            let r = synthesize_witness_split(&parts, 2, "part_x", AuxBuffer::new(aux_len), |share| Ok::<_, SynthesisError>(Parts::new(7, share)));
             assert!(r.is_err(), "aux count {aux_len:?}");
         }
     }

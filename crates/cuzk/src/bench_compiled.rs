@@ -27,9 +27,10 @@ pub struct CompiledRun {
     prints: [u64; 5],
     constraints: usize,
     witness: StepCost,
-    /// The same witness synthesized again into the first one's aux vector (as the
-    /// engine's pool reuses them): no fresh pages to fault in.
-    witness_reused: StepCost,
+    /// Medians of [`WITNESS_PAIRS`] pairs: the witness synthesized into a fresh aux
+    /// vector, then again into that one (as the engine's pool reuses them).
+    witness_fresh: Median,
+    witness_reused: Median,
     /// The circuit's own gadgets' witness-only synthesis, where the kind computes parts
     /// of its witness natively (checked equal).
     gadget_witness: Option<StepCost>,
@@ -55,7 +56,7 @@ impl CompiledRun {
         }
         println!("  compiled path: inputs, aux, a, b and c equal full synthesis's");
         Ok(format!(
-            " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} witness_reused_wall_s={:.2} witness_reused_core_s={} products_wall_s={:.2} products_core_s={}",
+            " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} witness_fresh_median_wall_s={:.2} witness_fresh_median_core_s={:.2} witness_reused_median_wall_s={:.2} witness_reused_median_core_s={:.2} products_wall_s={:.2} products_core_s={}",
             match self.matrices {
                 Provenance::Mapped => "mapped",
                 Provenance::Compiled(_) => "compiled",
@@ -63,8 +64,10 @@ impl CompiledRun {
             self.witness.wall.as_secs_f64(),
             self.witness.core_s(),
             self.witness.peak_rss.map_or("-".into(), |b| format!("{:.3}", b as f64 / 1e9)),
-            self.witness_reused.wall.as_secs_f64(),
-            self.witness_reused.core_s(),
+            self.witness_fresh.wall_s,
+            self.witness_fresh.core_s,
+            self.witness_reused.wall_s,
+            self.witness_reused.core_s,
             self.products.wall.as_secs_f64(),
             self.products.core_s(),
         ) + &match &self.gadget_witness {
@@ -112,20 +115,7 @@ pub fn run(
     // did not hold was joined instead (and logged).
     let layout = if cuzk_groth16::witness::joined_anyway() > joined { "; its shares JOINED: the layout did not hold" } else { "" };
     println!("  witness-only synthesis ({} threads): {}{layout}", rayon::current_num_threads(), witness_cost.describe());
-    // Again into the same aux vector, which must give the same values.
-    let print = fingerprint(&witness.aux);
-    let sp = spinner("witness-only synthesis into a reused aux vector");
-    let (witness, witness_reused) = measure(|| job.witness(k, AuxBuffer::reusing(witness.aux, Some(matrices.num_aux))));
-    sp.finish_and_clear();
-    let witness = witness?;
-    if fingerprint(&witness.aux) != print {
-        bail!("partition {k}: the witness synthesized into a reused aux vector differs from the fresh one");
-    }
-    println!(
-        "  witness-only synthesis into the reused aux vector ({} threads): {}; equal to the fresh one",
-        rayon::current_num_threads(),
-        witness_reused.describe()
-    );
+    let (witness, witness_fresh, witness_reused) = fresh_and_reused(job, k, matrices.num_aux, witness)?;
     // Where the kind computes parts of its witness natively, the circuit's own gadgets
     // in the same run: the reference for the time, and the values must be equal.
     let sp = spinner("witness-only synthesis with the circuit's gadgets");
@@ -166,7 +156,78 @@ pub fn run(
         }
         None => None,
     };
-    Ok(CompiledRun { prints, constraints, witness: witness_cost, witness_reused, gadget_witness, products, matrices: provenance, pending_proof })
+    Ok(CompiledRun {
+        prints,
+        constraints,
+        witness: witness_cost,
+        witness_fresh,
+        witness_reused,
+        gadget_witness,
+        products,
+        matrices: provenance,
+        pending_proof,
+    })
+}
+
+/// Fresh and reused aux vectors timed in pairs, alternating: the witness synthesized
+/// into a fresh vector, then again into that one. Three pairs at 32 GiB PoRep take
+/// ~7 s on two cores.
+const WITNESS_PAIRS: usize = 3;
+
+/// The median wall time and CPU time of some runs of one step.
+struct Median {
+    wall_s: f64,
+    core_s: f64,
+}
+
+impl Median {
+    fn of(costs: &[StepCost]) -> Median {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        Median {
+            wall_s: median(costs.iter().map(|c| c.wall.as_secs_f64()).collect()),
+            core_s: median(costs.iter().map(|c| c.cpu.map_or(f64::NAN, |d| d.as_secs_f64())).collect()),
+        }
+    }
+}
+
+/// [`WITNESS_PAIRS`] pairs of partition `k`'s witness synthesis (`aux_len` values) into a
+/// fresh aux vector and then into that one again, each checked equal to `first` (the
+/// first fresh one, which is freed); the last witness and the medians (fresh, reused).
+fn fresh_and_reused(job: &dyn FilecoinJob, k: usize, aux_len: usize, first: Witness) -> Result<(Witness, Median, Median)> {
+    let (print, input) = (fingerprint(&first.aux), first.input.clone());
+    let check = |w: &Witness, what: &str| {
+        if fingerprint(&w.aux) != print || w.input != input {
+            bail!("partition {k}: the witness synthesized into {what} differs from the first one");
+        }
+        Ok(())
+    };
+    let (mut fresh, mut reused) = (Vec::new(), Vec::new());
+    let mut last = Some(first);
+    let sp = spinner("witness-only synthesis into fresh and reused aux vectors");
+    for _ in 0..WITNESS_PAIRS {
+        // The previous vector is unmapped first, so that the fresh one is new memory.
+        drop(last.take());
+        let (w, cost) = measure(|| job.witness(k, AuxBuffer::new(Some(aux_len))));
+        let w = w?;
+        check(&w, "a fresh aux vector")?;
+        fresh.push(cost);
+        let (w, cost) = measure(|| job.witness(k, AuxBuffer::reusing(w.aux, Some(aux_len))));
+        let w = w?;
+        check(&w, "a reused aux vector")?;
+        reused.push(cost);
+        last = Some(w);
+    }
+    sp.finish_and_clear();
+    let (fresh, reused) = (Median::of(&fresh), Median::of(&reused));
+    println!(
+        "  witness-only synthesis, medians of {WITNESS_PAIRS} pairs: into a fresh aux vector {:.2} s wall, {:.2} core-s; into the same vector again {:.2} s wall, {:.2} core-s; all equal",
+        fresh.wall_s, fresh.core_s, reused.wall_s, reused.core_s
+    );
+    let last = last.context("no witness pair ran")?;
+    Ok((last, fresh, reused))
 }
 
 /// Proves `w` with a, b, c left pending for `backend` (r = s = 0), twice: the

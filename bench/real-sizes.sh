@@ -100,6 +100,8 @@ EOF
     ) > "$O/host-$c.txt" &
     "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" 2>&1 | tee "$O/submit-$c.txt"
     fetch /timeline > "$O/timeline-$c.jsonl"
+    # Memory and aux-vector reuse (aux_vectors_reused / aux_vectors_fresh) after the jobs.
+    fetch /status > "$O/status-$c.json"
     # CPU time per daemon thread, then again 10 s later: an idle daemon's threads must not
     # move (aac1ef1 on the H200: none did).
     for t in 0 10; do sleep "$t"; echo "== threads, ${t} s after the last job"; ps -L -o tid=,comm=,time= -p "$pid" | sort -k3 -r | head -12; done > "$O/threads-$c.txt" 2>&1 || true

@@ -382,12 +382,11 @@ mod tests {
         let pool = WitnessPool::new(budget.clone(), 2);
         let loan = pool.take(100 * S, &|| false, &|| None).unwrap().unwrap();
         let p2 = pool.clone();
-        let t =
-            std::thread::spawn(move || p2.take(100 * S, &|| false, &|| None).unwrap().map(|mut l| l.aux_buffer(None).into_vec().as_ptr() as usize));
+        let t = std::thread::spawn(move || p2.take(100 * S, &|| false, &|| None).unwrap().map(|mut l| l.aux_buffer(None).into_vec()));
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!t.is_finished());
         let memory = freed(loan, 100);
-        assert_eq!(t.join().unwrap(), Some(memory as usize), "the waiter got the vector handed back");
+        assert_eq!(t.join().unwrap().map(|v| v.as_ptr()), Some(memory), "the waiter got the vector handed back");
         assert_eq!(pool.loans(), (1, 1));
     }
 }

@@ -38,30 +38,30 @@ pub struct Witness {
 #[derive(Default)]
 pub struct AuxBuffer {
     storage: Vec<Scalar>,
-    len: Option<usize>,
+    count: Option<usize>,
 }
 
 impl AuxBuffer {
-    /// A fresh vector (allocated when synthesis starts) for `len` values, where known.
-    pub fn new(len: Option<usize>) -> Self {
-        AuxBuffer { storage: Vec::new(), len }
+    /// A fresh vector (allocated when synthesis starts) for `count` values, where known.
+    pub fn new(count: Option<usize>) -> Self {
+        AuxBuffer { storage: Vec::new(), count }
     }
 
     /// `storage`'s memory for the values (whatever it holds now is cleared).
-    pub fn reusing(storage: Vec<Scalar>, len: Option<usize>) -> Self {
-        AuxBuffer { storage, len }
+    pub fn reusing(storage: Vec<Scalar>, count: Option<usize>) -> Self {
+        AuxBuffer { storage, count }
     }
 
     /// How many aux values the circuit has, where known.
-    pub fn len(&self) -> Option<usize> {
-        self.len
+    pub fn count(&self) -> Option<usize> {
+        self.count
     }
 
     /// The vector, emptied, with room for the count where known.
     pub fn into_vec(self) -> Vec<Scalar> {
         let mut v = self.storage;
         v.clear();
-        v.reserve(self.len.unwrap_or(0));
+        v.reserve(self.count.unwrap_or(0));
         v
     }
 }

@@ -54,7 +54,7 @@ where
         return synthesize_witness_in(build(parts)?, aux).map_err(E::from);
     }
     let chunk = parts.len().div_ceil(threads.max(1)).max(1);
-    if let Some(aux_len) = aux.len() {
+    if let Some(aux_len) = aux.count() {
         match in_place(parts, chunk, first_part, aux, &build)? {
             Ok(witness) => return Ok(witness),
             // Correct either way; only slower, so said where it happens.
@@ -85,7 +85,7 @@ where
     // The prelude alone: the circuit without parts (PoRep: microseconds).
     let prelude = synthesize_witness(build(&[])?, 0)?;
     let (inputs_before, aux_before) = (prelude.input.len(), prelude.aux.len());
-    let aux_len = aux.len().unwrap_or(0);
+    let aux_len = aux.count().unwrap_or(0);
     let Some(per_part) = aux_len.checked_sub(aux_before).filter(|rest| rest % parts.len() == 0).map(|rest| rest / parts.len()) else {
         return Ok(Err("the aux count is not the prelude's plus equal parts"));
     };

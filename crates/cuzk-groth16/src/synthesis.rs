@@ -197,8 +197,8 @@ pub struct SynthesizedCircuit {
     num_constraints: usize,
     /// Set once a backend has used a/b/c as scratch: proving again would be wrong.
     consumed: bool,
-    /// Dropped with the witness; its presence asks a backend to free the witness as
-    /// soon as it has read it ([`SynthesizedCircuit::charge_witness`]).
+    /// Handed the aux vector when the witness is freed; its presence asks a backend to
+    /// free the witness as soon as it has read it ([`SynthesizedCircuit::charge_witness`]).
     witness_charge: Option<Box<dyn WitnessCharge>>,
     /// Set when a, b, c were left to the backend ([`SynthesizedCircuit::with_pending_products`]):
     /// the compiled matrices whose products with the witness they are; a, b, c are

@@ -103,9 +103,9 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
 }
 
 /// Synthesizes partition `index` into `abc`, or its witness only (into `witness`'s
-/// aux vector) where a, b, c are left to the backend (`matrices`), and checks its public inputs against those the
-/// kind computes; the circuit and the inputs to verify its proof against, or None (the
-/// job failed).
+/// aux vector) where a, b, c are left to the backend (`matrices`), and checks its
+/// public inputs against those the kind computes; the circuit and the inputs to verify
+/// its proof against, or None (the job failed).
 fn synthesize(
     shared: &Shared,
     job: &Arc<Job>,

@@ -95,8 +95,9 @@ impl PartitionQueue {
 }
 
 /// A synthesized partition on its way to a prover. Its witness carries the
-/// partition's memory charge ([`SynthesizedCircuit::charge_witness`]); its a, b, c are
-/// pooled buffers, returned when the circuit is dropped.
+/// partition's witness loan ([`SynthesizedCircuit::charge_witness`]: the memory charge,
+/// and the aux vector's way back to the pool); its a, b, c are pooled buffers, returned
+/// when the circuit is dropped.
 pub(crate) struct ReadyPartition {
     pub task: PartitionTask,
     pub circuit: SynthesizedCircuit,

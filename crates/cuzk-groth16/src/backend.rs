@@ -219,8 +219,9 @@ pub enum ProveError {
 ///   circuit consumed ([`SynthesizedCircuit::mark_consumed`]) and refuses consumed ones. The caller owns the
 ///   storage (e.g. pinned buffers from a pool) and gets it back when it drops the
 ///   circuits. A circuit that carries a witness charge
-///   ([`SynthesizedCircuit::charge_witness`]) may have its witness freed (and the charge
-///   dropped) by the backend as soon as it has read it, before the proof is done.
+///   ([`SynthesizedCircuit::charge_witness`]) may have its witness freed (the charge
+///   handed the aux vector) by the backend as soon as it has read it, before the proof
+///   is done.
 /// - A backend may keep per-parameter-set state keyed by [`ParameterSet::id`] (a GPU
 ///   backend keeps the points resident on the device), so callers should keep one
 ///   `ParameterSet` alive per circuit kind rather than reloading it.

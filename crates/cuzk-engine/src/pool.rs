@@ -222,6 +222,12 @@ impl WitnessLoan {
         }
         AuxBuffer::reusing(storage, len)
     }
+
+    /// Frees the lent vector now (the loan keeps the charge): for a witness that
+    /// makes its own.
+    pub fn free_vector(&mut self) {
+        self.held.storage = Vec::new();
+    }
 }
 
 impl WitnessCharge for WitnessLoan {
@@ -359,10 +365,25 @@ mod tests {
         // A loan dropped without its vector coming back (a failed synthesis) returns its charge.
         drop((aux, loan));
         assert_eq!((pool.idle_count(), budget.used()), (0, 0));
+        // A loan whose lent vector was freed (full synthesis makes its own) keeps its
+        // charge, and takes back the vector its witness made.
+        freed(take(700 * S), 700);
+        let mut loan = take(700 * S);
+        loan.free_vector();
+        assert_eq!((pool.idle_count(), budget.used()), (0, 700 * S), "the lent vector freed, its charge kept");
+        let made = vec![Scalar::from(1u64); 700];
+        let memory = made.as_ptr();
+        Box::new(loan).witness_freed(made);
+        let mut loan = take(700 * S);
+        let again = loan.aux_buffer(None).into_vec();
+        assert_eq!(again.as_ptr(), memory);
+        drop((again, loan));
+        let reused_so_far = pool.loans();
         // Larger than the idle one: that one is freed, a fresh charge made.
         freed(take(1000 * S), 1000);
         let loan = take(2000 * S);
-        assert_eq!((pool.idle_count(), budget.used(), pool.loans()), (0, 2000 * S, (1, 2)));
+        assert_eq!((pool.idle_count(), budget.used()), (0, 2000 * S));
+        assert_eq!(pool.loans(), (reused_so_far.0, reused_so_far.1 + 1));
         // A vector larger than its charge is not kept: idle memory is never under-charged.
         freed(loan, 3000);
         assert_eq!((pool.idle_count(), budget.used()), (0, 0));

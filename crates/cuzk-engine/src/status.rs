@@ -40,8 +40,9 @@ pub struct EngineStatus {
     /// The page-locked part of `memory_used_bytes`: pooled a/b/c buffers where they
     /// are pinned (a GPU daemon's), and the pinned copies of streamed parameter points.
     pub memory_pinned_bytes: u64,
-    /// Witnesses synthesized into an aux vector an earlier partition left in the pool,
-    /// and into a fresh one (whose pages are faulted in on first touch).
+    /// Witness-only syntheses (partitions with compiled matrices) lent an aux vector an
+    /// earlier partition left in the pool, and lent a fresh one (whose pages are faulted
+    /// in on first touch). Fully synthesized partitions make their own and are not counted.
     pub aux_vectors_reused: u64,
     pub aux_vectors_fresh: u64,
 }

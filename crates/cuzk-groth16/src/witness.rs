@@ -61,7 +61,8 @@ impl AuxBuffer {
     pub fn into_vec(self) -> Vec<Scalar> {
         let mut v = self.storage;
         v.clear();
-        v.reserve(self.count.unwrap_or(0));
+        // Exact: a vector grown past its owner's charge would not be kept for reuse.
+        v.reserve_exact(self.count.unwrap_or(0));
         v
     }
 }

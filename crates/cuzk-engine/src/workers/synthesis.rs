@@ -132,7 +132,12 @@ fn synthesize(
             SynthesizedCircuit::with_pending_products(m, w)
                 .map_err(|_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into()))
         }),
-        (None, Some(abc)) => catch_panic("synthesis", move || work.synthesize(abc)),
+        (None, Some(abc)) => {
+            // Full synthesis makes its own aux vector (kept by the loan afterwards): a
+            // lent one would be a second vector under the one charge.
+            witness.free_vector();
+            catch_panic("synthesis", move || work.synthesize(abc))
+        }
         (None, None) => Err(EngineError::Internal("a partition without a, b, c buffers or compiled matrices".into())),
     };
     let took = t.elapsed();

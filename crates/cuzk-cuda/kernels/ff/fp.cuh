@@ -126,7 +126,8 @@ __device__ __forceinline__ constexpr int mont_terms(int c) { return c < 0 || c >
 // starting the columns at minus their biases instead gave G1 +0.8 %, G2 −3.6 %;
 // bench/results/2026-12-03-msm-fp-bias-variants-h200.txt).
 __device__ __forceinline__ constexpr uint64_t mont_bias(int c) {
-    return 0ull - 2ull * ((uint64_t)mont_terms(c) * LIMBS52_BITS_2P52 + (uint64_t)mont_terms(c - 1) * LIMBS52_BITS_2P104);
+    return 0ull -
+           2ull * ((uint64_t)mont_terms(c) * LIMBS52_BITS_2P52 + (uint64_t)mont_terms(c - 1) * LIMBS52_BITS_2P104);
 }
 
 // col[k + j] += x·y[j] for j < 8, in raw halves: each limb product's low half goes into

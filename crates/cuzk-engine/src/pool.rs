@@ -78,6 +78,16 @@ impl<T> Idle<T> {
         None
     }
 
+    /// [`Idle::take`], else a new piece (`make`) under a new charge of `bytes` (`pinned`
+    /// of them page-locked) if the budget has room now; None if it has not.
+    fn take_or_make(&self, bytes: u64, pinned: bool, make: impl FnOnce() -> Result<T, EngineError>) -> Result<Option<Held<T>>, EngineError> {
+        if let Some(idle) = self.take(bytes) {
+            return Ok(Some(idle));
+        }
+        let Some(charge) = self.budget.try_charge(bytes, if pinned { bytes } else { 0 })? else { return Ok(None) };
+        Ok(Some(Held { storage: make()?, charge }))
+    }
+
     /// Keeps `h` idle where there is room (waiters for memory are told: they may take
     /// it), else frees it (its charge's return tells them).
     fn put_back(&self, h: Held<T>) {
@@ -157,14 +167,8 @@ impl BufferPool {
         let bytes = (len * SCALAR_BYTES) as u64;
         // A reused buffer still holds the previous partition's values; synthesis
         // overwrites what it uses and EvalVec::resize zero-pads the rest.
-        let buffer = match self.idle.take(bytes) {
-            Some(idle) => idle,
-            None => {
-                let Some(charge) = self.idle.budget.try_charge(bytes, if self.source.pinned { bytes } else { 0 })? else { return Ok(None) };
-                Held { storage: (self.source.make)(len)?, charge }
-            }
-        };
-        Ok(Some(Pooled { buffer: Some(buffer), pool: self.me.clone() }))
+        let buffer = self.idle.take_or_make(bytes, self.source.pinned, || (self.source.make)(len))?;
+        Ok(buffer.map(|b| Pooled { buffer: Some(b), pool: self.me.clone() }))
     }
 
     /// a, b and c of `len` scalars each, waiting for memory as
@@ -213,14 +217,14 @@ pub(crate) struct WitnessLoan {
 }
 
 impl WitnessLoan {
-    /// The lent vector, for `len` aux values where known; the loan keeps the charge.
-    pub fn aux_buffer(&mut self, len: Option<usize>) -> AuxBuffer {
+    /// The lent vector, for `count` aux values where known; the loan keeps the charge.
+    pub fn aux_buffer(&mut self, count: Option<usize>) -> AuxBuffer {
         let storage = std::mem::take(&mut self.held.storage);
         if let Some(pool) = self.pool.upgrade() {
             let count = if storage.capacity() > 0 { &pool.reused } else { &pool.fresh };
             count.fetch_add(1, Ordering::Relaxed);
         }
-        AuxBuffer::reusing(storage, len)
+        AuxBuffer::reusing(storage, count)
     }
 
     /// Frees the lent vector now (the loan keeps the charge): for a witness that
@@ -255,13 +259,9 @@ impl WitnessPool {
     /// smallest such), else a charge for a fresh one, waiting for memory as
     /// [`MemoryBudget::wait_for`] does; None if `give_up` said so meanwhile.
     pub fn take(&self, bytes: u64, give_up: &dyn Fn() -> bool, make_room: &dyn Fn() -> Option<Instant>) -> Result<Option<WitnessLoan>, EngineError> {
-        let budget = &self.idle.budget;
-        let held = budget.wait_for(give_up, make_room, || {
-            Ok(match self.idle.take(bytes) {
-                Some(idle) => Some(idle),
-                None => budget.try_charge(bytes, 0)?.map(|charge| Held { storage: Vec::new(), charge }),
-            })
-        })?;
+        // A fresh vector is allocated by the synthesis that fills it (its pages touched
+        // by every thread).
+        let held = self.idle.budget.wait_for(give_up, make_room, || self.idle.take_or_make(bytes, false, || Ok(Vec::new())))?;
         Ok(held.map(|held| WitnessLoan { held, pool: self.me.clone() }))
     }
 

@@ -18,7 +18,7 @@ use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::{AuxBuffer, ParameterSet, Proof, ProofRandomness, ProvingBackend, Stage, SynthesizedCircuit, Witness};
 
 use crate::bench::{new_buffers, print_proof_stages};
-use crate::host::{measure, StepCost};
+use crate::host::{measure, median, StepCost};
 use crate::progress::{spinner, Bars};
 
 /// What the compiled path produced, for the comparison with full synthesis.
@@ -182,10 +182,6 @@ struct Median {
 
 impl Median {
     fn of(costs: &[StepCost]) -> Median {
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
         Median {
             wall_s: median(costs.iter().map(|c| c.wall.as_secs_f64()).collect()),
             core_s: median(costs.iter().map(|c| c.cpu.map_or(f64::NAN, |d| d.as_secs_f64())).collect()),

@@ -23,6 +23,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
+use crate::host::median;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Part {
     /// NTTs and the H polynomial.
@@ -75,11 +77,6 @@ pub struct GpuBenchArgs {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn random(n: usize, seed: u64) -> Vec<Scalar> {

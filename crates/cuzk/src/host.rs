@@ -52,6 +52,12 @@ pub struct StepCost {
     pub rss_before: Option<u64>,
 }
 
+/// The median of `v` (the upper one of an even count); NaN when `v` is empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Runs `f` and measures it.
 pub fn measure<T>(f: impl FnOnce() -> T) -> (T, StepCost) {
     let rss_before = rss_bytes();

@@ -113,7 +113,7 @@ impl Engine {
         shared.config.admission.check_priority(req.kind, req.priority)?;
         let digest = req.digest();
         shared.prune_jobs();
-        if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest)? {
+        if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest) {
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         let plan = handler.plan(&req)?;
@@ -133,8 +133,8 @@ impl Engine {
         if !shared.accepting.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
-        if let Some(id) = table.reusable(&req.request_id, &digest)? {
-            // Submitted concurrently under the same request id: keep the first.
+        if let Some(id) = table.reusable(&req.request_id, &digest) {
+            // The same request submitted concurrently: keep the first.
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         // Under the table's lock, so concurrent submissions cannot overshoot the caps.

@@ -17,9 +17,6 @@ pub enum EngineError {
     /// ones are needed), or its object is busy (a parameter set in use).
     #[error("failed precondition: {0}")]
     FailedPrecondition(String),
-    /// A request id reused with other content.
-    #[error("already exists: {0}")]
-    AlreadyExists(String),
     /// The request asks for what its client may not use (a priority reserved for
     /// other kinds).
     #[error("permission denied: {0}")]

@@ -9,7 +9,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::error::{shown, EngineError};
 use crate::kind::{FinalCheck, JobPlan, PartitionWork};
 use crate::metrics::Stats;
 use crate::request::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind};
@@ -454,11 +453,16 @@ impl Drop for JobCompletion {
     }
 }
 
+/// A request id with its content's digest: what names one job. Curio sends the
+/// partitions of one WindowPoSt deadline as separate requests under one request id
+/// (each with its own vanilla proofs), so an id alone does not name a job.
+type RequestKey = (String, [u8; 32]);
+
 /// Every job the engine knows: live ones, and finished ones for `job_retention`.
 #[derive(Default)]
 pub(crate) struct JobTable {
     by_id: HashMap<JobId, Arc<Job>>,
-    by_request: HashMap<String, JobId>,
+    by_request: HashMap<RequestKey, JobId>,
 }
 
 impl JobTable {
@@ -479,33 +483,31 @@ impl JobTable {
 
     pub fn insert(&mut self, job: Arc<Job>) {
         if !job.request_id.is_empty() {
-            self.by_request.insert(job.request_id.clone(), job.id.clone());
+            self.by_request.insert((job.request_id.clone(), job.request_digest), job.id.clone());
         }
         self.by_id.insert(job.id.clone(), job);
     }
 
     /// The job a resubmission of `request_id` with content `digest` gets: the same one
     /// while it is queued, running or completed (its proof can be awaited again). A
-    /// failed or cancelled job's request id is released, so resubmitting it is a retry
-    /// with a new job. The same request id with other content (another kind,
-    /// priority or payload) is refused: it would otherwise get another request's job.
-    pub fn reusable(&mut self, request_id: &str, digest: &[u8; 32]) -> Result<Option<JobId>, EngineError> {
+    /// failed or cancelled job is not reused, so resubmitting it is a retry with a new
+    /// job. The same request id with other content (another kind, priority or payload)
+    /// names another job: None, so it gets a job of its own beside the first.
+    pub fn reusable(&mut self, request_id: &str, digest: &[u8; 32]) -> Option<JobId> {
         if request_id.is_empty() {
-            return Ok(None);
+            return None;
         }
-        let Some(id) = self.by_request.get(request_id).cloned() else { return Ok(None) };
-        let Some(job) = self.by_id.get(&id) else { return Ok(None) };
+        let key = (request_id.to_string(), *digest);
+        let id = self.by_request.get(&key).cloned()?;
+        let Some(job) = self.by_id.get(&id) else {
+            self.by_request.remove(&key);
+            return None;
+        };
         if matches!(job.status(), JobStatus::Failed | JobStatus::Cancelled) {
-            self.by_request.remove(request_id);
-            return Ok(None);
+            self.by_request.remove(&key);
+            return None;
         }
-        if job.request_digest != *digest {
-            return Err(EngineError::AlreadyExists(format!(
-                "request_id {} is taken by a job with other content (kind, priority or payload); a new request needs a new request_id",
-                shown(request_id)
-            )));
-        }
-        Ok(Some(id))
+        Some(id)
     }
 
     /// Forgets finished jobs older than `keep`; returns their ids.
@@ -513,9 +515,10 @@ impl JobTable {
         let old: Vec<JobId> = self.by_id.values().filter(|j| j.finished_at().is_some_and(|t| t.elapsed() > keep)).map(|j| j.id.clone()).collect();
         for id in &old {
             if let Some(j) = self.by_id.remove(id) {
-                // The request id may name a newer job by now (a retry): that mapping stays.
-                if self.by_request.get(&j.request_id) == Some(id) {
-                    self.by_request.remove(&j.request_id);
+                // The request may name a newer job by now (a retry): that mapping stays.
+                let key = (j.request_id.clone(), j.request_digest);
+                if self.by_request.get(&key) == Some(id) {
+                    self.by_request.remove(&key);
                 }
             }
         }

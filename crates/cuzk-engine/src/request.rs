@@ -133,8 +133,10 @@ impl Payload {
 /// A request to prove.
 #[derive(Clone, Debug)]
 pub struct JobRequest {
-    /// Idempotency key: resubmitting a live request id with the same content returns
-    /// the same job; with other content it is refused. Empty means none.
+    /// Idempotency key, together with the content ([`JobRequest::digest`]):
+    /// resubmitting a request id with the same content returns the same job (unless it
+    /// failed or was cancelled); the same id with other content is another job, as
+    /// Curio's WindowPoSt partitions of one deadline are. Empty means none.
     pub request_id: String,
     pub kind: ProofKind,
     pub priority: Priority,
@@ -143,8 +145,8 @@ pub struct JobRequest {
 
 impl JobRequest {
     /// SHA-256 of everything but the request id (kind, priority, every payload field,
-    /// each length-prefixed so no two requests encode alike): what a resubmission under
-    /// the same request id must match.
+    /// each length-prefixed so no two requests encode alike): with the request id, what
+    /// names a job.
     pub fn digest(&self) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();

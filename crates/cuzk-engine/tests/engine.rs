@@ -4,8 +4,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{check_proof, synthetic};
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Priority, ProofKind};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{
     synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, SCALAR_BYTES,
@@ -19,34 +22,6 @@ fn config() -> EngineConfig {
 
 fn engine_with(backend: Arc<dyn ProvingBackend>, cfg: EngineConfig) -> Engine {
     Engine::start(cfg, vec![backend], vec![Arc::new(SyntheticKind::new(16))]).unwrap()
-}
-
-fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: Priority, request_id: &str) -> JobRequest {
-    JobRequest {
-        request_id: request_id.into(),
-        kind: ProofKind::Synthetic,
-        priority,
-        payload: Payload {
-            vanilla_proof: format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).into_bytes(),
-            ..Payload::default()
-        },
-    }
-}
-
-/// Checks each 192-byte partition proof against the synthetic circuit's inputs.
-fn check_proof(bytes: &[u8], log_size: u32, partitions: u32, seed: u64) {
-    assert_eq!(bytes.len(), 192 * partitions as usize);
-    let params = SyntheticKind::parameters(log_size).unwrap();
-    let pvk = PreparedVerifyingKey::new(&params.vk);
-    let shape = cuzk_groth16::synthetic::SyntheticShape::for_domain(log_size);
-    for i in 0..partitions as usize {
-        let proof = Proof::from_bytes(&bytes[i * 192..(i + 1) * 192]).unwrap();
-        let inputs = synthesize(shape.circuit(seed + i as u64)).unwrap().input[1..].to_vec();
-        assert!(verify_proof(&pvk, &proof, &inputs).unwrap(), "partition {i} does not verify");
-        // And not against another partition's inputs.
-        let other = synthesize(shape.circuit(seed + i as u64 + 1000)).unwrap().input[1..].to_vec();
-        assert!(!verify_proof(&pvk, &proof, &other).unwrap());
-    }
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! The engine against careless and hostile clients (issue 26): unguessable job ids,
-//! request ids reused with other content, admission caps and the CRITICAL rule,
+//! request ids reused with other content (another job, issue 41), admission caps and the CRITICAL rule,
 //! EvictSRS of a set in use, circuit-id aliases, payloads of the wrong JSON shape,
 //! and shutdown's grace period.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{check_proof, synthetic};
 use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
 use cuzk_groth16::CpuBackend;
@@ -16,18 +19,6 @@ fn config() -> EngineConfig {
 
 fn engine(cfg: EngineConfig) -> Engine {
     Engine::start(cfg, vec![Arc::new(CpuBackend::new())], vec![Arc::new(SyntheticKind::new(16))]).unwrap()
-}
-
-fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: Priority, request_id: &str) -> JobRequest {
-    JobRequest {
-        request_id: request_id.into(),
-        kind: ProofKind::Synthetic,
-        priority,
-        payload: Payload {
-            vanilla_proof: format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).into_bytes(),
-            ..Payload::default()
-        },
-    }
 }
 
 #[test]
@@ -48,15 +39,17 @@ fn job_ids_are_128_random_bits() {
 }
 
 #[test]
-fn a_request_id_reused_with_other_content_is_refused() {
+fn a_request_id_reused_with_other_content_is_another_job() {
     let e = engine(config());
     let a = e.submit(synthetic(8, 1, 1, Priority::Normal, "sector-1")).unwrap();
+    assert!(!a.existing);
     // The same content: the same job.
     let again = e.submit(synthetic(8, 1, 1, Priority::Normal, "sector-1")).unwrap();
     assert!(again.existing && again.job_id == a.job_id);
-    // Another payload, size, priority or miner under the same id: ALREADY_EXISTS (the
-    // kind is in the digest too: see request.rs's tests).
-    for other in [
+    // Another payload, size, priority or miner under the same id (as Curio sends the
+    // partitions of one WindowPoSt deadline): a job of its own, each reattached to by
+    // its own resubmission (the kind is in the digest too: see request.rs's tests).
+    let others = [
         synthetic(8, 1, 2, Priority::Normal, "sector-1"),
         synthetic(9, 1, 1, Priority::Normal, "sector-1"),
         synthetic(8, 2, 1, Priority::Normal, "sector-1"),
@@ -65,13 +58,21 @@ fn a_request_id_reused_with_other_content_is_refused() {
             payload: Payload { miner_id: 7, ..synthetic(8, 1, 1, Priority::Normal, "").payload },
             ..synthetic(8, 1, 1, Priority::Normal, "sector-1")
         },
-    ] {
-        match e.submit(other) {
-            Err(EngineError::AlreadyExists(m)) => assert!(m.contains("sector-1") && m.contains("request_id"), "{m}"),
-            r => panic!("expected ALREADY_EXISTS, got {r:?}"),
-        }
+    ];
+    let shapes = [(8, 1, 1), (8, 1, 2), (9, 1, 1), (8, 2, 1), (8, 1, 1), (8, 1, 1)];
+    let mut ids = vec![a.job_id.clone()];
+    for other in &others {
+        let s = e.submit(other.clone()).unwrap();
+        assert!(!s.existing && !ids.contains(&s.job_id), "{other:?} got an existing job");
+        assert_eq!(e.submit(other.clone()).unwrap().job_id, s.job_id, "{other:?} resubmitted got another job");
+        ids.push(s.job_id);
     }
-    assert_eq!(e.wait(&a.job_id, None).unwrap().status, JobStatus::Completed);
+    // Every one completes with a proof of its own request's circuit.
+    for (id, (log_size, partitions, seed)) in ids.iter().zip(shapes) {
+        let o = e.wait(id, None).unwrap();
+        assert_eq!(o.status, JobStatus::Completed, "{}", o.error);
+        check_proof(&o.proof, log_size, partitions, seed);
+    }
     e.shutdown(Duration::from_secs(5));
 }
 

@@ -153,7 +153,6 @@ fn status_of(e: EngineError) -> Status {
         EngineError::NotFound(m) => Status::not_found(m),
         EngineError::ResourceExhausted(m) => Status::resource_exhausted(m),
         EngineError::FailedPrecondition(m) => Status::failed_precondition(m),
-        EngineError::AlreadyExists(m) => Status::already_exists(m),
         EngineError::PermissionDenied(m) => Status::permission_denied(m),
         EngineError::ShuttingDown => Status::unavailable("the daemon is shutting down"),
         EngineError::Internal(m) => Status::internal(m),

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{config, synthetic, Daemon};
+use common::{check_proof, config, synthetic, Daemon};
 use cuzk_engine::{AdmissionLimits, EngineConfig};
 use cuzk_server::pb;
 use cuzk_server::rejection::MESSAGE_BYTES;
@@ -34,17 +34,16 @@ async fn error_texts_are_bounded_whatever_the_input() {
     let e = c.submit_proof(r).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().len() <= MESSAGE_BYTES + 64 && e.message().contains("message cut"), "{} bytes", e.message().len());
-    // A request id of 20,000 characters reused with other content.
+    // A request id of 20,000 characters reused with other content: another job.
     let rid = "r".repeat(20_000);
-    c.submit_proof(synthetic(8, 1, 0, pb::Priority::Normal, &rid)).await.unwrap();
-    let e = c.submit_proof(synthetic(8, 1, 1, pb::Priority::Normal, &rid)).await.unwrap_err();
-    assert_eq!(e.code(), Code::AlreadyExists);
-    assert!(e.message().len() < 600 && e.message().contains("20000 bytes"), "{}", e.message());
+    let first = c.submit_proof(synthetic(8, 1, 0, pb::Priority::Normal, &rid)).await.unwrap().into_inner().job_id;
+    let second = c.submit_proof(synthetic(8, 1, 1, pb::Priority::Normal, &rid)).await.unwrap().into_inner().job_id;
+    assert_ne!(first, second);
     d.stop(Duration::from_secs(10)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_reused_request_id_with_other_content_is_already_exists() {
+async fn a_reused_request_id_with_other_content_is_another_job() {
     let d = Daemon::start(config()).await;
     let mut c = d.client().await;
     let a = c.submit_proof(synthetic(8, 1, 5, pb::Priority::Normal, "sector-9")).await.unwrap().into_inner().job_id;
@@ -52,13 +51,19 @@ async fn a_reused_request_id_with_other_content_is_already_exists() {
     assert!(a.bytes().all(|b| b.is_ascii_hexdigit()), "{a}");
     let same = c.submit_proof(synthetic(8, 1, 5, pb::Priority::Normal, "sector-9")).await.unwrap().into_inner().job_id;
     assert_eq!(same, a);
-    for other in [synthetic(8, 1, 6, pb::Priority::Normal, "sector-9"), synthetic(8, 1, 5, pb::Priority::High, "sector-9")] {
-        let e = c.submit_proof(other).await.unwrap_err();
-        assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
-        assert!(e.message().contains("sector-9"), "{}", e.message());
+    // Other content under the same id (as Curio's WindowPoSt partitions of one deadline
+    // come): a job of its own, with a proof of its own request.
+    let mut jobs = vec![(a, 5)];
+    for (other, seed) in [(synthetic(8, 1, 6, pb::Priority::Normal, "sector-9"), 6), (synthetic(8, 1, 5, pb::Priority::High, "sector-9"), 5)] {
+        let id = c.submit_proof(other).await.unwrap().into_inner().job_id;
+        assert!(jobs.iter().all(|(j, _)| *j != id), "another content got an existing job");
+        jobs.push((id, seed));
     }
-    let r = c.await_proof(pb::AwaitProofRequest { job_id: a, timeout_ms: 0 }).await.unwrap().into_inner();
-    assert_eq!(r.status, pb::await_proof_response::Status::Completed as i32);
+    for (id, seed) in jobs {
+        let r = c.await_proof(pb::AwaitProofRequest { job_id: id, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, pb::await_proof_response::Status::Completed as i32, "{}", r.error_message);
+        check_proof(&r.proof, 8, 1, seed);
+    }
     d.stop(Duration::from_secs(5)).await;
 }
 

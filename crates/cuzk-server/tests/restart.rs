@@ -45,12 +45,15 @@ async fn a_completed_unfetched_proof_is_returned_after_a_restart() {
     assert_eq!(r.job_id, id);
     check_proof(&r.proof, 8, 2, 5);
     assert!(r.total_ms >= r.synthesis_ms, "{r:?}");
-    // The request id still names the job: a resubmission gets it (and its proof), other
-    // content under it is refused, as before the restart.
+    // The request id with its content still names the job: a resubmission gets it (and
+    // its proof); other content under it is another job, as before the restart.
     let again = c.submit_proof(synthetic(8, 2, 5, pb::Priority::Normal, "sector-42")).await.unwrap().into_inner();
     assert_eq!(again.job_id, id);
-    let other = c.submit_proof(synthetic(8, 2, 6, pb::Priority::Normal, "sector-42")).await.unwrap_err();
-    assert_eq!(other.code(), Code::AlreadyExists, "{other:?}");
+    let other = c.submit_proof(synthetic(8, 2, 6, pb::Priority::Normal, "sector-42")).await.unwrap().into_inner().job_id;
+    assert_ne!(other, id);
+    let r = c.await_proof(pb::AwaitProofRequest { job_id: other, timeout_ms: 0 }).await.unwrap().into_inner();
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    check_proof(&r.proof, 8, 2, 6);
     // Restored jobs are not this process's completions.
     let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
     assert_eq!(st.total_proofs_completed, 0);

@@ -18,7 +18,8 @@
 #                                                 at a time; the timeline (SVG, waits), the
 #                                                 daemon's RSS and CPU time every 2 s;
 #                                                 COMPILED=1: with compiled matrices
-#                                                 (witness-only synthesis, a, b, c on the GPU)
+#                                                 (witness-only synthesis, a, b, c on the GPU);
+#                                                 DEVICE_MEMORY=24GiB: gpus.device_memory_limit
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
@@ -76,6 +77,9 @@ total_budget = "$budget"
 synthesis_concurrency = $conc
 synthesis_lookahead = 2
 EOF
+    if [ -n "${DEVICE_MEMORY:-}" ]; then
+      printf '[gpus]\ndevice_memory_limit = "%s"\n' "$DEVICE_MEMORY" >> "$W/daemon.toml"
+    fi
     if [ "${COMPILED:-0}" = 1 ]; then
       printf '[synthesis]\ncompiled_matrices = true\nmatrices_dir = "%s"\n' "$M" >> "$W/daemon.toml"
     fi
@@ -102,6 +106,10 @@ EOF
     fetch /timeline > "$O/timeline-$c.jsonl"
     # Memory and aux-vector reuse (aux_vectors_reused / aux_vectors_fresh) after the jobs.
     fetch /status > "$O/status-$c.json"
+    # Bytes over the bus per partition (cuzk_device_bytes_up_total / _partitions_total).
+    fetch /metrics > "$O/metrics-$c.txt"
+    awk '/^cuzk_device_bytes_up_total/ {u += $2} /^cuzk_device_partitions_total/ {p += $2} END {if (p) printf "bytes up per partition %.2f GB (%d partitions)\n", u / p / 1e9, p}' "$O/metrics-$c.txt" | tee -a "$O/submit-$c.txt"
+    grep -h "device plan\|staging slot allocated\|parameter set loaded" "$O/daemon-$c.log" | sed 's/\x1b\[[0-9;]*m//g' | head -5 | tee -a "$O/submit-$c.txt"
     # CPU time per daemon thread, then again 10 s later: an idle daemon's threads must not
     # move (aac1ef1 on the H200: none did).
     for t in 0 10; do sleep "$t"; echo "== threads, ${t} s after the last job"; ps -L -o tid=,comm=,time= -p "$pid" | sort -k3 -r | head -12; done > "$O/threads-$c.txt" 2>&1 || true

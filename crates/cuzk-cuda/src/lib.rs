@@ -24,7 +24,7 @@ pub mod queries;
 
 pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
-pub use groth16::{CudaBackend, PointsPlacement};
+pub use groth16::{CudaBackend, DevicePlan, Overrides};
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

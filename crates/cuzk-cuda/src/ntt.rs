@@ -1,12 +1,14 @@
 //! NTTs and the H polynomial on the GPU, bit-identical to `cuzk_groth16::domain`.
 //!
 //! Per domain size the device keeps the stage-major twiddle tables of ω and ω^{-1}
-//! (n − 1 entries each, see ntt.cuh) and small two-level power tables for the coset
-//! and scaling steps. Transforms run in place on device vectors, enqueued on the
+//! (n − 1 entries each, see ntt.cuh; up to a stage only where the engine's table
+//! budget says so, [`GpuNtt::set_table_bytes`]) and small two-level power tables for
+//! the coset and scaling steps. Transforms run in place on device vectors, enqueued on the
 //! compute stream ([`GpuNtt::h_polynomial_on`] is the prover's); the calls on host
 //! data upload into a workspace of the engine's own on the copy stream.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
@@ -54,12 +56,50 @@ struct BitReversedPowers {
     row: CudaSlice<DeviceFr>,
 }
 
+/// Bytes of the twiddle tables of ω and ω^{-1} for a domain of 2^log_n up to stage
+/// `table_log` (2^table_log − 1 entries each).
+pub fn twiddle_table_bytes(table_log: u32) -> usize {
+    2 * 8 * TWIDDLE_WORDS * ((1usize << table_log) - 1)
+}
+
+/// The last stage (exclusive) a domain of 2^log_n keeps twiddles of in tables within
+/// `budget` bytes: every stage where they fit, else as many as fit, but at least the
+/// blocked stages (ntt_block reads only the table).
+pub fn table_log_within(log_n: u32, budget: usize) -> u32 {
+    let least = log_n.min(BLOCK_LOG);
+    (least..=log_n).rev().find(|&t| twiddle_table_bytes(t) <= budget).unwrap_or(least)
+}
+
+/// Device bytes of a domain's tables besides the twiddle tables: the five two-level
+/// power tables and the two bit-reversed ones (15 MB at 2^27).
+pub fn small_table_bytes(log_n: u32) -> usize {
+    let fr = std::mem::size_of::<DeviceFr>();
+    let power = |bits: u32| {
+        let lo = bits.min(TABLE_LO_BITS);
+        ((1usize << lo) + (1usize << (bits - lo)).max(1)) * fr
+    };
+    let k = log_n.min(BLOCK_LOG);
+    let bit_reversed = (1usize << k) * 8 * TWIDDLE_WORDS + (1usize << (log_n - k)) * fr;
+    3 * power(log_n) + 2 * power(log_n.saturating_sub(1)) + 2 * bit_reversed
+}
+
+/// Device bytes of a domain's tables with twiddles up to stage `table_log`.
+pub fn domain_bytes(log_n: u32, table_log: u32) -> usize {
+    twiddle_table_bytes(table_log) + small_table_bytes(log_n)
+}
+
 /// Device tables for one domain size.
 struct DeviceDomain {
     log_n: u32,
-    /// `fr::twiddle` entries of TWIDDLE_WORDS doubles each (ntt.cuh).
+    /// Stages below this read `tw_fwd` / `tw_inv`; the others compute their twiddles
+    /// from `pow_fwd` / `pow_inv`.
+    table_log: u32,
+    /// `fr::twiddle` entries of TWIDDLE_WORDS doubles each (ntt.cuh), 2^table_log − 1.
     tw_fwd: CudaSlice<f64>,
     tw_inv: CudaSlice<f64>,
+    /// ω^x and ω^{-x} for x < n/2.
+    pow_fwd: PowerTable,
+    pow_inv: PowerTable,
     /// 1/n (inverse NTT scaling).
     inv_n: PowerTable,
     /// g^i (onto the coset).
@@ -116,6 +156,8 @@ pub struct HPolyTimings {
 pub struct GpuNtt {
     gpu: Arc<Gpu>,
     domains: Mutex<HashMap<u32, Arc<DeviceDomain>>>,
+    /// Device bytes a domain's twiddle tables may take (usize::MAX: every stage's).
+    table_bytes: AtomicUsize,
     /// Device vectors for the calls on host data ([`GpuNtt::h_polynomial`],
     /// [`GpuNtt::transform_host`]), grown on demand and held for a whole call: such
     /// calls on one engine run one at a time. The prover stages its own (crate::groth16).
@@ -129,7 +171,33 @@ fn grid_1d(n: u64) -> LaunchConfig {
 
 impl GpuNtt {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), workspace: Mutex::new(Vec::new()) }
+        GpuNtt { gpu, domains: Mutex::new(HashMap::new()), table_bytes: AtomicUsize::new(usize::MAX), workspace: Mutex::new(Vec::new()) }
+    }
+
+    /// Keeps a domain's twiddle tables within `bytes` from now on (the stages past what
+    /// fits compute theirs: [`table_log_within`]); tables kept with more stages than
+    /// that are dropped (freed once the transforms using them are done).
+    pub fn set_table_bytes(&self, bytes: usize) -> Result<(), GpuError> {
+        self.table_bytes.store(bytes, Ordering::SeqCst);
+        let mut cache = self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?;
+        cache.retain(|&log_n, d| d.table_log <= table_log_within(log_n, bytes));
+        Ok(())
+    }
+
+    /// Device bytes of the tables kept now.
+    pub fn bytes_held(&self) -> usize {
+        self.domains.lock().map(|c| c.values().map(|d| domain_bytes(d.log_n, d.table_log)).sum()).unwrap_or(0)
+    }
+
+    /// Drops every table kept (freed once the transforms using them are done).
+    pub fn release(&self) -> Result<(), GpuError> {
+        self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?.clear();
+        Ok(())
+    }
+
+    /// The stage a domain of 2^log_n keeps twiddle tables up to here.
+    pub fn table_log(&self, log_n: u32) -> u32 {
+        table_log_within(log_n, self.table_bytes.load(Ordering::SeqCst))
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
@@ -164,28 +232,30 @@ impl GpuNtt {
         Ok(BitReversedPowers { col: col_tw, row: s.clone_htod(as_device(&row))? })
     }
 
-    /// The stage-major twiddle table of w (ntt.cuh): 2^log_n − 1 entries (one
-    /// unused entry for log_n = 0), filled on the device from a two-level table.
-    fn twiddles(&self, w: Scalar, log_n: u32) -> Result<CudaSlice<f64>, GpuError> {
-        let len = (1u64 << log_n) - 1;
+    /// The stage-major twiddle table of w (ntt.cuh) of the stages below `table_log`
+    /// (2^table_log − 1 entries; one unused entry for 0), filled on the device from the
+    /// two-level table of w's powers, which is returned with it.
+    fn twiddles(&self, w: Scalar, log_n: u32, table_log: u32) -> Result<(CudaSlice<f64>, PowerTable), GpuError> {
+        let len = (1u64 << table_log) - 1;
         let t = self.power_table(Scalar::ONE, w, log_n.saturating_sub(1))?;
         let s = &self.gpu.stream;
         if len == 0 {
-            return Ok(s.alloc_zeros::<f64>(TWIDDLE_WORDS)?);
+            return Ok((s.alloc_zeros::<f64>(TWIDDLE_WORDS)?, t));
         }
         // SAFETY: fully written by fill_stage_twiddles below before any read (each
         // entry is one fr::twiddle of at most TWIDDLE_WORDS doubles).
         let mut out = unsafe { s.alloc::<f64>(len as usize * TWIDDLE_WORDS)? };
         let mut b = s.launch_builder(&self.gpu.k.fill_stage_twiddles);
-        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&log_n);
+        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&log_n).arg(&table_log);
         // SAFETY: argument types match the kernel's signature; the grid-stride loop
-        // stays within 2^log_n − 1 = len.
+        // stays within 2^table_log − 1 = len, table_log ≤ log_n.
         unsafe { b.launch(grid_1d(len))? };
-        Ok(out)
+        Ok((out, t))
     }
 
     fn domain(&self, log_n: u32) -> Result<Arc<DeviceDomain>, GpuError> {
         let mut cache = self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?;
+        let table_log = self.table_log(log_n);
         if let Some(d) = cache.get(&log_n) {
             return Ok(d.clone());
         }
@@ -197,10 +267,14 @@ impl GpuNtt {
         let g = coset_shift();
         let g_inv = g.invert().unwrap();
         let z_inv_n = host.vanishing_at(g).invert().unwrap() * n_inv;
+        let ((tw_fwd, pow_fwd), (tw_inv, pow_inv)) = (self.twiddles(omega, log_n, table_log)?, self.twiddles(omega_inv, log_n, table_log)?);
         let d = Arc::new(DeviceDomain {
             log_n,
-            tw_fwd: self.twiddles(omega, log_n)?,
-            tw_inv: self.twiddles(omega_inv, log_n)?,
+            table_log,
+            tw_fwd,
+            tw_inv,
+            pow_fwd,
+            pow_inv,
             inv_n: self.power_table(n_inv, Scalar::ONE, log_n)?,
             coset: self.power_table(Scalar::ONE, g, log_n)?,
             inv_n_uncoset: self.power_table(n_inv, g_inv, log_n)?,
@@ -238,7 +312,7 @@ impl GpuNtt {
         let (s, k) = (&self.gpu.stream, &self.gpu.k);
         let log_n = d.log_n;
         let n = 1u64 << log_n;
-        let tw = if inverse { &d.tw_inv } else { &d.tw_fwd };
+        let (tw, pow) = if inverse { (&d.tw_inv, &d.pow_inv) } else { (&d.tw_fwd, &d.pow_fwd) };
         let dif_flag = dif as u32;
         let block_log = log_n.min(BLOCK_LOG);
         let passes = Self::strided_passes(log_n);
@@ -266,7 +340,8 @@ impl GpuNtt {
             b.arg(pre_mul).arg(&scale.col).arg(&scale.row).arg(sub).arg(&sub_factor);
             // SAFETY: matches `ntt_block(fr*, const twiddle*, u32, u32, u32, u32, const fr*,
             // const twiddle*, const fr*, const fr*, fr)`; one block per 2^k elements, shared
-            // memory for 2^k elements; twiddle indices < n − 1; pre_mul and sub hold n
+            // memory for 2^k elements; its stages are below k ≤ table_log (table_log_within),
+            // so twiddle indices < 2^table_log − 1; pre_mul and sub hold n
             // elements when their flags are set, the scale tables 2^k and n/2^k.
             unsafe { b.launch(cfg)? };
             Ok(())
@@ -282,9 +357,12 @@ impl GpuNtt {
             };
             let mut b = s.launch_builder(&k.ntt_strided);
             b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols).arg(&dif_flag).arg(&fuse).arg(pre_mul);
+            b.arg(&pow.lo).arg(&pow.hi).arg(&pow.lo_bits).arg(&d.table_log);
             // SAFETY: matches `ntt_strided(fr*, const twiddle*, u32, u32, u32, u32, u32, u32,
-            // const fr*)`; s0 ≥ BLOCK_LOG ≥ cols, so column groups tile 2^s0; blocks cover
-            // n exactly; pre_mul holds n elements when its flag is set.
+            // const fr*, const fr*, const fr*, u32, u32)`; s0 ≥ BLOCK_LOG ≥ cols, so column
+            // groups tile 2^s0; blocks cover n exactly; pre_mul holds n elements when its
+            // flag is set; the table holds the stages below table_log, the power tables
+            // ω's (or ω^{-1}'s) powers below 2^(log n − 1), the exponents the others take.
             unsafe { b.launch(cfg)? };
             Ok(())
         };
@@ -555,5 +633,22 @@ mod tests {
             assert_eq!(next, log_n);
         }
         assert_eq!(GpuNtt::strided_passes(27), vec![(10, 9), (19, 8)]);
+    }
+
+    #[test]
+    fn twiddle_tables_shrink_to_their_budget_but_keep_the_blocked_stages() {
+        // Whole at 2^27: 10.74 GB for both directions.
+        assert_eq!(twiddle_table_bytes(27), 80 * ((1 << 27) - 1));
+        assert_eq!(table_log_within(27, usize::MAX), 27);
+        assert_eq!(table_log_within(27, twiddle_table_bytes(27)), 27);
+        assert_eq!(table_log_within(27, twiddle_table_bytes(27) - 1), 26);
+        assert_eq!(table_log_within(27, 1 << 30), 23);
+        // Never below the blocked stages, nor above the domain.
+        assert_eq!(table_log_within(27, 0), BLOCK_LOG);
+        assert_eq!(table_log_within(5, 0), 5);
+        // The small tables are a few MB at 2^27.
+        let small = small_table_bytes(27);
+        assert!((10_000_000..20_000_000).contains(&small), "{small}");
+        assert_eq!(domain_bytes(27, 20), twiddle_table_bytes(20) + small);
     }
 }

@@ -24,6 +24,15 @@ pub struct Queries<B1, B2> {
 /// The five queries of a parameter set on the device.
 pub type DeviceQueries = Queries<DeviceBases<G1>, DeviceBases<G2>>;
 
+impl DeviceQueries {
+    /// Device bytes of the points.
+    pub fn bytes(&self) -> usize {
+        let (g1, g2) =
+            (std::mem::size_of::<<G1 as crate::msm::MsmGroup>::DeviceAffine>(), std::mem::size_of::<<G2 as crate::msm::MsmGroup>::DeviceAffine>());
+        (self.h.len() + self.l.len() + self.a.len() + self.b_g1.len()) * g1 + self.b_g2.len() * g2
+    }
+}
+
 /// The five queries of a parameter set in pinned host memory (portable: one copy
 /// serves every device, see [`shared`]).
 ///

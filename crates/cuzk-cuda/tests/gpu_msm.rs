@@ -272,13 +272,16 @@ fn gpu_split_msm_matches_blstrs() {
     assert!(msm.msm_split(&bases, &[], &[0, 1], &sig[..1]).is_err(), "index and scalar counts differ");
 }
 
-/// The split lists built on the device equal the host's, for L (every aux value) and a
-/// query with a density, over several chunks and a ragged last word: aux values mixing
-/// zeros, ones and random scalars, in runs so that chunks differ.
+/// The split lists built on the device from the compact aux vector equal the host's,
+/// for L (every aux value) and a query with a density, over several chunks and a ragged
+/// last word: aux values mixing zeros, ones and random scalars, in runs so that chunks
+/// differ. Built whole and in pieces of a chunk or two, with the other values resident
+/// and sent a window per piece.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn split_lists_built_on_the_device_equal_the_hosts() {
-    use cuzk_cuda::msm::split::{build_on_device, split_lists, split_plan, upload_density, DeviceAux, LIST_CHUNK};
+    use cuzk_cuda::msm::compact::{CompactView, HostCompact};
+    use cuzk_cuda::msm::split::{build_piece, split_lists, split_plan, upload_density, ListSource, PieceLimits, SplitLists, LIST_CHUNK};
     use cuzk_groth16::synthesis::{Density, ScalarClasses};
     let Some(g) = common::gpu() else { return };
     let n = 3 * LIST_CHUNK + 12_345;
@@ -291,20 +294,50 @@ fn split_lists_built_on_the_device_equal_the_hosts() {
         })
         .collect();
     let classes = ScalarClasses::classify(&aux);
+    let others: Vec<Scalar> = aux.iter().copied().filter(|v| !bool::from(v.is_zero()) && *v != Scalar::ONE).collect();
     let density = Density::from_fn(n, |i| (i % 3 != 0) || (LIST_CHUNK..2 * LIST_CHUNK).contains(&i));
     let s = g.stream().clone();
-    let d_aux = DeviceAux::upload(&s, &aux, &classes).unwrap();
+    let host = HostCompact { lead: &[], classes: &classes, len: n, others: &others };
     let d_density = upload_density(&s, &density, n).unwrap();
-    for (what, dens, first) in [("L", None, 0usize), ("A", Some(&density), 7)] {
-        let want = split_lists(&aux, &classes, dens, first).unwrap();
-        let plan = split_plan(n, &classes, dens, first).unwrap();
-        let bases = plan.end;
-        let dev = build_on_device(&g, &s, bases, &d_aux, dens.map(|_| &d_density), &plan).unwrap();
-        let got = dev.to_host().unwrap();
-        assert_eq!(got.ones, want.ones, "{what}: ones differ");
-        assert_eq!(got.sig_index, want.sig_index, "{what}: significant indices differ");
-        assert!(got.sig_scalars == want.sig_scalars, "{what}: significant scalars differ");
-        assert!(build_on_device(&g, &s, bases - 1, &d_aux, dens.map(|_| &d_density), &plan).is_err(), "{what}: too few bases accepted");
-        eprintln!("{what}: {} ones, {} significant values, equal to the host's", want.ones.len(), want.sig_index.len());
+    for resident in [true, false] {
+        let layout = host.layout(if resident { usize::MAX } else { 0 }.max(cuzk_cuda::msm::compact::CompactLayout::least_bytes(0, n))).unwrap();
+        assert_eq!(layout.others_resident, resident);
+        let mut area = s.alloc_zeros::<u64>(layout.words()).unwrap();
+        host.upload(&g, &s, &mut area, &layout).unwrap();
+        let compact = CompactView::of(&area, &layout).unwrap();
+        for (what, dens, first) in [("L", None, 0usize), ("A", Some(&density), 7)] {
+            let want = split_lists(&aux, &classes, dens, first).unwrap();
+            let plan = split_plan(n, &classes, dens, first).unwrap();
+            let table = plan.upload_chunks(&s).unwrap();
+            let src = ListSource {
+                compact: &compact,
+                density: dens.map(|_| &d_density),
+                chunk_table: &table,
+                others_host: (!resident).then_some(&others[..]),
+            };
+            for chunks_per_piece in [usize::MAX, 1, 2] {
+                let limits =
+                    PieceLimits { bytes: usize::MAX, significant: usize::MAX, bases: chunks_per_piece.saturating_mul(LIST_CHUNK), window: !resident };
+                let pieces = plan.pieces(limits).unwrap();
+                let mut region = s.alloc_zeros::<u32>(plan.whole().bytes(!resident) / 4 + 64).unwrap();
+                let mut got = SplitLists::default();
+                for p in &pieces {
+                    let mut view = region.slice_mut(..);
+                    let lists = build_piece(&g, &s, &src, &plan, p, &mut view).unwrap().to_host().unwrap();
+                    got.ones.extend(lists.ones);
+                    got.sig_index.extend(lists.sig_index);
+                    got.sig_scalars.extend(lists.sig_scalars);
+                }
+                assert_eq!(got.ones, want.ones, "{what}, {chunks_per_piece} chunks a piece, resident {resident}: ones differ");
+                assert_eq!(got.sig_index, want.sig_index, "{what}, {chunks_per_piece}, {resident}: significant indices differ");
+                assert!(got.sig_scalars == want.sig_scalars, "{what}, {chunks_per_piece}, {resident}: significant scalars differ");
+                eprintln!(
+                    "{what}: {} ones, {} significant values in {} pieces, equal to the host's",
+                    want.ones.len(),
+                    want.sig_index.len(),
+                    pieces.len()
+                );
+            }
+        }
     }
 }

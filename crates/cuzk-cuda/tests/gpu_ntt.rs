@@ -152,3 +152,37 @@ fn gpu_h_polynomial_and_ntt_at_2_27() {
     drop((cpu, gpu));
     check_h_polynomial(&ntt, 27, 130_279_197);
 }
+
+/// Twiddle tables cut short (the stages past them compute their twiddles, as on a card
+/// with little memory) give the same transforms and H polynomial, from the least table
+/// (the blocked stages only) to all but the last stage.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_ntt_with_short_twiddle_tables_matches_cpu() {
+    use cuzk_cuda::ntt::twiddle_table_bytes;
+    let Some(g) = common::gpu() else { return };
+    for log_n in [12u32, 19, 22] {
+        for table_log in [10u32, 13, log_n - 1] {
+            let ntt = GpuNtt::new(g.clone());
+            ntt.set_table_bytes(twiddle_table_bytes(table_log)).unwrap();
+            assert_eq!(ntt.table_log(log_n), table_log);
+            let d = Domain::new(log_n).unwrap();
+            let input = common::random_scalars(1 << log_n, 700 + log_n as u64);
+            for kind in [NttKind::Forward, NttKind::Inverse, NttKind::CosetForward, NttKind::CosetInverse] {
+                let mut cpu = input.clone();
+                match kind {
+                    NttKind::Forward => d.fft(&mut cpu),
+                    NttKind::Inverse => d.ifft(&mut cpu),
+                    NttKind::CosetForward => d.coset_fft(&mut cpu),
+                    NttKind::CosetInverse => d.icoset_fft(&mut cpu),
+                }
+                let mut gpu = input.clone();
+                ntt.transform_host(kind, &mut gpu).unwrap();
+                assert!(cpu == gpu, "2^{log_n} {kind:?} with tables to stage {table_log}: differs from the CPU");
+            }
+            check_h_polynomial(&ntt, log_n, (1 << log_n) - 5);
+            assert!(ntt.bytes_held() < twiddle_table_bytes(log_n), "2^{log_n}: the whole tables were kept");
+            eprintln!("2^{log_n}, tables to stage {table_log}: transforms and H polynomial match the CPU");
+        }
+    }
+}

@@ -104,12 +104,13 @@ fn concurrent_callers_with_pinned_buffers_get_the_cpu_proofs() {
     for (s, p) in got {
         assert_eq!(p, want[s as usize - 1], "witness {s}: a GPU proof differs from the CPU's");
     }
-    // The MSMs' large buffers: one allocation of the size the placement counts, never
-    // grown by a later MSM.
-    let q = params.lens();
-    let counted = cuzk_cuda::groth16::placement::resident_msm_scratch_bytes(n, [q.l, q.a, q.b_g1]);
-    assert_eq!(backend.msm_scratch_bytes(), counted, "the MSM scratch is not the size the placement counts");
-    eprintln!("2^{log_n}: 12 proofs from two threads (pinned a, b, c, each circuit twice) equal the CPU's; MSM scratch {counted} bytes");
+    // The device holds what the plan counts (its parts besides the pool's MSM buffers
+    // and the margin), after two callers took both slots: nothing grew past it.
+    let plan = backend.plan_for(&params, None).unwrap();
+    let counted = plan.total_bytes - plan.msm_small_bytes - plan.margin_bytes;
+    assert_eq!(plan.slots, 2);
+    assert_eq!(backend.device_bytes_held().unwrap(), counted, "the device holds other than the plan counts: {plan:?}");
+    eprintln!("2^{log_n}: 12 proofs from two threads (pinned a, b, c, each circuit twice) equal the CPU's; {counted} bytes held as planned");
 }
 
 /// The GPU's fixed-base multiplications against the CPU's (independent tables: 8-bit
@@ -340,7 +341,7 @@ fn streamed_parameters_prove_as_resident_ones() {
     use cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
     use cuzk_cuda::params_file::{load_queries_to_host, STAGING_BYTES};
     use cuzk_cuda::queries::{shared, StreamedQueries};
-    use cuzk_cuda::{GpuError, GpuFixedBase, PointsPlacement};
+    use cuzk_cuda::{GpuError, GpuFixedBase, Overrides};
     use cuzk_groth16::format::{read_params_layout, save};
     use cuzk_groth16::generator::{generate_parameters_with, ToxicWaste};
     use cuzk_groth16::params::QueryPoints;
@@ -359,7 +360,8 @@ fn streamed_parameters_prove_as_resident_ones() {
     let zero = [ProofRandomness::zero(); 2];
     let circuits = || synthesize_many(vec![shape.circuit(1), shape.circuit(2)]).unwrap();
     let want = CudaBackend::new(g.clone()).prove(&params, &mut circuits(), &zero).unwrap().proofs;
-    let streamed = CudaBackend::new(g.clone()).with_placement(PointsPlacement::Streamed { chunk_bytes: MIN_CHUNK_BYTES }).unwrap();
+    let stream = |chunk_bytes| Overrides { chunk_bytes: Some(chunk_bytes), ..Overrides::default() };
+    let streamed = CudaBackend::new(g.clone()).with_overrides(stream(MIN_CHUNK_BYTES)).unwrap();
     let out = streamed.prove(&params, &mut circuits(), &zero).unwrap();
     assert_eq!(out.proofs, want, "streamed host points: proofs differ from the resident ones");
     let d = out.device.unwrap();
@@ -371,7 +373,7 @@ fn streamed_parameters_prove_as_resident_ones() {
 
     // Another backend (as another GPU's would) shares the pinned copy; once every
     // holder has released the set, it is loaded anew.
-    let other = CudaBackend::new(g.clone()).with_placement(PointsPlacement::Streamed { chunk_bytes: 2 * MIN_CHUNK_BYTES }).unwrap();
+    let other = CudaBackend::new(g.clone()).with_overrides(stream(2 * MIN_CHUNK_BYTES)).unwrap();
     assert_eq!(other.prove(&params, &mut circuits(), &zero).unwrap().proofs, want, "larger chunks: proofs differ");
     let again = || shared(params.id(), || Err::<StreamedQueries, _>(GpuError::Invalid("loaded again".into())));
     assert!(again().unwrap().1, "the second backend did not share the pinned points");
@@ -474,7 +476,7 @@ fn device_products_equal_host_products() {
         let dw = DeviceWitness::upload(&g, g.stream(), &compact).unwrap();
         let [a, b, c] = dm.products(&g, &dw, len).unwrap();
         let z: Vec<Scalar> = w.input.iter().chain(&w.aux).copied().collect();
-        assert_eq!(dw.to_host().unwrap(), z, "{name}: the expanded witness differs");
+        assert_eq!(dw.to_host(&g).unwrap(), z, "{name}: the expanded witness differs");
         let host = cuzk_groth16::SynthesizedCircuit::from_matrices(
             &m,
             w,
@@ -576,4 +578,56 @@ fn proofs_with_products_on_the_device_equal_the_full_synthesis_proofs() {
     let params = generate_parameters(circuit(), &mut rng, &NoProgress).unwrap();
     let m = Arc::new(compile_matrices(circuit()).unwrap());
     check("mixed 5000", &params, m, synthesize_many(vec![circuit()]).unwrap(), vec![synthesize_witness(circuit(), 0).unwrap()], false);
+}
+
+/// The paths a small card's plan takes, forced at small sizes, give the CPU's proofs
+/// byte for byte (r = s = 0), from full synthesis and from compiled matrices: one slot,
+/// twiddles computed above stage 10, the H MSM in runs, points streamed through the
+/// least chunks (list pieces cut at a chunk's bases), the witness's other values left
+/// on the host (a window sent per list piece; pending a, b, c computed on the host).
+/// A backend capped far below the set's needs refuses it, saying what it needs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_card_paths_give_the_cpu_proofs() {
+    use cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
+    use cuzk_cuda::Overrides;
+    use cuzk_groth16::matrices::compile_matrices;
+    use cuzk_groth16::{synthesize_witness, SynthesizedCircuit};
+    use std::sync::Arc;
+    let Some(g) = common::gpu() else { return };
+    let log_n = 18;
+    let shape = SyntheticShape::for_domain(log_n);
+    let params = generate_parameters(shape.circuit(0), &mut ChaCha20Rng::seed_from_u64(0x5ca), &NoProgress).unwrap();
+    let m = Arc::new(compile_matrices(shape.circuit(0)).unwrap());
+    let seeds = [5u64, 6];
+    let zero = [ProofRandomness::zero(); 2];
+    let want =
+        CpuBackend::new().prove(&params, &mut synthesize_many(seeds.iter().map(|&s| shape.circuit(s)).collect()).unwrap(), &zero).unwrap().proofs;
+    let pending = || -> Vec<SynthesizedCircuit> {
+        seeds
+            .iter()
+            .map(|&s| SynthesizedCircuit::with_pending_products(m.clone(), synthesize_witness(shape.circuit(s), 0).unwrap()).unwrap())
+            .collect()
+    };
+    let base = Overrides { slots: Some(1), table_log: Some(10), h_piece: Some(70_000), ..Overrides::default() };
+    for (name, o) in [
+        ("one slot, computed twiddles, H in runs", base),
+        ("streamed least chunks", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), ..base }),
+        ("other values on the host", Overrides { witness_least: true, ..base }),
+        ("all of them", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), witness_least: true, table_log: Some(12), ..base }),
+    ] {
+        // Planned knowing the matrices (the pending circuits first), as the engine plans.
+        let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
+        let out = backend.prove(&params, &mut pending(), &zero).unwrap();
+        assert_eq!(out.proofs, want, "{name}: compiled matrices give other proofs");
+        let full = backend.prove(&params, &mut synthesize_many(seeds.iter().map(|&s| shape.circuit(s)).collect()).unwrap(), &zero).unwrap();
+        assert_eq!(full.proofs, want, "{name}: full synthesis gives other proofs");
+        let plan = backend.plan_for(&params, Some(&m)).unwrap();
+        eprintln!("2^{log_n}, {name}: equal to the CPU's; {} bytes up; plan {plan:?}", out.device.unwrap().bytes_up);
+    }
+    // 30 MiB cannot hold a, b, c of 2^18 (25 MB) with everything else.
+    let capped = CudaBackend::new(g.clone()).with_memory_limit(Some(30 << 20));
+    let e = capped.prove(&params, &mut pending(), &zero).unwrap_err().to_string();
+    assert!(e.contains("available") && e.contains("at least"), "{e}");
+    eprintln!("capped at 30 MiB: {e}");
 }

@@ -43,6 +43,11 @@ pub(crate) struct Stats {
     pub queue_wait: HashMap<ProofKind, Histogram>,
     pub total: HashMap<ProofKind, Histogram>,
     pub verify_failures: u64,
+    /// Bytes a device backend sent up (witness, a, b, c, streamed points, matrices) and
+    /// read back, and the partitions it proved, per kind.
+    pub bytes_up: HashMap<ProofKind, u64>,
+    pub bytes_down: HashMap<ProofKind, u64>,
+    pub device_partitions: HashMap<ProofKind, u64>,
 }
 
 /// The Prometheus text exposition of `stats` and `st`; `gpu_busy` is the prover
@@ -59,6 +64,9 @@ pub(crate) fn prometheus_text(st: &EngineStatus, stats: &Stats, gpu_busy: (u64, 
     counter(&mut o, "cuzk_proofs_completed_total", "Jobs completed with a verified proof.", &stats.completed);
     counter(&mut o, "cuzk_proofs_failed_total", "Jobs that failed.", &stats.failed);
     counter(&mut o, "cuzk_proofs_cancelled_total", "Jobs cancelled.", &stats.cancelled);
+    counter(&mut o, "cuzk_device_bytes_up_total", "Bytes sent to the GPUs (witness, a, b, c, streamed points).", &stats.bytes_up);
+    counter(&mut o, "cuzk_device_bytes_down_total", "Bytes read back from the GPUs.", &stats.bytes_down);
+    counter(&mut o, "cuzk_device_partitions_total", "Partitions proved on a GPU.", &stats.device_partitions);
     for (name, help, pick) in [
         ("cuzk_queue_pending_partitions", "Partitions not yet started.", 0),
         ("cuzk_queue_in_progress_partitions", "Partitions being synthesized or proved.", 1),

@@ -168,6 +168,12 @@ impl ParameterCache {
         let pvk = PreparedVerifyingKey::new(&set.vk);
         let matrices = handler.load_matrices(id)?.map(Arc::new);
         let matrices_bytes = matrices.as_ref().map_or(0, |m| m.bytes() as u64);
+        // Each device plans the set now, knowing its matrices: a set no GPU here can hold
+        // a partition of is refused before any partition is accepted for it.
+        for b in self.backends.iter() {
+            b.plan_params(&set, matrices.as_deref())
+                .map_err(|e| EngineError::FailedPrecondition(format!("parameter set {id} on {}: {e}", b.name())))?;
+        }
         // What the host holds for the set and its matrices, and the pinned copy of its
         // points that backends streaming it share.
         let pinned = self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);

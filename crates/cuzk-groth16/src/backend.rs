@@ -247,6 +247,15 @@ pub trait ProvingBackend: Send + Sync {
         Ok(())
     }
 
+    /// Plans the set on this backend's device before it is accepted, knowing the
+    /// circuit's compiled matrices where it has them: a GPU backend decides where every
+    /// device allocation of its partitions goes, or refuses a set no configuration of
+    /// its device fits (the error says what it needs). By default nothing is planned.
+    fn plan_params(&self, params: &ParameterSet, matrices: Option<&crate::matrices::ConstraintMatrices>) -> Result<(), ProveError> {
+        let _ = (params, matrices);
+        Ok(())
+    }
+
     /// The set `id` will not be proven with again (it was evicted and its last user has
     /// finished): per-set state such as device-resident points can go. A later `prove`
     /// with a set of that id may load it anew. By default nothing is kept, nothing done.

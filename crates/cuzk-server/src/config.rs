@@ -69,6 +69,10 @@ pub struct DaemonConfig {
     pub gpu_devices: Vec<u32>,
     /// gpus.gpu_workers_per_device: prover workers per backend (one backend per GPU).
     pub workers_per_backend: usize,
+    /// gpus.device_memory_limit: device bytes each GPU backend may hold (cuzk's own
+    /// key). Empty: all the card has free; one value: every GPU; else one per GPU, in
+    /// the order gpus.devices lists them (or of their ordinals).
+    pub device_memory_limit: Vec<u64>,
     /// gpus.gpu_threads / synthesis.threads: CPU threads for synthesis and CPU
     /// proving; 0 = all.
     pub cpu_threads: usize,
@@ -130,6 +134,7 @@ impl Default for DaemonConfig {
             eviction_min_idle: Duration::from_secs(300),
             gpu_devices: Vec::new(),
             workers_per_backend: 2,
+            device_memory_limit: Vec::new(),
             cpu_threads: 0,
             synthesis_workers: 1,
             synthesis_lookahead: 1,
@@ -447,6 +452,21 @@ impl DaemonConfig {
                             c.cpu_threads = n;
                         }
                     }
+                    "gpus.device_memory_limit" => {
+                        let one = |x: &toml::Value| -> Result<u64, ConfigError> {
+                            let s = x.as_str().ok_or_else(|| bad(k, format!("{x} is not a size like \"24GiB\"")))?;
+                            match parse_size(s) {
+                                Some(n) if n >= 1 << 30 => Ok(n),
+                                Some(_) => Err(bad(k, format!("{s:?} is below 1 GiB: no Filecoin circuit proves in that"))),
+                                None => Err(bad(k, format!("{s:?} is not \"all\" or a size like \"24GiB\""))),
+                            }
+                        };
+                        c.device_memory_limit = match v {
+                            toml::Value::String(s) if s.eq_ignore_ascii_case("all") => Vec::new(),
+                            toml::Value::Array(a) => a.iter().map(one).collect::<Result<_, _>>()?,
+                            x => vec![one(x)?],
+                        };
+                    }
                     "gpus.gpu_workers_per_device" => {
                         c.workers_per_backend = as_count(k, v)?;
                         if c.workers_per_backend == 0 {
@@ -524,6 +544,7 @@ eviction_min_idle = "10m"
 devices = [0, 1]
 gpu_threads = 32
 gpu_workers_per_device = 3
+device_memory_limit = "24GiB"
 [scheduler]
 max_batch_size = 1
 max_batch_wait_ms = 10000
@@ -550,6 +571,7 @@ old_key = 1
         assert_eq!(c.gpu_devices, vec![0, 1]);
         assert_eq!(c.cpu_threads, 32);
         assert_eq!(c.workers_per_backend, 3);
+        assert_eq!(c.device_memory_limit, vec![24 << 30]);
         assert_eq!(c.synthesis_lookahead, 2);
         assert_eq!(c.synthesis_workers, 3);
         assert_eq!(c.log_level, "debug");

@@ -68,7 +68,7 @@ async fn filecoin_proofs_from_parameter_files_read_onto_the_gpu_are_accepted() {
 async fn filecoin_proofs_with_streamed_parameter_points_are_accepted() {
     let Some(gpu) = gpu() else { return };
     let chunk_bytes = cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
-    let backend = CudaBackend::new(gpu).with_placement(cuzk_cuda::PointsPlacement::Streamed { chunk_bytes }).unwrap();
+    let backend = CudaBackend::new(gpu).with_overrides(cuzk_cuda::Overrides { chunk_bytes: Some(chunk_bytes), ..Default::default() }).unwrap();
     filecoin_proofs_on(backend, true).await;
 }
 
@@ -128,5 +128,87 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
         "PoRep C2 and WindowPoSt at 2 KiB proved on the GPU, points {mode}; filecoin-proofs accepts both; host charged {:?}",
         st.loaded_srs.iter().map(|s| (&s.circuit_id, s.size_bytes)).collect::<Vec<_>>()
     );
+    d.stop(Duration::from_secs(5)).await;
+}
+
+/// Every Filecoin kind (2 KiB, compiled matrices) on the paths a small card's plan
+/// takes — one staging slot shared by two prover workers, twiddles computed past stage
+/// 10, points streamed through the least chunks, the witness's other values left on the
+/// host (a, b, c then computed there, the split lists built a window at a time) —
+/// submitted at once: every proof is accepted by filecoin-proofs' verifiers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn every_kind_on_a_small_cards_paths_with_two_workers_is_accepted() {
+    use cuzk_engine::filecoin::FilecoinKind;
+    use cuzk_engine::{EngineConfig, KindHandler, ProofKind as Kind};
+    use cuzk_filecoin::fixtures::fixtures_2k;
+    let Some(gpu) = gpu() else { return };
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let matrices = tempfile::tempdir().unwrap();
+    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+        .into_iter()
+        .map(|k| {
+            let kind = FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap();
+            Arc::new(kind.with_compiled_matrices(matrices.path().to_owned())) as Arc<dyn KindHandler>
+        })
+        .collect();
+    let small = cuzk_cuda::Overrides {
+        chunk_bytes: Some(cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES),
+        slots: Some(1),
+        table_log: Some(10),
+        witness_least: true,
+        ..Default::default()
+    };
+    let backend = CudaBackend::new(gpu).with_overrides(small).unwrap();
+    let cfg = EngineConfig { workers_per_backend: 2, synthesis_workers: 2, ..config() };
+    let d = Daemon::start_with_kinds(cfg, vec![Arc::new(backend)], kinds, cuzk_engine::Buffers::plain()).await;
+    let c = d.client().await;
+    let post = |kind: pb::ProofKind, p: &cuzk_filecoin::fixtures::PostFixture| pb::SubmitProofRequest {
+        proof_kind: kind as i32,
+        sector_size: 2048,
+        registered_proof: p.registered_proof,
+        vanilla_proofs: p.vanilla_proofs.clone(),
+        randomness: p.randomness.to_vec(),
+        miner_id: p.miner_id,
+        ..Default::default()
+    };
+    let (p, s) = (&f.porep, &f.snap);
+    let porep = pb::SubmitProofRequest {
+        proof_kind: pb::ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: p.registered_proof,
+        vanilla_proof: p.envelope.clone(),
+        sector_number: p.sector_number,
+        miner_id: p.miner_id,
+        ..Default::default()
+    };
+    let snap = pb::SubmitProofRequest {
+        proof_kind: pb::ProofKind::SnapDealsUpdate as i32,
+        sector_size: 2048,
+        registered_proof: s.registered_proof,
+        vanilla_proofs: s.vanilla_proofs.clone(),
+        comm_r_old: s.comm_r_old.to_vec(),
+        comm_r_new: s.comm_r_new.to_vec(),
+        comm_d_new: s.comm_d_new.to_vec(),
+        ..Default::default()
+    };
+    let prove = |r: pb::SubmitProofRequest| {
+        let mut c = c.clone();
+        async move { c.prove(pb::ProveRequest { submit: Some(r) }).await.unwrap().into_inner().result.unwrap() }
+    };
+    let (rp, rs, rw, rn) = tokio::join!(
+        prove(porep),
+        prove(snap),
+        prove(post(pb::ProofKind::WindowPostPartition, &f.window)),
+        prove(post(pb::ProofKind::WinningPost, &f.winning))
+    );
+    for r in [&rp, &rs, &rw, &rn] {
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    }
+    assert!(p.filecoin_proofs_accepts(&rp.proof, p.comm_r, p.seed), "verify_seal refuses the PoRep proof");
+    assert!(s.filecoin_proofs_accepts(&rs.proof, s.comm_r_new, s.comm_d_new), "the SnapDeals proof is refused");
+    assert!(f.window.filecoin_proofs_accepts(&rw.proof, &f.window.randomness, &f.window.comm_rs), "the WindowPoSt proof is refused");
+    assert!(f.winning.filecoin_proofs_accepts(&rn.proof, &f.winning.randomness, &f.winning.comm_rs), "the WinningPoSt proof is refused");
+    eprintln!("all four kinds at 2 KiB on a small card's paths (one slot, two workers): accepted by filecoin-proofs");
     d.stop(Duration::from_secs(5)).await;
 }

@@ -52,16 +52,17 @@ pub type BackendOn = (Box<dyn ProvingBackend>, Option<Arc<cuzk_cuda::Gpu>>);
 
 /// The backend for `kind`, and its GPU when it runs on one.
 pub fn backend_on(kind: BackendKind) -> Result<BackendOn> {
-    backend_placing(kind, cuzk_cuda::PointsPlacement::Auto)
+    backend_planned(kind, cuzk_cuda::Overrides::default(), None)
 }
 
-/// [`backend_on`], a GPU backend keeping the parameters' points as `placement` says.
-pub fn backend_placing(kind: BackendKind, placement: cuzk_cuda::PointsPlacement) -> Result<BackendOn> {
+/// [`backend_on`], a GPU backend choosing as `overrides` say where its device plan
+/// would choose otherwise, within `limit` bytes of device memory.
+pub fn backend_planned(kind: BackendKind, overrides: cuzk_cuda::Overrides, limit: Option<usize>) -> Result<BackendOn> {
     let gpu = gpu_for(kind)?;
     let backend: Box<dyn ProvingBackend> = match &gpu {
-        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_placement(placement)?),
-        None if placement != cuzk_cuda::PointsPlacement::Auto => {
-            bail!("streaming the parameters' points needs a GPU backend")
+        Some(g) => Box::new(cuzk_cuda::CudaBackend::new(g.clone()).with_overrides(overrides)?.with_memory_limit(limit)),
+        None if overrides != cuzk_cuda::Overrides::default() || limit.is_some() => {
+            bail!("streaming the parameters' points or a device memory limit needs a GPU backend")
         }
         None => Box::new(CpuBackend::new()),
     };
@@ -78,10 +79,12 @@ pub fn fixed_base_on(gpu: Option<&Arc<cuzk_cuda::Gpu>>) -> Result<Box<dyn FixedB
     Ok(mul)
 }
 
-/// One GPU backend per device in `devices` (every device when empty). None when
-/// `devices` is empty and the machine has no usable GPU (the caller falls back to the
-/// CPU); an error when a device that was asked for cannot be used.
-pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBackend>>>> {
+/// One GPU backend per device in `devices` (every device when empty), each holding at
+/// most its `limits` entry of device memory (gpus.device_memory_limit: none, one for
+/// every device, or one per device). None when `devices` is empty and the machine has
+/// no usable GPU (the caller falls back to the CPU); an error when a device that was
+/// asked for cannot be used.
+pub fn cuda_backends(devices: &[u32], limits: &[u64]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBackend>>>> {
     let count = match cuzk_cuda::device_count() {
         Ok(n) => n,
         Err(why) if devices.is_empty() => {
@@ -91,10 +94,17 @@ pub fn cuda_backends(devices: &[u32]) -> Result<Option<Vec<Arc<cuzk_cuda::CudaBa
         Err(why) => bail!("gpus.devices = {devices:?}, but there is no usable GPU: {why}"),
     };
     let ordinals: Vec<usize> = if devices.is_empty() { (0..count).collect() } else { devices.iter().map(|&d| d as usize).collect() };
+    if limits.len() > 1 && limits.len() != ordinals.len() {
+        bail!("gpus.device_memory_limit lists {} sizes for {} GPUs: give one size, or one per GPU", limits.len(), ordinals.len());
+    }
     let mut out = Vec::with_capacity(ordinals.len());
-    for o in ordinals {
+    for (i, o) in ordinals.into_iter().enumerate() {
         let gpu = cuzk_cuda::Gpu::open(o).with_context(|| format!("opening GPU {o} (gpus.devices)"))?;
-        out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu)));
+        let limit = limits.get(i).or(limits.first()).map(|&b| b as usize);
+        if let Some(b) = limit {
+            tracing::info!(gpu = o, limit_gb = format!("{:.2}", b as f64 / 1e9), "device memory limited (gpus.device_memory_limit)");
+        }
+        out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu).with_memory_limit(limit)));
     }
     Ok(Some(out))
 }

@@ -32,7 +32,7 @@ use cuzk_groth16::{DeviceReport, ProofRandomness, ProvingBackend, Stage, Synthes
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
-use crate::backends::{backend_placing, fixed_base_on, BackendKind};
+use crate::backends::{backend_planned, fixed_base_on, BackendKind};
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
 
@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// too small for the set (default: on the device when they fit).
     #[arg(long, value_name = "MIB")]
     pub(crate) stream_points: Option<usize>,
+    /// GPU: plan the device's memory within this many GiB (as gpus.device_memory_limit
+    /// does for the daemon), standing in for a smaller card.
+    #[arg(long, value_name = "GIB")]
+    pub(crate) device_memory_gib: Option<f64>,
     /// A Filecoin request folder (`cuzk fixture`, or one written the same way): time
     /// its partitions (count, cuzk's synthesis, bellperson's, and the proof where
     /// --params or --param-dir is given) instead of synthetic circuits.
@@ -152,13 +156,12 @@ pub(crate) fn print_proof_stages(out: &cuzk_groth16::ProveOutput) {
     }
 }
 
-/// Where the GPU backend keeps parameter points (`--stream-points`).
-pub(crate) fn placement(args: &BenchArgs) -> cuzk_cuda::PointsPlacement {
-    match args.stream_points {
-        // Whole G1 and G2 points per buffer.
-        Some(mib) => cuzk_cuda::PointsPlacement::Streamed { chunk_bytes: (mib << 20) / 192 * 192 },
-        None => cuzk_cuda::PointsPlacement::Auto,
-    }
+/// The GPU backend's choices: points streamed (`--stream-points`), and its device
+/// memory (`--device-memory-gib`).
+pub(crate) fn planned(args: &BenchArgs) -> (cuzk_cuda::Overrides, Option<usize>) {
+    // Whole G1 and G2 points per buffer.
+    let chunk_bytes = args.stream_points.map(|mib| (mib << 20) / 192 * 192);
+    (cuzk_cuda::Overrides { chunk_bytes, ..cuzk_cuda::Overrides::default() }, args.device_memory_gib.map(|g| (g * (1u64 << 30) as f64) as usize))
 }
 
 /// `cuzk bench` on synthetic circuits (`--input` is crate::bench_filecoin's).
@@ -167,7 +170,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--reps must be at least 1");
     }
     let sizes = if args.log_sizes.is_empty() { vec![args.shape.log_size] } else { args.log_sizes.clone() };
-    let (backend, gpu) = backend_placing(args.backend, placement(args))?;
+    let (overrides, limit) = planned(args);
+    let (backend, gpu) = backend_planned(args.backend, overrides, limit)?;
     if args.back_to_back > 0 && !backend.keeps_evaluations() {
         bail!("--back-to-back proves pre-made partitions again: {} uses a, b, c as scratch", backend.name());
     }

@@ -23,8 +23,8 @@ use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{ParameterSet, ProofRandomness, ProvingBackend, SynthesizedCircuit};
 use rand::SeedableRng;
 
-use crate::backends::backend_placing;
-use crate::bench::{new_buffers, placement, print_proof_stages, BenchArgs};
+use crate::backends::backend_planned;
+use crate::bench::{new_buffers, planned, print_proof_stages, BenchArgs};
 use crate::host::{measure, StepCost};
 use crate::progress::{spinner, Bars};
 
@@ -37,7 +37,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if args.timing_params || args.back_to_back > 0 {
         anyhow::bail!("--input times the request's own circuit: --timing-params and --back-to-back are for synthetic circuits");
     }
-    let (backend, gpu) = backend_placing(args.backend, placement(args))?;
+    let (overrides, limit) = planned(args);
+    let (backend, gpu) = backend_planned(args.backend, overrides, limit)?;
     FilecoinBench {
         input,
         circuit: args.circuit.as_deref(),

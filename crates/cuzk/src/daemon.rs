@@ -89,24 +89,25 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)
         .allowing_premade(config.synthetic_allow_premade)
         .with_compiled_matrices(config.compiled_matrices == CompiledMatrices::On);
-    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) = match crate::backends::cuda_backends(&config.gpu_devices)? {
-        Some(gpus) => {
-            let gpu = gpus[0].gpu().clone();
-            // Synthetic setups' fixed-base multiplications on the first GPU, taking
-            // turns with its proofs.
-            let first = gpus[0].clone();
-            synthetic = synthetic.with_fixed_base(Box::new(move || {
-                Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
-                    as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
-            }));
-            let pinned = Buffers::pinned(Box::new(move |len| {
-                cuzk_cuda::PinnedScalars::storage(&gpu, len)
-                    .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
-            }));
-            (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
-        }
-        None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
-    };
+    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) =
+        match crate::backends::cuda_backends(&config.gpu_devices, &config.device_memory_limit)? {
+            Some(gpus) => {
+                let gpu = gpus[0].gpu().clone();
+                // Synthetic setups' fixed-base multiplications on the first GPU, taking
+                // turns with its proofs.
+                let first = gpus[0].clone();
+                synthetic = synthetic.with_fixed_base(Box::new(move || {
+                    Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
+                        as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
+                }));
+                let pinned = Buffers::pinned(Box::new(move |len| {
+                    cuzk_cuda::PinnedScalars::storage(&gpu, len)
+                        .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
+                }));
+                (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
+            }
+            None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
+        };
     tracing::info!(
         config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
         memory_budget_bytes = engine_config.memory_budget_bytes,

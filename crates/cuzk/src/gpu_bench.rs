@@ -208,7 +208,7 @@ fn run_products(gpu: &Arc<Gpu>, args: &GpuBenchArgs) -> Result<()> {
     )?;
     let host_s = t.elapsed().as_secs_f64();
     let [a, b, c] = out.context("no products")?;
-    let z_ok = dw.to_host()? == z_host;
+    let z_ok = dw.to_host(gpu)? == z_host;
     drop(z_host);
     let mut ok = z_ok;
     for (dev, cpu) in [(&a, &host.a), (&b, &host.b), (&c, &host.c)] {

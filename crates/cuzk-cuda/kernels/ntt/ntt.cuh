@@ -13,7 +13,10 @@
 // Twiddles are stored stage by stage, in fr::twiddle form: tw[2^s - 1 + j] =
 // w^(j·2^(log_n-1-s)) for j < 2^s, with w the forward or inverse n-th root of unity, so the butterflies of a
 // stage at consecutive offsets j read consecutive twiddles (coalesced, where a single
-// table of w^j would be read with a stride of 2^(log_n-1-s)). n - 1 entries in all.
+// table of w^j would be read with a stride of 2^(log_n-1-s)). n - 1 entries in all
+// (40 bytes each: 10.7 GB for the two tables at 2^27). Where device memory is short
+// the table stops at a stage (stage_twiddles): the stages above compute their
+// twiddles from two small power tables, one more product per butterfly.
 //
 // Shared memory holds an element as two 16-byte planes (low and high halves in
 // separate arrays): consecutive elements are then 16 bytes apart, so a warp's
@@ -52,18 +55,33 @@ struct shared_elems {
     }
 };
 
+// The twiddles of a transform: stage s < table_log reads the stage-major table; a
+// stage above computes w^x, x = j·2^(log_n-1-s), as lo[x mod 2^lo_bits] · hi[x >> lo_bits]
+// (the same product the table was filled with, so the result is the same bits).
+struct stage_twiddles {
+    const fr::twiddle *table;
+    const fr::elem *lo, *hi;
+    uint32_t table_log, lo_bits, log_n;
+
+    // v times the twiddle of offset j in stage s.
+    __device__ __forceinline__ fr::elem mul(const fr::elem &v, uint32_t s, uint64_t j) const {
+        if (s < table_log) return fr::mul_twiddle(v, table[((1ull << s) - 1) + j]);
+        const uint64_t x = j << (log_n - 1 - s);
+        return fr::mul(v, fr::mul(lo[x & ((1u << lo_bits) - 1)], hi[x >> lo_bits]));
+    }
+};
+
 // DIT: (x, y) <- (x + w·y, x − w·y).  DIF: (x, y) <- (x + y, (x − y)·w).
-// The twiddle of offset j in stage s is tw[2^s - 1 + j]; j = 0 needs no product.
-__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const fr::twiddle *tw, uint32_t s, uint64_t j,
+// w is the twiddle of offset j in stage s; j = 0 needs no product.
+__device__ __forceinline__ void butterfly(fr::elem &x, fr::elem &y, const stage_twiddles &tw, uint32_t s, uint64_t j,
                                           bool dif) {
     const bool trivial = j == 0;
-    const uint64_t widx = ((1ull << s) - 1) + j;
     if (dif) {
         fr::elem d = fr::sub(x, y);
         x = fr::add(x, y);
-        y = trivial ? d : fr::mul_twiddle(d, tw[widx]);
+        y = trivial ? d : tw.mul(d, s, j);
     } else {
-        fr::elem t = trivial ? y : fr::mul_twiddle(y, tw[widx]);
+        fr::elem t = trivial ? y : tw.mul(y, s, j);
         y = fr::sub(x, t);
         x = fr::add(x, t);
     }
@@ -133,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(256) ntt_bit_reverse_tiled(fr::elem
 // Threads: nq = max(1, 2^(M-2)) per column, q < nq its index in the column.
 __device__ __forceinline__ void shared_stages(const shared_elems &sh, uint32_t M, uint32_t log_l, uint32_t l,
                                               uint32_t q, uint32_t nq, uint32_t s_base, uint64_t jlo,
-                                              const fr::twiddle *tw, bool dif) {
+                                              const stage_twiddles &tw, bool dif) {
     const uint32_t pairs = M / 2, steps = pairs + (M & 1);
     auto at = [&](uint32_t u) { return (u << log_l) | l; };
     auto joff = [&](uint32_t u, uint32_t t) { return ((uint64_t)(u & ((1u << t) - 1)) << s_base) | jlo; };
@@ -206,7 +224,9 @@ extern "C" __global__ void __launch_bounds__(256, 3)
         sh.set(i, v);
     }
     __syncthreads();
-    shared_stages(sh, k, 0, 0, threadIdx.x, blockDim.x, 0, 0, tw, dif);
+    // The blocked stages are below every table's end (table_log ≥ k, see ntt.rs).
+    const stage_twiddles stw{tw, nullptr, nullptr, 64, 0, log_n};
+    shared_stages(sh, k, 0, 0, threadIdx.x, blockDim.x, 0, 0, stw, dif);
     fr::twiddle row_w, sub_w;
     if (fuse & NTT_FUSE_SCALE) row_w = fr::to_twiddle(row[blockIdx.x]);
     if (fuse & NTT_FUSE_SUB) sub_w = fr::to_twiddle(sub_factor);
@@ -222,10 +242,13 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 // the butterflies of these stages mix only elements of equal (hi, lo). A block
 // takes 2^m values of mid for L consecutive lo (L a power of two dividing 2^s0):
 // blockDim.x = max(1, 2^(m-2)) * L, shared memory 2^m * L elements.
-// `fuse` takes NTT_FUSE_PRE_MUL only.
+// `fuse` takes NTT_FUSE_PRE_MUL only. Stages from table_log on compute their twiddles
+// from pow_lo and pow_hi (stage_twiddles).
 extern "C" __global__ void __launch_bounds__(256, 3)
     ntt_strided(fr::elem *data, const fr::twiddle *__restrict__ tw, uint32_t log_n, uint32_t s0, uint32_t m,
-                uint32_t log_l, uint32_t dif, uint32_t fuse, const fr::elem *__restrict__ pre_mul) {
+                uint32_t log_l, uint32_t dif, uint32_t fuse, const fr::elem *__restrict__ pre_mul,
+                const fr::elem *__restrict__ pow_lo, const fr::elem *__restrict__ pow_hi, uint32_t lo_bits,
+                uint32_t table_log) {
     extern __shared__ uint4 sh_planes[];
     const uint32_t L = 1u << log_l;
     const uint32_t groups_per_hi = 1u << (s0 - log_l);
@@ -244,18 +267,21 @@ extern "C" __global__ void __launch_bounds__(256, 3)
     }
     __syncthreads();
     const uint32_t l = threadIdx.x & (L - 1);
-    shared_stages(sh, m, log_l, l, threadIdx.x >> log_l, blockDim.x >> log_l, s0, lo0 + l, tw, dif);
+    const stage_twiddles stw{tw, pow_lo, pow_hi, table_log, lo_bits, log_n};
+    shared_stages(sh, m, log_l, l, threadIdx.x >> log_l, blockDim.x >> log_l, s0, lo0 + l, stw, dif);
     for (uint32_t e = threadIdx.x; e < rows * L; e += blockDim.x) {
         const uint32_t mid = e >> log_l, l2 = e & (L - 1);
         data[hi_base | ((uint64_t)mid << s0) | (lo0 + l2)] = sh.get(e);
     }
 }
 
-// The stage-major twiddle table (see the top of this file): out[e] for e < 2^log_n - 1,
-// from a two-level table of powers of w over exponents < 2^(log_n - 1).
+// The stage-major twiddle table (see the top of this file) of the stages below
+// table_log: out[e] for e < 2^table_log - 1, from a two-level table of powers of w over
+// exponents < 2^(log_n - 1).
 extern "C" __global__ void fill_stage_twiddles(fr::twiddle *out, const fr::elem *__restrict__ lo,
-                                               const fr::elem *__restrict__ hi, uint32_t lo_bits, uint32_t log_n) {
-    const uint64_t len = (1ull << log_n) - 1;
+                                               const fr::elem *__restrict__ hi, uint32_t lo_bits, uint32_t log_n,
+                                               uint32_t table_log) {
+    const uint64_t len = (1ull << table_log) - 1;
     for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; e < len; e += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t s = 63 - __clzll(e + 1);
         const uint64_t j = e + 1 - (1ull << s);

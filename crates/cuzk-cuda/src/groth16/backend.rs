@@ -1,7 +1,8 @@
-//! [`CudaBackend`]: the GPU proving backend. It keeps each parameter set's points
-//! where the placement puts them (loaded on first use, kept until the set is
-//! released) and the compiled matrices of circuits whose a, b, c it computes, and
-//! proves each circuit with its GPU's [`PartitionProver`].
+//! [`CudaBackend`]: the GPU proving backend. Per parameter set it makes one device
+//! plan (crate::groth16::plan) from the memory it may use, before the set is accepted;
+//! it keeps the set's points where the plan puts them (loaded on first use, kept until
+//! the set is released) and the compiled matrices of circuits whose a, b, c it
+//! computes, and proves each circuit with its GPU's [`PartitionProver`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,35 +16,25 @@ use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
 use cuzk_groth16::{NoProgress, ParameterSet, Progress, Proof};
 
 use super::compute::PartitionProver;
-use super::placement::{decide, resident_msm_scratch_bytes, resident_working_bytes, Placement};
+use super::plan::{plan, DevicePlan, Held, Overrides, Placement, SetShape};
 use super::points::{load, LoadedPoints};
+use super::prepare::{compact_witness, others_fit};
 use super::products::{matrices_bytes, DeviceMatrices};
-use super::staging::STAGING_SLOTS;
+use super::staging::SlotSizes;
 use crate::device::{backend_error, DeviceLock, Gpu};
-use crate::field::DeviceFr;
-use crate::msm::streamed::{check_chunk_bytes, BaseChunks};
+use crate::ntt::domain_bytes;
 
-/// Where a backend keeps parameter sets' points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PointsPlacement {
-    /// On the device when they fit beside a partition's working memory, else streamed
-    /// through chunk buffers sized to the memory left
-    /// ([`crate::groth16::streamed_chunk_bytes`]).
-    Auto,
-    /// Always in pinned host memory, streamed through two device buffers of
-    /// `chunk_bytes` each (a multiple of 192, at least crate::msm::streamed::MIN_CHUNK_BYTES).
-    Streamed { chunk_bytes: usize },
-}
-
-/// A set's placement, decided once, with the reason for the log and its points' bytes.
+/// A set's plan, made once, with its shape.
 #[derive(Clone)]
 struct Decided {
-    placement: Placement,
-    why: String,
-    points_bytes: usize,
+    plan: DevicePlan,
+    shape: SetShape,
+    /// Logged once: the first partition whose other values did not fit its witness area.
+    told_host_products: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// A circuit shape's compiled matrices on the host and, where they fit, on the device.
+/// A circuit shape's compiled matrices on the host and, where the plan puts them there,
+/// on the device.
 type ShapeMatrices = (Arc<ConstraintMatrices>, Option<Arc<DeviceMatrices>>);
 
 /// Groth16 on one GPU.
@@ -51,17 +42,18 @@ pub struct CudaBackend {
     prover: PartitionProver,
     /// Points per parameter set, loaded on first use.
     loaded: Mutex<HashMap<ParameterSetId, Arc<LoadedPoints>>>,
-    /// Each set's placement, decided once (see `placement_of`).
+    /// Each set's plan, made once (see `plan_of`).
     decided: Mutex<HashMap<ParameterSetId, Decided>>,
     /// Held while a set loads (one at a time, each placed knowing the ones before),
     /// not the map's lock: proofs with loaded sets go on meanwhile.
     loading: Mutex<()>,
-    policy: PointsPlacement,
+    overrides: Overrides,
+    /// Device bytes this backend may hold (gpus.device_memory_limit); None: what the
+    /// card has free.
+    memory_limit: Option<usize>,
     /// Compiled matrices of the circuits whose a, b, c this device computes, by the
-    /// host's copy (the engine keeps one per circuit shape): uploaded on first use, or
-    /// None where they do not fit beside a partition's working memory (their a, b, c
-    /// are then computed on the host and uploaded; logged once). An entry goes when no
-    /// one else holds its host copy any more.
+    /// host's copy (the engine keeps one per circuit shape): uploaded on first use where
+    /// the plan puts them. An entry goes when no one else holds its host copy any more.
     matrices: Mutex<Vec<ShapeMatrices>>,
 }
 
@@ -72,27 +64,27 @@ impl CudaBackend {
             loaded: Mutex::new(HashMap::new()),
             decided: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
-            policy: PointsPlacement::Auto,
+            overrides: Overrides::default(),
+            memory_limit: None,
             matrices: Mutex::new(Vec::new()),
         }
     }
 
-    /// The same backend keeping points as `policy` says.
-    pub fn with_placement(self, policy: PointsPlacement) -> Result<Self, ProveError> {
-        if let PointsPlacement::Streamed { chunk_bytes } = policy {
-            check_chunk_bytes(chunk_bytes).map_err(|e| backend_error("streamed placement", e))?;
-        }
-        Ok(CudaBackend { policy, ..self })
+    /// The same backend choosing as `overrides` say where its plan would choose
+    /// otherwise (benchmarks; tests of the paths small cards take).
+    pub fn with_overrides(self, overrides: Overrides) -> Result<Self, ProveError> {
+        overrides.check().map_err(ProveError::Backend)?;
+        Ok(CudaBackend { overrides, ..self })
+    }
+
+    /// The same backend holding at most `bytes` of device memory in all
+    /// (`gpus.device_memory_limit`), less if the card has less free.
+    pub fn with_memory_limit(self, bytes: Option<usize>) -> Self {
+        CudaBackend { memory_limit: bytes, ..self }
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.prover.gpu
-    }
-
-    /// Device bytes this backend's MSM scratch holds (one allocation, sized for the
-    /// largest partition proven so far: [`crate::groth16::placement`]).
-    pub fn msm_scratch_bytes(&self) -> usize {
-        self.prover.msm.scratch_held()
     }
 
     /// The lock held around this backend's compute regions: a setup sharing the GPU
@@ -101,137 +93,169 @@ impl CudaBackend {
         self.prover.device.clone()
     }
 
-    /// Where a set's points go: decided once per set (what `host_bytes_for` tells the
-    /// engine is then what `points` does), forgotten when the set is released.
-    fn placement_of(&self, p: &ParameterSet) -> Result<Decided, ProveError> {
-        let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("placement map poisoned".into()))?;
+    /// The plan of a set, for reports and tests (made if need be).
+    pub fn plan_for(&self, p: &ParameterSet, matrices: Option<&ConstraintMatrices>) -> Result<DevicePlan, ProveError> {
+        Ok(self.plan_of(p, matrices)?.plan)
+    }
+
+    /// Device bytes this backend holds now: slots, chunk buffers, NTT tables, resident
+    /// points and matrices.
+    pub fn device_bytes_held(&self) -> Result<usize, ProveError> {
+        let poisoned = |what: &str| ProveError::Backend(format!("{what} poisoned"));
+        let points: usize = self
+            .loaded
+            .lock()
+            .map_err(|_| poisoned("loaded parameter map"))?
+            .values()
+            .map(|l| match &**l {
+                LoadedPoints::Resident(q) => q.bytes(),
+                LoadedPoints::Streamed { .. } => 0,
+            })
+            .sum();
+        let matrices: usize =
+            self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().filter_map(|(_, d)| d.as_ref().map(|d| d.bytes as usize)).sum();
+        let chunks = self.prover.chunks.lock().map_err(|_| poisoned("chunk buffers"))?.as_ref().map_or(0, |c| 2 * c.chunk_bytes());
+        Ok(points + matrices + chunks + self.prover.staging.bytes_held() + self.prover.ntt.bytes_held())
+    }
+
+    /// The plan of a set: made once per set (what `host_bytes_for` tells the engine is
+    /// then what `points` does), forgotten when the set is released. It counts the
+    /// other sets' resident parts and keeps the shared parts (slots, tables, chunk
+    /// buffers) at the largest any set needs; the slots and tables are sized now.
+    fn plan_of(&self, p: &ParameterSet, matrices: Option<&ConstraintMatrices>) -> Result<Decided, ProveError> {
+        let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("plan map poisoned".into()))?;
         if let Some(d) = decided.get(&p.id()) {
             return Ok(d.clone());
         }
-        // Sets already placed on the device but not loaded yet (the engine asks before
-        // it loads): their points are not in the free figure, so count them here.
-        let pending: usize = {
-            let loaded = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
-            decided.iter().filter(|(id, d)| d.placement == Placement::Resident && !loaded.contains_key(id)).map(|(_, d)| d.points_bytes).sum()
+        let lens = p.lens();
+        let n = p.domain_size().next_power_of_two();
+        let shape = SetShape {
+            n,
+            queries: [lens.h, lens.l, lens.a, lens.b_g1, lens.b_g2],
+            inputs: p.vk.ic.len(),
+            aux: lens.l,
+            matrices_bytes: matrices.map(|m| matrices_bytes(m) as usize),
         };
-        let (placement, why) = match self.policy {
-            PointsPlacement::Streamed { chunk_bytes } => (Placement::Streamed { chunk_bytes }, "streaming was asked for".to_string()),
-            PointsPlacement::Auto => self.place(p, pending)?,
+        let mut held = Held::default();
+        for d in decided.values() {
+            if d.plan.points == Placement::Resident {
+                held.other_sets += d.shape.points_bytes();
+            }
+            if d.plan.matrices_on_device {
+                held.other_sets += d.shape.matrices_bytes.unwrap_or(0);
+            }
+            held.slots = if held.slots == 0 { d.plan.slots } else { held.slots.min(d.plan.slots) };
+            held.slot_bytes = held.slot_bytes.max(d.plan.slot_bytes);
+            held.witness_bytes = held.witness_bytes.max(d.plan.witness_bytes);
+            held.table_bytes = held.table_bytes.max(domain_bytes(d.shape.n.trailing_zeros(), d.plan.table_log));
+            held.chunk_bytes = held.chunk_bytes.max(d.plan.chunk_bytes().unwrap_or(0));
+        }
+        let capacity = {
+            // With the device held: a proof's compute region allocates meanwhile.
+            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+            let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+            let could = available + self.device_bytes_held()?;
+            match self.memory_limit {
+                Some(limit) if limit > could => {
+                    tracing::warn!(backend = %self.name(), limit_gb = limit as f64 / 1e9, free_gb = could as f64 / 1e9, "gpus.device_memory_limit is more than the card has free: planning with what is free");
+                    could
+                }
+                Some(limit) => limit,
+                None => could,
+            }
         };
-        let d = Decided { placement, why, points_bytes: p.points_bytes() };
+        let plan = plan(&shape, capacity, &held, &self.overrides).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))?;
+        self.prover
+            .staging
+            .configure(SlotSizes { count: plan.slots, arena_bytes: plan.slot_bytes, witness_bytes: plan.witness_bytes })
+            .map_err(|e| backend_error("sizing the staging slots", e))?;
+        self.prover.ntt.set_table_bytes(crate::ntt::twiddle_table_bytes(plan.table_log)).map_err(|e| backend_error("sizing the NTT tables", e))?;
+        tracing::info!(backend = %self.name(), domain = n, plan = plan.summary(&shape), "device plan");
+        let d = Decided { plan, shape, told_host_products: Arc::default() };
         decided.insert(p.id(), d.clone());
         Ok(d)
     }
 
-    /// The placement a set not loaded yet gets from the free device memory.
-    /// `pending`: points of sets placed on the device, not loaded yet.
-    fn place(&self, p: &ParameterSet, pending: usize) -> Result<(Placement, String), ProveError> {
-        let n = p.domain_size().next_power_of_two();
-        let free = {
-            // With the device held: a proof's compute region takes its MSM scratch from
-            // the pool meanwhile, which would make the figure low by that much. (No
-            // caller holds the device lock here: loads come before a proof's compute.)
-            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-            self.reusable_memory(p)?.saturating_sub(pending)
-        };
-        let made = self.prover.chunks.lock().ok().and_then(|c| c.as_ref().map(BaseChunks::chunk_bytes));
-        decide(p.points_bytes(), n, set_queries(p), free, made).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))
-    }
-
-    /// Device memory a partition of set `p` can have: what the device can still
-    /// allocate, and what earlier proofs left that it reuses (the a, b, c slots of its
-    /// domain or larger, and of the MSM scratch as much as it needs). Read with the
-    /// device held by the caller.
-    fn reusable_memory(&self, p: &ParameterSet) -> Result<usize, ProveError> {
-        let n = p.domain_size().next_power_of_two();
-        let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
-        let scratch = self.prover.msm.scratch_held().min(resident_msm_scratch_bytes(n, set_queries(p)));
-        Ok(available + self.prover.staging.bytes_held(n) + scratch)
-    }
-
-    /// `m` on this device for partitions of an n-point domain of `params`: uploaded on
-    /// first use when the matrices, two partitions' expanded witnesses, their split
-    /// lists and a partition's working memory fit in the free memory; else None
-    /// (decided once per shape, logged).
-    fn device_matrices(&self, m: &Arc<ConstraintMatrices>, n: usize, params: &ParameterSet) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+    /// `m` on this device, uploaded on first use (the plan put it there).
+    fn device_matrices(&self, m: &Arc<ConstraintMatrices>) -> Result<Arc<DeviceMatrices>, ProveError> {
         let mut cache = self.matrices.lock().map_err(|_| ProveError::Backend("compiled matrices map poisoned".into()))?;
         cache.retain(|(k, _)| Arc::strong_count(k) > 1 || Arc::ptr_eq(k, m));
-        if let Some((_, d)) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
+        if let Some((_, Some(d))) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
             return Ok(d.clone());
         }
-        let gb = |b: usize| format!("{:.2}", b as f64 / 1e9);
-        let need = matrices_bytes(m) as usize;
-        // z and its class bitmaps, in each of the two staging slots' partitions.
-        let witnesses = STAGING_SLOTS * (m.num_inputs + m.num_aux) * (std::mem::size_of::<DeviceFr>() + 1);
-        // The lists' own aux-value term stands here for each slot's compact witness as
-        // it goes up (WindowPoSt's is nearly all values: as large as the expanded one).
-        let working = resident_working_bytes(n, set_queries(params));
-        let free = {
-            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-            self.reusable_memory(params)?
-        };
-        let d = if need + witnesses + working <= free {
-            let start = Instant::now();
-            let d = DeviceMatrices::upload(self.gpu(), m).map_err(|e| backend_error("uploading the compiled matrices", e))?;
-            tracing::info!(backend = %self.name(), constraints = m.num_constraints(), gb = gb(need), seconds = format!("{:.2}", start.elapsed().as_secs_f64()), "compiled matrices resident on the GPU: a, b, c computed there");
-            Some(Arc::new(d))
-        } else {
-            tracing::warn!(
-                backend = %self.name(),
-                constraints = m.num_constraints(),
-                matrices_gb = gb(need),
-                witnesses_gb = gb(witnesses),
-                working_gb = gb(working),
-                free_gb = gb(free),
-                "compiled matrices do not fit beside a partition's working memory: a, b, c computed on the host and uploaded"
-            );
-            None
-        };
-        cache.push((m.clone(), d.clone()));
+        let start = Instant::now();
+        let d = Arc::new(DeviceMatrices::upload(self.gpu(), m).map_err(|e| backend_error("uploading the compiled matrices", e))?);
+        tracing::info!(
+            backend = %self.name(),
+            constraints = m.num_constraints(),
+            gb = format!("{:.2}", d.bytes as f64 / 1e9),
+            seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
+            "compiled matrices resident on the GPU: a, b, c computed there"
+        );
+        cache.retain(|(k, _)| !Arc::ptr_eq(k, m));
+        cache.push((m.clone(), Some(d.clone())));
         Ok(d)
     }
 
-    /// One circuit's proof: its a, b, c computed on this device when pending and its
-    /// matrices fit here, else on the host first.
+    /// One circuit's proof: its a, b, c computed on this device when pending, the plan
+    /// has its matrices here and the witness's other values fit the slot's area; else
+    /// on the host first.
     fn prove_one(
         &self,
         params: &ParameterSet,
+        d: &Decided,
         points: &LoadedPoints,
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
+        let w = compact_witness(c);
+        let fits = others_fit(&w, d.plan.witness_bytes);
         let matrices = match c.pending_products() {
-            Some(m) => self.device_matrices(m, c.domain_size(), params)?,
-            None => None,
+            Some(m) if d.plan.matrices_on_device && fits => Some(self.device_matrices(m)?),
+            _ => None,
         };
         if c.pending_products().is_some() && matrices.is_none() {
+            if d.plan.matrices_on_device && !d.told_host_products.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    backend = %self.name(),
+                    other_values = w.others.len(),
+                    witness_area_gb = d.plan.witness_bytes as f64 / 1e9,
+                    "a partition's witness has more other values than its slot's area holds: its a, b, c are computed on the host (logged once per set)"
+                );
+            }
             let v = || -> Box<Vec<Scalar>> { Box::new(Vec::new()) };
             t.time(Stage::Products, || c.compute_products(EvalBuffers { a: v(), b: v(), c: v() }))
                 .map_err(|e| ProveError::Backend(format!("computing a, b, c from the compiled matrices on the host: {e}")))?;
         }
-        self.prover.prove(params, points, matrices.as_deref(), c, rs, t)
+        self.prover.prove(params, &d.plan, points, matrices.as_deref(), c, w, rs, t)
     }
 
-    /// The parameter set's points, loaded on first use where the placement puts them.
-    fn points(&self, p: &ParameterSet, t: &mut StageTimings, progress: &dyn Progress) -> Result<Arc<LoadedPoints>, ProveError> {
+    /// The parameter set's points, loaded on first use where the plan puts them.
+    fn points(
+        &self,
+        p: &ParameterSet,
+        matrices: Option<&ConstraintMatrices>,
+        t: &mut StageTimings,
+        progress: &dyn Progress,
+    ) -> Result<(Arc<LoadedPoints>, Decided), ProveError> {
         let loaded = || -> Result<Option<Arc<LoadedPoints>>, ProveError> {
             let map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
             Ok(map.get(&p.id()).cloned())
         };
         if let Some(r) = loaded()? {
-            return Ok(r);
+            return Ok((r, self.plan_of(p, matrices)?));
         }
         let _loading = self.loading.lock().map_err(|_| ProveError::Backend("parameter loading lock poisoned".into()))?;
         // Another caller may have loaded it while this one waited.
         if let Some(r) = loaded()? {
-            return Ok(r);
+            return Ok((r, self.plan_of(p, matrices)?));
         }
+        let d = self.plan_of(p, matrices)?;
         let n = p.lens();
-        let d = self.placement_of(p)?;
         let start = Instant::now();
-        let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.placement, progress))?;
-        if let Placement::Streamed { chunk_bytes } = d.placement {
+        let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
+        if let Placement::Streamed { chunk_bytes } = d.plan.points {
             // Made now, so that a shortage shows at load rather than in a proof.
             drop(self.prover.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
         }
@@ -241,17 +265,16 @@ impl CudaBackend {
             gb = format!("{:.2}", p.points_bytes() as f64 / 1e9),
             seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
             from,
-            mode = match d.placement {
+            mode = match d.plan.points {
                 Placement::Resident => "resident on the GPU".to_string(),
                 Placement::Streamed { chunk_bytes } => format!("streamed from pinned host memory through two {:.2} GB buffers", chunk_bytes as f64 / 1e9),
             },
-            why = d.why,
             "parameter set loaded"
         );
         let points = Arc::new(points);
         let mut map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
         map.insert(p.id(), points.clone());
-        Ok(points)
+        Ok((points, d))
     }
 }
 
@@ -266,10 +289,11 @@ impl ProvingBackend for CudaBackend {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
         check_inputs(params, circuits, randomness)?;
-        let points = self.points(params, &mut timings, &NoProgress)?;
+        let matrices = circuits.first().and_then(|c| c.pending_products().cloned());
+        let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
         let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
-            let (proof, report) = self.prove_one(params, &points, c, rs, t)?;
+            let (proof, report) = self.prove_one(params, &d, &points, c, rs, t)?;
             device.add(&report);
             Ok(proof)
         })?;
@@ -294,10 +318,15 @@ impl ProvingBackend for CudaBackend {
         true
     }
 
+    fn plan_params(&self, params: &ParameterSet, matrices: Option<&ConstraintMatrices>) -> Result<(), ProveError> {
+        self.plan_of(params, matrices).map(drop)
+    }
+
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
         let loaded = self.loaded.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed { .. })));
-        // A set that cannot be placed at all fails to load with that error; it holds nothing.
-        let streamed = loaded.unwrap_or_else(|| matches!(self.placement_of(params), Ok(Decided { placement: Placement::Streamed { .. }, .. })));
+        // A set that cannot be planned at all fails to load with that error; it holds nothing.
+        let streamed = loaded
+            .unwrap_or_else(|| matches!(self.plan_of(params, None), Ok(Decided { plan: DevicePlan { points: Placement::Streamed { .. }, .. }, .. })));
         if streamed {
             params.points_bytes() as u64
         } else {
@@ -328,20 +357,16 @@ impl ProvingBackend for CudaBackend {
                 *chunks = None;
             }
         }
-        // No set left: nor the MSM scratch, sized for the largest of them (the next
-        // set's first proof sizes it anew).
+        // No set left: nor the slots and tables (the next set's plan sizes them anew).
         if none_left {
-            self.prover.msm.release_scratch();
+            self.prover.staging.release();
+            if let Err(e) = self.prover.ntt.release() {
+                tracing::error!(error = %e, "releasing the NTT tables");
+            }
         }
     }
 
     fn load_params(&self, params: &ParameterSet, progress: &dyn Progress) -> Result<(), ProveError> {
-        self.points(params, &mut StageTimings::default(), progress).map(drop)
+        self.points(params, None, &mut StageTimings::default(), progress).map(drop)
     }
-}
-
-/// The lengths of a set's L, A and B (G1) queries.
-fn set_queries(p: &ParameterSet) -> [usize; 3] {
-    let q = p.lens();
-    [q.l, q.a, q.b_g1]
 }

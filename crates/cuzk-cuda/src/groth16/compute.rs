@@ -1,28 +1,29 @@
 //! One partition's proof on one GPU, top to bottom: prepare (with the device free for
 //! others), take the device, enqueue the H polynomial on the staged vectors and the
-//! five MSMs with no wait between them, synchronize once, read the five sums, give the
-//! device back, assemble on the host.
+//! five MSMs with no wait between them (crate::groth16::msms, in the slot's memory as
+//! the device plan sizes it), synchronize once, read the five sums, give the device
+//! back, assemble on the host.
 
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaView};
+use cudarc::driver::CudaEvent;
 use cuzk_groth16::backend::{DeviceReport, ProofRandomness, ProveError, Stage, StageTimings};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::SynthesizedCircuit;
-use cuzk_groth16::{ParameterSet, Proof};
+use cuzk_groth16::{CompactWitness, ParameterSet, Proof};
 
-use super::placement::{resident_msm_scratch_bytes, streamed_msm_scratch_bytes};
+use super::msms;
+use super::plan::DevicePlan;
 use super::points::LoadedPoints;
 use super::prepare::{prepare, Prepared};
 use super::products::DeviceMatrices;
 use super::staging::StagingSlots;
 use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
-use crate::field::DeviceFr;
 use crate::msm::streamed::BaseChunks;
-use crate::msm::{DeviceSplit, GpuMsm, PendingMsm, G1, G2};
+use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
 
 /// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the
@@ -37,15 +38,6 @@ pub struct PartitionProver {
     /// Held for a proof's compute region only, so one caller's preparation overlaps
     /// another's kernels.
     pub device: DeviceLock,
-}
-
-/// The five MSMs of a partition, enqueued.
-struct PendingMsms {
-    h: PendingMsm<G1>,
-    l: PendingMsm<G1>,
-    a: PendingMsm<G1>,
-    b_g1: PendingMsm<G1>,
-    b_g2: PendingMsm<G2>,
 }
 
 /// The device results of one partition: the MSMs' sums and what the device did.
@@ -88,18 +80,21 @@ impl PartitionProver {
     /// pending, its compiled `matrices` on this device). A circuit with a witness
     /// charge has its witness freed as soon as the device has it: before waiting for
     /// the device when another proof holds it, else after the proof.
+    #[allow(clippy::too_many_arguments)]
     pub fn prove(
         &self,
         p: &ParameterSet,
+        plan: &DevicePlan,
         points: &LoadedPoints,
         matrices: Option<&DeviceMatrices>,
         c: &mut SynthesizedCircuit,
+        w: CompactWitness,
         rs: &ProofRandomness,
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         c.mark_consumed();
         let t0 = Instant::now();
-        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c, matrices)?;
+        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c, w, matrices)?;
         let device = match self.device.try_lock() {
             Ok(held) => held,
             Err(TryLockError::WouldBlock) if c.frees_witness_early() => {
@@ -109,14 +104,14 @@ impl PartitionProver {
                 let prepared = (t0, Instant::now());
                 t.add(Stage::Prepare, prepared.1 - t0);
                 let device = self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
-                return self.finish(p, points, x, device, rs, prepared, t);
+                return self.finish(p, plan, points, x, device, rs, prepared, t);
             }
             Err(TryLockError::WouldBlock) => self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?,
             Err(TryLockError::Poisoned(_)) => return Err(ProveError::Backend("device lock poisoned".into())),
         };
         let prepared = (t0, Instant::now());
         t.add(Stage::Prepare, prepared.1 - t0);
-        let out = self.finish(p, points, x, device, rs, prepared, t);
+        let out = self.finish(p, plan, points, x, device, rs, prepared, t);
         if c.frees_witness_early() {
             c.release_witness();
         }
@@ -128,6 +123,7 @@ impl PartitionProver {
     fn finish(
         &self,
         p: &ParameterSet,
+        plan: &DevicePlan,
         points: &LoadedPoints,
         mut x: Prepared<'_, '_>,
         device: MutexGuard<'_, ()>,
@@ -135,7 +131,7 @@ impl PartitionProver {
         prepared: (Instant, Instant),
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
-        let computed = self.compute(points, &mut x, t);
+        let computed = self.compute(plan, points, &mut x, t);
         drop(device);
         if computed.is_err() {
             self.settle_after_failure();
@@ -150,22 +146,28 @@ impl PartitionProver {
 
     /// The compute region: the H polynomial on the staged a, b, c (h stays in a's
     /// vector), the five MSMs, the partition's one host wait, the sums read back.
-    fn compute(&self, points: &LoadedPoints, x: &mut Prepared<'_, '_>, t: &mut StageTimings) -> Result<Computed, GpuError> {
+    fn compute(&self, plan: &DevicePlan, points: &LoadedPoints, x: &mut Prepared<'_, '_>, t: &mut StageTimings) -> Result<Computed, GpuError> {
         let from = Instant::now();
         // At `from` on the compute stream (idle between regions): the copy stream's
         // events are placed on the host's clock against it.
         let region = self.gpu.stream().record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        let n = x.abc.domain_size();
-        let ([mut a, mut b, mut c], ready) = x.abc.views()?;
-        let (h_start, h_end) = self.ntt.h_polynomial_on([&mut a, &mut b, &mut c], ready)?;
-        let h = a.slice(..n - 1);
-        // One allocation for the largest of the five MSMs' scratch, kept for the next
-        // partitions (the placement counted it).
-        self.msm.reserve_scratch(match points {
-            LoadedPoints::Resident(_) => resident_msm_scratch_bytes(n, points.lens()),
-            LoadedPoints::Streamed { chunk_bytes, .. } => streamed_msm_scratch_bytes(*chunk_bytes),
-        })?;
-        let m = self.enqueue_msms(points, &h, &x.l, &x.a, &x.b)?;
+        let (h_start, h_end) = {
+            let ([mut a, mut b, mut c], ready) = x.abc.views()?;
+            self.ntt.h_polynomial_on([&mut a, &mut b, &mut c], ready)?
+        };
+        let mut guard = match points {
+            // Held with the device: only the compute region uses the buffers. Made at
+            // load; again here if a release of the last other streamed set freed them.
+            LoadedPoints::Streamed { chunk_bytes, .. } => Some(self.chunk_buffers(*chunk_bytes)?),
+            LoadedPoints::Resident(_) => None,
+        };
+        let chunks = match guard.as_mut() {
+            Some(g) => Some(g.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?),
+            None => None,
+        };
+        let others_host = x.others_host.take();
+        let mem = x.abc.msm_memory()?;
+        let m = msms::enqueue(&self.gpu, &self.msm, plan, points, chunks, mem, &x.witness, others_host.as_deref(), &x.lists)?;
         self.gpu.stream().synchronize()?;
         let span = |p: (&CudaEvent, &CudaEvent)| p.0.elapsed_ms(p.1).map(ms);
         let stages = [
@@ -197,12 +199,13 @@ impl PartitionProver {
         };
         let bytes_down = m.h.bytes_down() + m.l.bytes_down() + m.a.bytes_down() + m.b_g1.bytes_down() + m.b_g2.bytes_down();
         let bases_up = m.h.bytes_up() + m.l.bytes_up() + m.a.bytes_up() + m.b_g1.bytes_up() + m.b_g2.bytes_up();
+        tracing::debug!(runs = m.runs, list_pieces = m.pieces, bases_gb = bases_up as f64 / 1e9, "partition MSMs");
         let (h, l, a, b_g1, b_g2) = (m.h.finish()?.0, m.l.finish()?.0, m.a.finish()?.0, m.b_g1.finish()?.0, m.b_g2.finish()?.0);
         let mut report = DeviceReport {
             held: from.elapsed(),
             held_from: Some(from),
             held_to: Some(Instant::now()),
-            bytes_up: x.abc.bytes + x.list_bytes + bases_up,
+            bytes_up: x.abc.bytes + x.list_bytes + bases_up + m.window_bytes,
             bytes_down,
             host_syncs: 1,
             uploaded: Some(uploaded),
@@ -219,42 +222,6 @@ impl PartitionProver {
             t.add(stage, d);
         }
         Ok(Computed { h, l, a, b_g1, b_g2, report })
-    }
-
-    /// The five MSMs on the compute stream, no wait: H over the coefficients left on
-    /// the device, L, A and B (in G1 and G2) over the split lists.
-    fn enqueue_msms(
-        &self,
-        points: &LoadedPoints,
-        h: &CudaView<'_, DeviceFr>,
-        l: &DeviceSplit,
-        a: &DeviceSplit,
-        b: &DeviceSplit,
-    ) -> Result<PendingMsms, GpuError> {
-        let msm = &self.msm;
-        Ok(match points {
-            LoadedPoints::Resident(q) => PendingMsms {
-                h: msm.enqueue_device(&q.h, h)?,
-                l: msm.enqueue_split(&q.l, l)?,
-                a: msm.enqueue_split(&q.a, a)?,
-                b_g1: msm.enqueue_split(&q.b_g1, b)?,
-                b_g2: msm.enqueue_split(&q.b_g2, b)?,
-            },
-            LoadedPoints::Streamed { points: q, chunk_bytes } => {
-                // Held with the device: only the compute region uses the buffers. Made
-                // at load; again here if a release of the last other streamed set freed
-                // them meanwhile.
-                let mut guard = self.chunk_buffers(*chunk_bytes)?;
-                let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
-                PendingMsms {
-                    h: msm.enqueue_device_streamed(&q.h, h, chunks)?,
-                    l: msm.enqueue_split_streamed(&q.l, l, chunks)?,
-                    a: msm.enqueue_split_streamed(&q.a, a, chunks)?,
-                    b_g1: msm.enqueue_split_streamed(&q.b_g1, b, chunks)?,
-                    b_g2: msm.enqueue_split_streamed(&q.b_g2, b, chunks)?,
-                }
-            }
-        })
     }
 
     /// After a failed compute region: nothing may still read the circuit's memory when

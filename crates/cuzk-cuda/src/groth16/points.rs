@@ -8,7 +8,7 @@ use cuzk_groth16::backend::ProveError;
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::{ParameterSet, Progress};
 
-use super::placement::Placement;
+use super::plan::Placement;
 use crate::device::{backend_error, Gpu};
 use crate::msm::GpuMsm;
 use crate::params_file::{load_queries, load_queries_to_host, STAGING_BYTES};

@@ -1,7 +1,8 @@
 //! a, b, c computed on the device (kernels/groth16/products.cuh): a circuit shape's
 //! compiled matrices uploaded once ([`DeviceMatrices`]), a partition's witness sent in
-//! compact form and expanded there ([`DeviceWitness`]), then a = A·z, b = B·z,
-//! c = C·z by one thread per row ([`DeviceMatrices::products`]).
+//! compact form and read in place (crate::msm::compact; [`DeviceWitness`] for a
+//! witness of its own), then a = A·z, b = B·z, c = C·z by one thread per row
+//! ([`DeviceMatrices::products_into`]).
 //!
 //! What crosses the bus per partition is the compact witness only: for a 32 GiB PoRep
 //! partition ~0.1 GB (two bitmaps of 16 MB and 1.3 % of 130 M aux values) instead of
@@ -21,10 +22,8 @@ use ff::Field;
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, to_device, DeviceFr};
 use crate::msm::blocks;
-use crate::msm::split::DeviceAux;
+use crate::msm::compact::{CompactLayout, CompactView, HostCompact};
 
-/// Words of the bitmaps per block of `witness_word_offsets` (WITNESS_OFFSET_THREADS).
-const OFFSET_WORDS: usize = 256;
 /// Threads per block of the expansion and the products.
 const THREADS: u32 = 256;
 
@@ -93,7 +92,7 @@ impl DeviceMatrices {
         let stream = gpu.stream();
         let mut out = [stream.alloc_zeros::<DeviceFr>(len)?, stream.alloc_zeros::<DeviceFr>(len)?, stream.alloc_zeros::<DeviceFr>(len)?];
         let [a, b, c] = &mut out;
-        self.products_into(gpu, stream, z, [&mut a.slice_mut(..), &mut b.slice_mut(..), &mut c.slice_mut(..)])?;
+        self.products_into(gpu, stream, &z.view()?, [&mut a.slice_mut(..), &mut b.slice_mut(..), &mut c.slice_mut(..)])?;
         Ok(out)
     }
 
@@ -104,18 +103,19 @@ impl DeviceMatrices {
         &self,
         gpu: &Gpu,
         stream: &Arc<CudaStream>,
-        z: &DeviceWitness,
+        z: &CompactView<'_>,
         out: [&mut CudaViewMut<'_, DeviceFr>; 3],
     ) -> Result<(), GpuError> {
-        if z.num_inputs != self.num_inputs || z.num_aux() != self.num_aux {
+        let (num_inputs, num_aux) = (z.lead.len(), z.layout.len);
+        if num_inputs != self.num_inputs || num_aux != self.num_aux {
             return Err(GpuError::Invalid(format!(
-                "a witness of {} inputs and {} aux values for matrices of {} and {} (another circuit shape)",
-                z.num_inputs,
-                z.num_aux(),
-                self.num_inputs,
-                self.num_aux
+                "a witness of {num_inputs} inputs and {num_aux} aux values for matrices of {} and {} (another circuit shape)",
+                self.num_inputs, self.num_aux
             )));
         }
+        let Some(others) = &z.others else {
+            return Err(GpuError::Invalid("a, b, c on the device need the witness's other values there".into()));
+        };
         let len = out[0].len();
         if out.iter().any(|v| v.len() != len) || len < self.rows {
             return Err(GpuError::Invalid(format!(
@@ -126,107 +126,78 @@ impl DeviceMatrices {
                 self.rows
             )));
         }
-        let rows = self.rows as u64;
-        let values = z.aux.values();
+        let (rows, n_in, n_aux) = (self.rows as u64, num_inputs as u64, num_aux as u64);
+        let one_mont = to_device(&Scalar::ONE);
         for (m, v) in self.matrices.iter().zip(out) {
             if len > self.rows {
                 stream.memset_zeros(&mut v.slice_mut(self.rows..))?;
             }
             let mut b = stream.launch_builder(&gpu.k.csr_products);
-            b.arg(&m.row_starts).arg(&m.columns).arg(&m.coefficients).arg(&self.dictionary).arg(values).arg(&rows).arg(&mut *v);
+            b.arg(&m.row_starts).arg(&m.columns).arg(&m.coefficients).arg(&self.dictionary);
+            b.arg(&z.lead).arg(&n_in).arg(&z.one).arg(&z.zero).arg(&z.offsets).arg(others).arg(&n_aux).arg(&one_mont);
+            b.arg(&rows).arg(&mut *v);
             // SAFETY: matches `csr_products(const u64*, const u32*, const u16*, const fr*,
-            // const fr*, u64, fr*)`. row_starts holds rows + 1 ascending offsets into
-            // columns and coefficients (a SparseMatrix's invariant, checked when its file
-            // was read); every column is below num_inputs + num_aux, z's length (checked
-            // above: the same shape); every coefficient index is below the dictionary's
-            // length (compile's invariant); `v` holds len ≥ rows values.
+            // const fr*, u64, const u64*, const u64*, const u32*, const fr*, u64, fr (by
+            // value), u64, fr*)`. row_starts holds rows + 1 ascending offsets into columns
+            // and coefficients (a SparseMatrix's invariant, checked when its file was
+            // read); every column is below num_inputs + num_aux (checked above: the same
+            // shape); the inputs hold num_inputs values, the bitmaps and offsets ⌈num_aux /
+            // 64⌉ words and the other values every one they mark (CompactView); every
+            // coefficient index is below the dictionary's length (compile's invariant);
+            // `v` holds len ≥ rows values.
             unsafe { b.launch(blocks(rows, THREADS))? };
         }
         Ok(())
     }
 }
 
-/// A partition's assignment z = (inputs, aux) on the device, expanded there from its
-/// compact form.
+/// A partition's assignment z = (inputs, aux) on the device in compact form, in an
+/// area of its own (the prover keeps its witnesses in its staging slots' areas).
 pub struct DeviceWitness {
-    /// z whole (the inputs, then the aux values) and the aux values' classes: what the
-    /// split lists are built from.
-    pub aux: DeviceAux,
-    num_inputs: usize,
+    area: CudaSlice<u64>,
+    layout: CompactLayout,
     /// Bytes sent to the device.
     pub bytes: u64,
 }
 
 impl DeviceWitness {
-    /// Sends `w` on `stream` and expands it there (no host wait; from pageable memory
-    /// the driver copies before returning).
+    /// Sends `w` on `stream` (no host wait; from pageable memory the driver copies
+    /// before returning).
     pub fn upload(gpu: &Gpu, stream: &Arc<CudaStream>, w: &CompactWitness) -> Result<Self, GpuError> {
-        let n = w.num_aux();
-        let words = n.div_ceil(64);
-        let (one, zero) = (&w.classes.one, &w.classes.zero);
-        if one.len() != n || one.words().len() < words || zero.words().len() < words || w.input.is_empty() {
-            return Err(GpuError::Invalid(format!(
-                "a compact witness of {n} aux values with class bitmaps of {} and {} values",
-                one.len(),
-                zero.len()
-            )));
-        }
-        // Each offset block's first other value: popcounts of the host's bitmaps.
-        let mut block_first = Vec::with_capacity(words.div_ceil(OFFSET_WORDS));
-        let mut seen = 0usize;
-        for (w_i, (o, z)) in one.words()[..words].iter().zip(&zero.words()[..words]).enumerate() {
-            if w_i % OFFSET_WORDS == 0 {
-                block_first.push(seen as u32);
-            }
-            let valid = if (w_i + 1) * 64 <= n { u64::MAX } else { (1u64 << (n % 64)) - 1 };
-            seen += (!o & !z & valid).count_ones() as usize;
-        }
-        if seen != w.others.len() {
-            return Err(GpuError::Invalid(format!("the bitmaps mark {seen} other values, the witness has {}", w.others.len())));
-        }
-        if seen >= 1 << 32 {
-            return Err(GpuError::Invalid(format!("{seen} other values: more than 32-bit offsets hold")));
-        }
-        let d_one = stream.clone_htod(&one.words()[..words])?;
-        let d_zero = stream.clone_htod(&zero.words()[..words])?;
-        let d_first = stream.clone_htod(&block_first)?;
-        let d_others = stream.clone_htod(as_device(if w.others.is_empty() { &[Scalar::ZERO] } else { &w.others }))?;
-        let n_in = w.input.len();
-        let mut z = stream.alloc_zeros::<DeviceFr>(n_in + n)?;
-        stream.memcpy_htod(as_device(&w.input), &mut z.slice_mut(..n_in))?;
-        if n > 0 {
-            // SAFETY: every entry is written by witness_word_offsets before
-            // witness_expand (the next launch on the same stream) reads it.
-            let mut offsets = unsafe { stream.alloc::<u32>(words)? };
-            let n64 = n as u64;
-            let mut b = stream.launch_builder(&gpu.k.witness_word_offsets);
-            b.arg(&d_one).arg(&d_zero).arg(&n64).arg(&d_first).arg(&mut offsets);
-            // SAFETY: matches `witness_word_offsets(const u64*, const u64*, u64, const
-            // u32*, u32*)`; the bitmaps hold ⌈n/64⌉ words, block_first one entry per
-            // block of 256 words, offsets ⌈n/64⌉ entries.
-            unsafe { b.launch(blocks(words as u64, OFFSET_WORDS as u32))? };
-            let one_mont = to_device(&Scalar::ONE);
-            let mut aux = z.slice_mut(n_in..);
-            let mut b = stream.launch_builder(&gpu.k.witness_expand);
-            b.arg(&d_one).arg(&d_zero).arg(&offsets).arg(&d_others).arg(&n64).arg(&one_mont).arg(&mut aux);
-            // SAFETY: matches `witness_expand(const u64*, const u64*, const u32*, const
-            // fr*, u64, fr (by value), fr*)`; `aux` holds n values; every offset plus a
-            // word's rank is below the count of other values, `others`' length (checked
-            // above against the bitmaps).
-            unsafe { b.launch(blocks(n64, THREADS))? };
-        }
-        let bytes = (2 * words * 8 + block_first.len() * 4 + (w.others.len() + n_in) * 32) as u64;
-        // The offsets are freed in stream order, after the kernel that reads them.
-        Ok(DeviceWitness { aux: DeviceAux::on_device(z, n_in, d_one, d_zero)?, num_inputs: n_in, bytes })
+        let host = HostCompact { lead: &w.input, classes: &w.classes, len: w.num_aux(), others: &w.others };
+        let layout = CompactLayout::new(w.input.len(), w.num_aux(), w.others.len(), true);
+        let mut area = stream.alloc_zeros::<u64>(layout.words().max(1))?;
+        let bytes = host.upload(gpu, stream, &mut area, &layout)?;
+        Ok(DeviceWitness { area, layout, bytes })
+    }
+
+    pub fn view(&self) -> Result<CompactView<'_>, GpuError> {
+        CompactView::of(&self.area, &self.layout)
     }
 
     pub fn num_aux(&self) -> usize {
-        self.aux.len()
+        self.layout.len
     }
 
-    /// z read back (waits for the stream): for tests.
-    pub fn to_host(&self) -> Result<Vec<Scalar>, GpuError> {
-        read_back(self.aux.values())
+    /// z read back whole (expanded on the device; waits for its stream): for tests.
+    pub fn to_host(&self, gpu: &Gpu) -> Result<Vec<Scalar>, GpuError> {
+        let v = self.view()?;
+        let stream = self.area.stream();
+        let n = self.layout.len;
+        let mut out = stream.alloc_zeros::<DeviceFr>(v.lead.len() + n)?;
+        stream.memcpy_dtod(&v.lead, &mut out.slice_mut(..v.lead.len()))?;
+        if n > 0 {
+            let others = v.others.as_ref().ok_or_else(|| GpuError::Invalid("a device witness without its other values".into()))?;
+            let (n64, one_mont) = (n as u64, to_device(&Scalar::ONE));
+            let mut aux = out.slice_mut(v.lead.len()..);
+            let mut b = stream.launch_builder(&gpu.k.compact_expand);
+            b.arg(&v.one).arg(&v.zero).arg(&v.offsets).arg(others).arg(&n64).arg(&one_mont).arg(&mut aux);
+            // SAFETY: matches `compact_expand(const u64*, const u64*, const u32*, const fr*,
+            // u64, fr (by value), fr*)`; `aux` holds n values; the bitmaps, offsets and
+            // other values are the layout's (CompactView).
+            unsafe { b.launch(blocks(n64, THREADS))? };
+        }
+        read_back(&out)
     }
 }
 

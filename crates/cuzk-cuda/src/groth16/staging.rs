@@ -1,12 +1,18 @@
-//! a, b and c of partitions on their way to the device: uploaded, or computed there
-//! from compiled matrices ([`Staging::products`]).
+//! The device memory of partitions in flight: staging slots, as many as the device plan
+//! allows (crate::groth16::plan), each taken by one partition from its preparation to
+//! the end of its MSMs.
 //!
-//! They live in one of [`STAGING_SLOTS`] device slots of three vectors each, allocated
-//! once and reused by every partition of that size or smaller: with two, the next
-//! partition's a, b, c upload while this one's are still in use on the compute stream.
+//! A slot is two allocations made once and reused by every partition (no allocation per
+//! partition, so the device pool never fragments):
+//! - the **arena**: a, b and c (n scalars each: uploaded, or computed there from the
+//!   compiled matrices, [`Staging::products`]); once the H polynomial has left h in a,
+//!   the rest of the arena holds the split lists' pieces and the MSM scratch
+//!   ([`StagedAbc::msm_memory`]);
+//! - the **witness area**: the partition's compact witness (crate::msm::compact).
+//!
 //! Each slot has a copy stream of its own, so two preparations never queue behind each
-//! other's uploads; events order a slot's uploads before the kernels that read them,
-//! and cudarc's per-buffer event tracking orders a slot's reuse after its last reader.
+//! other's uploads; events order a slot's uploads before the kernels that read them, and
+//! cudarc's per-buffer event tracking orders a slot's reuse after its last reader.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex};
@@ -15,19 +21,31 @@ use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaViewMut};
 
-use super::products::{DeviceMatrices, DeviceWitness};
+use super::products::DeviceMatrices;
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
+use crate::msm::compact::{CompactLayout, CompactView};
 
-/// Device slots for a, b and c: one in use by the compute stream while the next
-/// partition uploads into the other.
-pub const STAGING_SLOTS: usize = 2;
-
-/// a, b and c of one partition on the device (three vectors of equal length).
+/// The memory of one partition in flight.
 struct Slot {
-    v: [CudaSlice<DeviceFr>; 3],
+    arena: CudaSlice<DeviceFr>,
+    witness: CudaSlice<u64>,
     /// The slot's uploads and the preparation work that goes with them.
     copy: Arc<CudaStream>,
+}
+
+impl Slot {
+    fn bytes(&self) -> usize {
+        self.arena.len() * std::mem::size_of::<DeviceFr>() + self.witness.len() * 8
+    }
+}
+
+/// How many slots and how large, as the plan says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotSizes {
+    pub count: usize,
+    pub arena_bytes: usize,
+    pub witness_bytes: usize,
 }
 
 #[derive(Default)]
@@ -35,8 +53,9 @@ struct SlotPool {
     free: Vec<Slot>,
     /// Slots in existence, free or taken.
     total: usize,
-    /// Elements per vector of each slot in existence.
-    lens: Vec<usize>,
+    sizes: SlotSizes,
+    /// Bytes of the slots in existence.
+    held: usize,
 }
 
 /// The staging slots of one GPU.
@@ -47,17 +66,56 @@ pub struct StagingSlots {
 }
 
 impl StagingSlots {
+    /// No slots until [`StagingSlots::configure`] sizes them.
     pub fn new(gpu: Arc<Gpu>) -> Self {
         StagingSlots { gpu, pool: Mutex::new(SlotPool::default()), freed: Condvar::new() }
     }
 
+    fn poisoned() -> GpuError {
+        GpuError::Invalid("staging slots poisoned".into())
+    }
+
+    /// From now on at most `sizes.count` slots of the given sizes: free slots of other
+    /// sizes go now (in stream order), taken ones when they come back.
+    pub fn configure(&self, sizes: SlotSizes) -> Result<(), GpuError> {
+        let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+        if pool.sizes == sizes {
+            return Ok(());
+        }
+        pool.sizes = sizes;
+        let stale: Vec<Slot> = std::mem::take(&mut pool.free);
+        for slot in stale {
+            if Self::fits(&slot, sizes) && pool.free.len() < sizes.count {
+                pool.free.push(slot);
+            } else {
+                pool.total -= 1;
+                pool.held -= slot.bytes();
+            }
+        }
+        self.freed.notify_all();
+        Ok(())
+    }
+
+    fn fits(slot: &Slot, sizes: SlotSizes) -> bool {
+        slot.arena.len() * std::mem::size_of::<DeviceFr>() == sizes.arena_bytes && slot.witness.len() * 8 == sizes.witness_bytes
+    }
+
+    /// The configured sizes.
+    pub fn sizes(&self) -> SlotSizes {
+        self.pool.lock().map(|p| p.sizes).unwrap_or_default()
+    }
+
     /// A slot for a partition of an n-point domain: a free one, else a new one while
-    /// fewer than [`STAGING_SLOTS`] exist, else the next one freed. A slot too small is
-    /// freed and allocated again at the larger size. Contents are whatever the last
-    /// user left: every user writes the part it reads first.
+    /// fewer than the configured count exist, else the next one freed. Contents are
+    /// whatever the last user left: every user writes the part it reads first.
     pub fn take(&self, n: usize) -> Result<Staging<'_>, GpuError> {
         let waited = std::time::Instant::now();
-        let slot = self.take_slot(n)?;
+        let slot = self.take_slot()?;
+        if slot.arena.len() < 3 * n {
+            let len = slot.arena.len();
+            self.put(slot);
+            return Err(GpuError::Invalid(format!("a staging slot of {len} scalars for a domain of {n}: the plan was made for another set")));
+        }
         tracing::debug!(ms = waited.elapsed().as_secs_f64() * 1e3, "staging slot taken");
         match slot.copy.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
             Ok(upload_start) => Ok(Staging { slots: self, slot: Some(slot), n, upload_start: Some(upload_start) }),
@@ -68,64 +126,89 @@ impl StagingSlots {
         }
     }
 
-    fn take_slot(&self, n: usize) -> Result<Slot, GpuError> {
-        let poisoned = || GpuError::Invalid("staging slots poisoned".into());
-        let mut pool = self.pool.lock().map_err(|_| poisoned())?;
+    fn take_slot(&self) -> Result<Slot, GpuError> {
+        let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
         loop {
-            if let Some(slot) = pool.free.pop() {
-                if slot.v[0].len() >= n {
-                    return Ok(slot);
-                }
-                pool.total -= 1; // too small: dropped (stream-ordered free), replaced below
-                if let Some(i) = pool.lens.iter().position(|&l| l == slot.v[0].len()) {
-                    pool.lens.swap_remove(i);
-                }
+            let sizes = pool.sizes;
+            if sizes.count == 0 {
+                return Err(GpuError::Invalid("no staging slots: the device plan has not sized them".into()));
             }
-            if pool.total < STAGING_SLOTS {
+            if let Some(slot) = pool.free.pop() {
+                return Ok(slot);
+            }
+            if pool.total < sizes.count {
                 pool.total += 1;
                 drop(pool);
                 let alloc = || -> Result<Slot, GpuError> {
                     // SAFETY: uninitialised device memory is only read after the caller
-                    // has written it (upload or zero padding).
-                    let one = || unsafe { self.gpu.stream.alloc::<DeviceFr>(n.max(1)) };
-                    Ok(Slot { v: [one()?, one()?, one()?], copy: self.gpu.ctx.new_stream()? })
+                    // has written it (upload, products, zero padding, list building).
+                    let arena = unsafe { self.gpu.stream.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
+                    // SAFETY: as above (the compact witness is uploaded before it is read).
+                    let witness = unsafe { self.gpu.stream.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
+                    Ok(Slot { arena, witness, copy: self.gpu.ctx.new_stream()? })
                 };
                 let r = alloc();
-                let mut pool = self.pool.lock().map_err(|_| poisoned())?;
-                if r.is_err() {
-                    pool.total -= 1;
-                    self.freed.notify_one();
-                } else {
-                    pool.lens.push(n.max(1));
-                    tracing::debug!(n, "staging slot allocated");
+                let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+                match &r {
+                    Ok(slot) => {
+                        pool.held += slot.bytes();
+                        tracing::info!(
+                            gb = format!("{:.2}", slot.bytes() as f64 / 1e9),
+                            slots = pool.total,
+                            "staging slot allocated (a, b, c, list pieces, MSM scratch, witness)"
+                        );
+                    }
+                    Err(_) => {
+                        pool.total -= 1;
+                        self.freed.notify_one();
+                    }
                 }
                 return r;
             }
-            pool = self.freed.wait(pool).map_err(|_| poisoned())?;
+            pool = self.freed.wait(pool).map_err(|_| Self::poisoned())?;
         }
     }
 
-    /// Device bytes the slots already hold that a partition of an n-point domain
-    /// would reuse (slots of at least n elements, n of them per vector): memory the
-    /// free figure no longer shows but a partition's working memory needs no more.
-    pub fn bytes_held(&self, n: usize) -> usize {
-        let slots = self.pool.lock().map(|p| p.lens.iter().filter(|&&l| l >= n).count()).unwrap_or(0);
-        slots.min(STAGING_SLOTS) * 3 * std::mem::size_of::<DeviceFr>() * n
+    /// Device bytes the slots hold now.
+    pub fn bytes_held(&self) -> usize {
+        self.pool.lock().map(|p| p.held).unwrap_or(0)
+    }
+
+    /// Frees every free slot (the plan goes with the last set); taken ones go when given back.
+    pub fn release(&self) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.sizes = SlotSizes::default();
+            for slot in std::mem::take(&mut pool.free) {
+                pool.total -= 1;
+                pool.held -= slot.bytes();
+            }
+        }
     }
 
     fn put(&self, slot: Slot) {
         match self.pool.lock() {
-            Ok(mut pool) => pool.free.push(slot),
+            Ok(mut pool) => {
+                let sizes = pool.sizes;
+                if Self::fits(&slot, sizes) && pool.total <= sizes.count {
+                    pool.free.push(slot);
+                } else {
+                    // Sized for an earlier plan: freed (in stream order); a new one is made
+                    // when next needed.
+                    pool.total -= 1;
+                    pool.held -= slot.bytes();
+                }
+            }
             Err(_) => tracing::error!("staging slots poisoned; a slot is dropped"),
         }
         self.freed.notify_one();
     }
 }
 
-/// A slot taken for one partition, before its a, b, c go up: the partition's other
-/// uploads go on [`Staging::copy_stream`] first (a pageable copy waits for the stream's
-/// earlier work, so it must come before the long pinned ones). Dropped without
-/// [`Staging::upload`], it waits for that stream and gives the slot back.
+/// A slot taken for one partition, before its a, b, c are there: the compact witness
+/// and the partition's other uploads go on [`Staging::copy_stream`] first (a pageable
+/// copy waits for the stream's earlier work, so it must come before the long pinned
+/// ones). Dropped without [`Staging::upload`] or [`Staging::products`], it waits for
+/// that stream and gives the slot back.
 pub struct Staging<'s> {
     slots: &'s StagingSlots,
     slot: Option<Slot>,
@@ -135,9 +218,36 @@ pub struct Staging<'s> {
 }
 
 impl<'s> Staging<'s> {
+    fn slot(&self) -> Result<&Slot, GpuError> {
+        self.slot.as_ref().ok_or_else(|| GpuError::Invalid("staging without a slot".into()))
+    }
+
     /// The slot's copy stream.
     pub fn copy_stream(&self) -> Result<&Arc<CudaStream>, GpuError> {
-        self.slot.as_ref().map(|s| &s.copy).ok_or_else(|| GpuError::Invalid("staging without a slot".into()))
+        Ok(&self.slot()?.copy)
+    }
+
+    /// The witness area, and the copy stream to fill it on.
+    pub fn witness_area(&mut self) -> Result<(&mut CudaSlice<u64>, Arc<CudaStream>), GpuError> {
+        let slot = self.slot.as_mut().ok_or_else(|| GpuError::Invalid("staging without a slot".into()))?;
+        Ok((&mut slot.witness, slot.copy.clone()))
+    }
+
+    /// Bytes of the witness area.
+    pub fn witness_bytes(&self) -> Result<usize, GpuError> {
+        Ok(self.slot()?.witness.len() * 8)
+    }
+
+    fn take(&mut self) -> Result<(Slot, CudaEvent), GpuError> {
+        match (self.slot.take(), self.upload_start.take()) {
+            (Some(slot), Some(start)) => Ok((slot, start)),
+            (slot, _) => {
+                if let Some(slot) = slot {
+                    self.slots.put(slot);
+                }
+                Err(GpuError::Invalid("staging without a slot".into()))
+            }
+        }
     }
 
     /// Uploads a, b, c (each at most n long, zero-padded to n) on the copy stream and
@@ -149,14 +259,13 @@ impl<'s> Staging<'s> {
         if [a, b, c].iter().any(|v| v.len() > n) {
             return Err(GpuError::Invalid(format!("a, b, c of {}, {} and {} values for a slot of {n}", a.len(), b.len(), c.len())));
         }
-        let (Some(mut slot), Some(upload_start)) = (self.slot.take(), self.upload_start.take()) else {
-            return Err(GpuError::Invalid("staging without a slot".into()));
-        };
+        let (mut slot, upload_start) = self.take()?;
         let cp = slot.copy.clone();
         let r = (|| -> Result<[CudaEvent; 3], GpuError> {
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
             let mut ev = Vec::with_capacity(3);
-            for (v, src) in slot.v.iter_mut().zip([a, b, c]) {
+            for (i, src) in [a, b, c].into_iter().enumerate() {
+                let mut v = slot.arena.slice_mut(i * n..(i + 1) * n);
                 cp.memcpy_htod(as_device(src), &mut v.slice_mut(..src.len()))?;
                 if src.len() < n {
                     cp.memset_zeros(&mut v.slice_mut(src.len()..n))?;
@@ -180,23 +289,23 @@ impl<'s> Staging<'s> {
             }
         }
     }
-}
 
-impl<'s> Staging<'s> {
-    /// a, b, c as the products of the compiled `matrices` with the device witness `z`
-    /// (sent and expanded on [`Staging::copy_stream`] before), computed into the slot on
-    /// the copy stream (zero-padded to n): nothing is read from the host.
-    pub fn products(mut self, gpu: &Gpu, matrices: &DeviceMatrices, z: &DeviceWitness) -> Result<StagedAbc<'s, 'static>, GpuError> {
+    /// a, b, c as the products of the compiled `matrices` with the compact witness
+    /// already in the witness area (laid out by `layout`, other values resident),
+    /// computed into the slot on the copy stream (zero-padded to n): nothing is read
+    /// from the host. `sent` is what the witness took up the bus.
+    pub fn products(mut self, gpu: &Gpu, matrices: &DeviceMatrices, layout: &CompactLayout, sent: u64) -> Result<StagedAbc<'s, 'static>, GpuError> {
         let n = self.n;
-        let (Some(mut slot), Some(upload_start)) = (self.slot.take(), self.upload_start.take()) else {
-            return Err(GpuError::Invalid("staging without a slot".into()));
-        };
+        let (mut slot, upload_start) = self.take()?;
         let cp = slot.copy.clone();
         let r = (|| -> Result<(CudaEvent, [CudaEvent; 3]), GpuError> {
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
             let products_start = cp.record_event(timing)?;
-            let [a, b, c] = &mut slot.v;
-            matrices.products_into(gpu, &cp, z, [&mut a.slice_mut(..n), &mut b.slice_mut(..n), &mut c.slice_mut(..n)])?;
+            let z = CompactView::of(&slot.witness, layout)?;
+            let (mut a, mut rest) = slot.arena.split_at_mut(n);
+            let (mut b, mut rest) = rest.split_at_mut(n);
+            let mut c = rest.slice_mut(..n);
+            matrices.products_into(gpu, &cp, &z, [&mut a, &mut b, &mut c])?;
             // One event for all three: the products run in order on the copy stream.
             let done = || cp.record_event(timing);
             Ok((products_start, [done()?, done()?, done()?]))
@@ -209,7 +318,7 @@ impl<'s> Staging<'s> {
                 upload_start,
                 products_start: Some(products_start),
                 uploaded,
-                bytes: z.bytes,
+                bytes: sent,
                 host: PhantomData,
             }),
             Err(e) => {
@@ -250,12 +359,25 @@ pub struct StagedAbc<'s, 'h> {
     pub upload_start: CudaEvent,
     pub products_start: Option<CudaEvent>,
     pub uploaded: [CudaEvent; 3],
-    /// Bytes sent to the device.
+    /// Bytes sent to the device for a, b, c (or for the witness they were computed from).
     pub bytes: u64,
     host: PhantomData<&'h [Scalar]>,
 }
 
+/// A slot's memory once the H polynomial is done: a (h in its first n − 1 scalars),
+/// the rest of the arena (for the list pieces and the MSM scratch) and the compact
+/// witness.
+pub struct MsmMemory<'a> {
+    pub a: CudaViewMut<'a, DeviceFr>,
+    pub rest: CudaViewMut<'a, DeviceFr>,
+    pub witness: &'a CudaSlice<u64>,
+}
+
 impl<'s> StagedAbc<'s, '_> {
+    fn slot_mut(&mut self) -> Result<&mut Slot, GpuError> {
+        self.slot.as_mut().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))
+    }
+
     /// The domain size n.
     pub fn domain_size(&self) -> usize {
         self.n
@@ -265,9 +387,25 @@ impl<'s> StagedAbc<'s, '_> {
     pub fn views(&mut self) -> Result<([CudaViewMut<'_, DeviceFr>; 3], [&CudaEvent; 3]), GpuError> {
         let n = self.n;
         let slot = self.slot.as_mut().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?;
-        let [a, b, c] = &mut slot.v;
+        let mut abc = slot.arena.slice_mut(..3 * n).chunks_exact_mut(n);
+        let mut next = || abc.next().ok_or_else(|| GpuError::Invalid("a, b, c views".into()));
+        let (a, b, c) = (next()?, next()?, next()?);
         let [ea, eb, ec] = &self.uploaded;
-        Ok(([a.slice_mut(..n), b.slice_mut(..n), c.slice_mut(..n)], [ea, eb, ec]))
+        Ok(([a, b, c], [ea, eb, ec]))
+    }
+
+    /// The slot's memory for the MSMs: h (the first n − 1 scalars of a, where the H
+    /// polynomial left it), then the rest of the arena; b and c are no longer needed.
+    pub fn msm_memory(&mut self) -> Result<MsmMemory<'_>, GpuError> {
+        let n = self.n;
+        let slot = self.slot_mut()?;
+        let (a, rest) = slot.arena.split_at_mut(n);
+        Ok(MsmMemory { a, rest, witness: &slot.witness })
+    }
+
+    /// The witness area.
+    pub fn witness(&self) -> Result<&CudaSlice<u64>, GpuError> {
+        Ok(&self.slot.as_ref().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?.witness)
     }
 
     /// Waits for the uploads of a, b and c: the host vectors are then the caller's
@@ -277,7 +415,7 @@ impl<'s> StagedAbc<'s, '_> {
             e.synchronize()?;
         }
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let copy = self.slot.as_ref().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))?.copy.clone();
+        let copy = self.slot_mut()?.copy.clone();
         // Placeholders for the events moved out (the drop below waits on them: done).
         let swap = || copy.record_event(timing);
         let upload_start = std::mem::replace(&mut self.upload_start, swap()?);

@@ -244,6 +244,15 @@ pub(crate) struct BasesAt<G: MsmGroup> {
     pub(crate) group: PhantomData<G>,
 }
 
+impl<G: MsmGroup> BasesAt<G> {
+    /// The `len` bases from index `start` on, read by their position in that range
+    /// (unindexed scalars): the caller keeps start + len within these bases.
+    pub(crate) fn offset(self, start: usize, len: usize) -> Self {
+        let size = std::mem::size_of::<G::DeviceAffine>() as u64;
+        BasesAt { origin: self.origin + start as u64 * size, first: 0, end: len, group: PhantomData }
+    }
+}
+
 impl<G: MsmGroup> Clone for BasesAt<G> {
     fn clone(&self) -> Self {
         *self

@@ -2,11 +2,13 @@
 //! bucket sorting and segment-balanced accumulation, all on the device (kernels/msm/
 //! pippenger.cuh has the phases). Bases are uploaded once into [`DeviceBases`] and
 //! stay resident; a call uploads the scalars, enqueues every phase on the compute
-//! stream and synchronises the host once, at its end. The prover uses the parts on
-//! their own: [`GpuMsm::upload_split`] on the copy stream, [`GpuMsm::enqueue_split`]
-//! / [`GpuMsm::enqueue_device`] with no wait, and [`PendingMsm::finish`] after one
-//! synchronization for every MSM of a partition.
+//! stream and synchronises the host once, at its end. The prover
+//! (crate::groth16::msms) enqueues the parts itself: Pippenger runs over pieces of
+//! split lists built on the device from a compact scalar vector ([`compact`],
+//! [`split`]), in scratch it lends, over resident or streamed bases ([`streamed`]),
+//! and [`PendingMsm::finish`] after one synchronization for every MSM of a partition.
 
+pub mod compact;
 mod group;
 mod pippenger;
 mod plan;
@@ -18,12 +20,12 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
 
-pub(crate) use self::group::check_base_count;
+pub(crate) use self::group::{check_base_count, BasesAt};
 pub use self::group::{DeviceBases, MsmGroup, Words, G1, G2};
 pub(crate) use pippenger::{blocks, PhaseEvents, CURVE_BLOCK};
-pub use pippenger::{GpuMsm, MsmTimings, PendingMsm};
-pub use plan::{affine_rounds, scratch_bound, window_bits, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
-pub use split::DeviceSplit;
+pub use pippenger::{GpuMsm, MsmTimings, PendingMsm, Scratch};
+pub use plan::{affine_rounds, max_scalars_within, scratch_bound, window_bits, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
+pub use split::{DeviceSplit, SplitView};
 
 use crate::device::GpuError;
 use crate::field::{as_device, DeviceFr};
@@ -133,7 +135,7 @@ impl GpuMsm {
         let up = |v: &[u32]| if v.is_empty() { Ok(None) } else { cp.clone_htod(v).map(Some) };
         let sig_scalars = if n == 0 { None } else { Some(cp.clone_htod(as_device(sig_scalars))?) };
         let bytes = (ones.len() + sig_index.len()) as u64 * 4 + n as u64 * std::mem::size_of::<Scalar>() as u64;
-        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes, checkpoints: Vec::new() })
+        Ok(DeviceSplit { sig_scalars, sig_index: up(sig_index)?, ones: up(ones)?, bytes })
     }
 
     /// Enqueues a split MSM on the compute stream; no host wait.
@@ -143,8 +145,7 @@ impl GpuMsm {
         let start = s.record_event(timing)?;
         let mut phases = PhaseEvents::new(true);
         let mut results = Vec::with_capacity(2);
-        let (sig, ones) = (0..split.sig_index.as_ref().map_or(0, |v| v.len()), 0..split.ones.as_ref().map_or(0, |v| v.len()));
-        self.enqueue_split_part(bases.at(s), split, sig, ones, &mut results, &mut phases)?;
+        self.enqueue_split_view(bases.at(s), &split.view(), &mut results, &mut phases, &mut Scratch::Own)?;
         bases.read_until_now(s);
         let end = s.record_event(timing)?;
         Ok(PendingMsm { results, t0: None, start, phases, end, bases_up: 0 })
@@ -166,7 +167,7 @@ impl GpuMsm {
         let mut phases = PhaseEvents::new(true);
         let mut results = Vec::with_capacity(1);
         if n > 0 {
-            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut phases)?);
+            results.push(self.enqueue_pippenger(bases.at(s), scalars, n, None, &mut phases, &mut Scratch::Own)?);
         }
         bases.read_until_now(s);
         let end = s.record_event(timing)?;

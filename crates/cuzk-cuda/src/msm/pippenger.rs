@@ -147,6 +147,15 @@ impl PhaseEvents {
     }
 }
 
+/// Where an MSM keeps its large buffers ([`ScratchLayout`]): the engine's own
+/// allocation (grown to fit and kept, [`GpuMsm::reserve_scratch`]), or a region the
+/// caller lends for the call (the prover's: a staging slot's b and c once the H
+/// polynomial no longer needs them), which must hold the MSM's layout.
+pub enum Scratch<'a, 'b> {
+    Own,
+    Lent(&'b mut CudaViewMut<'a, u32>),
+}
+
 /// Chain totals per inverting thread of the batch-affine rounds: one inversion per 512
 /// pairs (with AFFINE_SPAN). Passed to the kernels as an argument.
 const AFFINE_INVERT_GROUP: u32 = 32;
@@ -251,15 +260,41 @@ impl GpuMsm {
         Ok(held)
     }
 
-    /// Enqueues Pippenger over n scalars already on the device, marking its phases in
-    /// `phases`; returns the one-point result buffer.
+    /// Bytes of the scratch an MSM of n scalars of G takes with this engine's settings.
+    pub fn scratch_bytes_for<G: MsmGroup>(&self, n: usize) -> usize {
+        4 * self.scratch_layout::<G>(n).words()
+    }
+
+    /// Enqueues Pippenger over n scalars already on the device, its large buffers in
+    /// `scratch`, marking its phases in `phases`; returns the one-point result buffer.
     /// Scalar i multiplies base `base_index[i]`, or without an index base i (i < bases.end).
     /// Every index must lie in bases.first..bases.end: upload_split checks lists from
-    /// the host; device-built lists hold indices below the query's length by
-    /// construction, and a streamed chunk's by the list builder's checkpoints
-    /// (SplitPlan::checkpoints, tested in split.rs).
+    /// the host; device-built lists hold the indices of their query's bases by
+    /// construction (crate::msm::split), and a streamed chunk holds the bases of the
+    /// list piece it is loaded for.
     pub(crate) fn enqueue_pippenger<G: MsmGroup>(
         &self,
+        bases: BasesAt<G>,
+        d_scalars: &CudaView<'_, DeviceFr>,
+        n: usize,
+        base_index: Option<&CudaView<'_, u32>>,
+        phases: &mut PhaseEvents,
+        scratch: &mut Scratch<'_, '_>,
+    ) -> Result<CudaSlice<G::DeviceXyzz>, GpuError> {
+        match scratch {
+            Scratch::Own => {
+                let mut own = self.scratch(self.scratch_layout::<G>(n).words())?;
+                let mut arena = own.as_mut().ok_or_else(|| GpuError::Invalid("MSM scratch missing".into()))?.slice_mut(..);
+                self.pippenger_in(&mut arena, bases, d_scalars, n, base_index, phases)
+            }
+            Scratch::Lent(arena) => self.pippenger_in(arena, bases, d_scalars, n, base_index, phases),
+        }
+    }
+
+    /// [`GpuMsm::enqueue_pippenger`] with its large buffers in `arena`.
+    fn pippenger_in<G: MsmGroup>(
+        &self,
+        arena: &mut CudaViewMut<'_, u32>,
         bases: BasesAt<G>,
         d_scalars: &CudaView<'_, DeviceFr>,
         n: usize,
@@ -282,9 +317,8 @@ impl GpuMsm {
         let m0 = REDUCE_FIRST_SEGMENT.min(buckets_per_window);
         let reduce_threads = w * (buckets_per_window / m0);
         let layout = self.scratch_layout::<G>(n);
-        let mut scratch = self.scratch(layout.words())?;
-        let arena = scratch.as_mut().ok_or_else(|| GpuError::Invalid("MSM scratch missing".into()))?;
-        let too_small = || GpuError::Invalid("MSM scratch smaller than its layout".into());
+        let held = 4 * arena.len();
+        let too_small = || GpuError::Invalid(format!("MSM scratch of {held} bytes, smaller than its layout's {}", 4 * layout.words()));
         // The sorted entries, then the digits' place (taken over by the batch-affine
         // rounds once the scatter has read the digits).
         let (mut sorted_place, mut rest) = arena.try_split_at_mut(layout.sorted_words).ok_or_else(too_small)?;

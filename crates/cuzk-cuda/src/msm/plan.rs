@@ -150,10 +150,44 @@ pub fn scratch_bound<G: MsmGroup>(n: usize) -> usize {
     std::iter::once(n).chain(powers).chain(groups).filter(|&m| m <= n).map(scratch_bytes::<G>).max().unwrap_or(0)
 }
 
+/// The most scalars of G an MSM may have whose scratch ([`scratch_bound`]: any count up
+/// to it) fits in `budget` bytes; 0 if not even one.
+pub fn max_scalars_within<G: MsmGroup>(budget: usize) -> usize {
+    // The bound grows with the count: bisect between a count that fits and one that
+    // does not (scalar counts stay below 2^31: crate::msm::group::check_base_count).
+    let (mut lo, mut hi) = (0usize, 1usize << 31);
+    if scratch_bound::<G>(hi) <= budget {
+        return hi;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if scratch_bound::<G>(mid) <= budget {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::msm::{G1, G2};
+
+    #[test]
+    fn the_most_scalars_within_a_budget_is_the_last_that_fits() {
+        for budget in [0, 1 << 20, 700 << 20, 4 << 30, 14_000_000_000, 16 << 30] {
+            let (g1, g2) = (max_scalars_within::<G1>(budget), max_scalars_within::<G2>(budget));
+            assert!(g1 == 0 || scratch_bound::<G1>(g1) <= budget, "{budget}");
+            assert!(scratch_bound::<G1>(g1 + 1) > budget, "{budget}");
+            assert!(g2 == 0 || scratch_bound::<G2>(g2) <= budget, "{budget}");
+            assert!(scratch_bound::<G2>(g2 + 1) > budget, "{budget}");
+        }
+        // The H MSM of a 32 GiB partition (2^27 − 1 scalars) needs 13.96 GB.
+        assert!(max_scalars_within::<G1>(14_000_000_000) >= (1 << 27) - 1);
+        assert!(max_scalars_within::<G1>(13_000_000_000) < (1 << 27) - 1);
+    }
 
     #[test]
     fn affine_round_choice() {

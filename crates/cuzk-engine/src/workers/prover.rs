@@ -44,7 +44,15 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         drop(circuit);
         job.add_gpu(took);
         shared.costs.proved(&job.circuit_id, took);
-        lock(&shared.stats).prove.entry(job.kind).or_default().observe(took);
+        {
+            let mut stats = lock(&shared.stats);
+            stats.prove.entry(job.kind).or_default().observe(took);
+            if let Ok(ProveOutput { device: Some(d), .. }) = &result {
+                *stats.bytes_up.entry(job.kind).or_default() += d.bytes_up;
+                *stats.bytes_down.entry(job.kind).or_default() += d.bytes_down;
+                *stats.device_partitions.entry(job.kind).or_default() += 1;
+            }
+        }
         let proof = match result {
             Ok(out) if out.proofs.len() == 1 => out.proofs[0],
             Ok(out) => {

@@ -56,7 +56,7 @@ impl DaemonConfig {
              tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\nstate_dir = {}\njob_retention = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
-             [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\n\n\
+             [gpus]\ndevices = {}\ngpu_threads = {}\ngpu_workers_per_device = {}\ndevice_memory_limit = {}\n\n\
              [pipeline]\nsynthesis_lookahead = {}\nsynthesis_concurrency = {}\n\n\
              [synthesis]\ncompiled_matrices = {}\nmatrices_dir = {}\n\n\
              [logging]\nlevel = {}\n\n\
@@ -86,6 +86,11 @@ impl DaemonConfig {
             list(self.gpu_devices.iter().map(|d| d.to_string()).collect()),
             self.cpu_threads,
             self.workers_per_backend,
+            match &self.device_memory_limit[..] {
+                [] => quoted("all"),
+                [one] => quoted(&size_text(*one)),
+                many => list(many.iter().map(|b| quoted(&size_text(*b))).collect()),
+            },
             self.synthesis_lookahead,
             self.synthesis_workers,
             self.compiled_matrices.to_toml(),

@@ -1,0 +1,570 @@
+//! The device-memory plan of one GPU: for a parameter set, every byte its partitions
+//! allocate on the device, counted before the set is accepted, and the configuration
+//! that fits the memory the backend may use (`gpus.device_memory_limit`, else what the
+//! card has free). Pure functions of the set's shape and the bytes available, so every
+//! card size is tested without a GPU.
+//!
+//! What a partition holds, and where:
+//! - **points**: resident (47.4 GB for a 32 GiB PoRep set), or in pinned host memory
+//!   streamed through two chunk buffers;
+//! - **compiled matrices** (7.5 GB at 32 GiB PoRep) on the device, where a, b, c are
+//!   then computed; else a, b, c are computed on the host and uploaded;
+//! - **NTT tables**: the twiddles of every stage (10.7 GB at 2^27), or of the stages
+//!   below `table_log` (the others computed, one product more per butterfly);
+//! - per **staging slot** (one partition in flight each; two let the next partition's
+//!   products overlap this one's MSMs): a, b, c, whose b and c turn into the split
+//!   lists' pieces and the MSM scratch once the H polynomial is done (`slot_bytes`),
+//!   and the compact witness (`witness_bytes`: its bitmaps and offsets at least, its
+//!   other values where they fit; else they go up a window per list piece);
+//! - the MSMs' small buffers (buckets, reduction pairs: taken from the device pool per
+//!   MSM and given back) and a margin for the pool and the context.
+//!
+//! Where memory is short the plan degrades in steps, the first that fits wins, in this
+//! order: two slots → one; every twiddle stage in tables → fewer; the H MSM in one run →
+//! in pieces; points resident → streamed (the chunks as large as fit); a, b, c on the
+//! device → on the host. Leftover memory goes to the witness (up to all its values) and
+//! the list pieces (up to a whole query's lists at worst).
+
+use crate::msm::split::{PieceLimits, LIST_CHUNK};
+use crate::msm::streamed::{DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
+use crate::msm::{max_scalars_within, scratch_bound, G1, G2};
+use crate::ntt::domain_bytes;
+
+const SCALAR_BYTES: usize = 32;
+const G1_BYTES: usize = 96;
+const G2_BYTES: usize = 192;
+/// Bytes of a list entry at worst: a significant value's index and scalar.
+const LIST_ENTRY_BYTES: usize = 36;
+/// The least memory a list piece may have: one chunk of positions, every one
+/// significant, with its window of other values.
+const LEAST_LIST_BYTES: usize = LIST_CHUNK * (LIST_ENTRY_BYTES + SCALAR_BYTES) + 4096;
+/// The margin kept free: the device pool's rounding, the handful of small buffers no
+/// count covers (events, the public inputs' sums, chunk tables, densities), and the
+/// 192 MiB a streamed set's loading takes on the device while other sets prove.
+const MARGIN_BYTES: usize = 512 << 20;
+/// The least twiddle table: the blocked stages (crate::ntt).
+const LEAST_TABLE_LOG: u32 = 10;
+/// Slots' arenas and witness areas are whole blocks of this many bytes.
+const ALLOC_ALIGN: usize = 256;
+
+/// The shape of a parameter set as the device sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetShape {
+    /// The evaluation domain (a power of two).
+    pub n: usize,
+    /// Points of H, L, A, B (G1) and B (G2).
+    pub queries: [usize; 5],
+    /// Public inputs (the witness's leading values, with the constant one).
+    pub inputs: usize,
+    /// Aux values of a partition's witness.
+    pub aux: usize,
+    /// Device bytes of the circuit's compiled matrices, where it has them.
+    pub matrices_bytes: Option<usize>,
+}
+
+impl SetShape {
+    pub fn points_bytes(&self) -> usize {
+        let [h, l, a, b1, b2] = self.queries;
+        G1_BYTES * (h + l + a + b1) + G2_BYTES * b2
+    }
+
+    fn log_n(&self) -> u32 {
+        self.n.max(1).trailing_zeros()
+    }
+
+    /// Compact witness bytes when all its aux values are other values.
+    fn witness_worst(&self) -> usize {
+        crate::msm::compact::CompactLayout::new(self.inputs, self.aux, self.aux, true).bytes()
+    }
+
+    fn witness_least(&self) -> usize {
+        crate::msm::compact::CompactLayout::least_bytes(self.inputs, self.aux)
+    }
+
+    /// The largest query's lists at worst (every value significant), with the window
+    /// of other values when they are not resident.
+    fn lists_worst(&self) -> usize {
+        let [_, l, a, b, _] = self.queries;
+        l.max(a).max(b) * (LIST_ENTRY_BYTES + SCALAR_BYTES) + 4096
+    }
+}
+
+/// Where a set's points are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the device, for as long as the set is loaded.
+    Resident,
+    /// In pinned host memory, streamed up by every MSM through two device buffers of
+    /// `chunk_bytes` each.
+    Streamed { chunk_bytes: usize },
+}
+
+/// What the backend's other sets already hold, shared or not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Resident points and device matrices of the other loaded sets.
+    pub other_sets: usize,
+    /// The shared parts as the other sets' plans size them (their largest).
+    pub slots: usize,
+    pub slot_bytes: usize,
+    pub witness_bytes: usize,
+    pub table_bytes: usize,
+    pub chunk_bytes: usize,
+}
+
+/// How a backend proves a set: every device allocation's size, and its total.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevicePlan {
+    pub points: Placement,
+    /// a, b, c computed on the device from the compiled matrices (resident).
+    pub matrices_on_device: bool,
+    /// Partitions on the device at once (staging slots).
+    pub slots: usize,
+    /// Twiddle tables up to this stage (crate::ntt::table_log_within).
+    pub table_log: u32,
+    /// Per slot: a, b, c; then h, the list pieces and the MSM scratch.
+    pub slot_bytes: usize,
+    /// Per slot: the compact witness area.
+    pub witness_bytes: usize,
+    /// Of a slot, after h: a list piece's memory, and the MSM scratch.
+    pub lists_bytes: usize,
+    pub scratch_bytes: usize,
+    /// The most scalars of one Pippenger run: H's, and a list piece's significant
+    /// values in G1 and in G2.
+    pub h_piece: usize,
+    pub g1_piece: usize,
+    pub g2_piece: usize,
+    pub msm_small_bytes: usize,
+    pub margin_bytes: usize,
+    /// What the device holds with this set planned: the other sets' parts, this set's,
+    /// the shared parts at their largest.
+    pub total_bytes: usize,
+    /// The bytes the plan had.
+    pub capacity: usize,
+}
+
+impl DevicePlan {
+    /// Limits of a piece of split lists under this plan: `window` when the partition's
+    /// other values are not resident; `g2` for the B query, whose lists feed G2 too.
+    pub fn piece_limits(&self, window: bool, g2: bool) -> PieceLimits {
+        let bases = match self.points {
+            Placement::Resident => usize::MAX,
+            Placement::Streamed { chunk_bytes } => chunk_bytes / if g2 { G2_BYTES } else { G1_BYTES },
+        };
+        PieceLimits { bytes: self.lists_bytes, significant: if g2 { self.g2_piece.min(self.g1_piece) } else { self.g1_piece }, bases, window }
+    }
+
+    /// The chunk buffers' size, for a streamed set.
+    pub fn chunk_bytes(&self) -> Option<usize> {
+        match self.points {
+            Placement::Resident => None,
+            Placement::Streamed { chunk_bytes } => Some(chunk_bytes),
+        }
+    }
+
+    /// One line for the log: the choices and each part's bytes.
+    pub fn summary(&self, shape: &SetShape) -> String {
+        let gb = |b: usize| format!("{:.2}", b as f64 / 1e9);
+        let points = match self.points {
+            Placement::Resident => format!("points resident {} GB", gb(shape.points_bytes())),
+            Placement::Streamed { chunk_bytes } => format!("points streamed through 2 × {} GB", gb(chunk_bytes)),
+        };
+        let products = match (shape.matrices_bytes, self.matrices_on_device) {
+            (Some(m), true) => format!("a, b, c on the device (matrices {} GB)", gb(m)),
+            (Some(_), false) => "a, b, c on the host (the matrices do not fit)".to_string(),
+            (None, _) => "a, b, c from synthesis".to_string(),
+        };
+        let log_n = shape.log_n();
+        let tables = if self.table_log >= log_n {
+            format!("NTT tables {} GB", gb(domain_bytes(log_n, self.table_log)))
+        } else {
+            format!("NTT tables {} GB (stages {}..{} computed)", gb(domain_bytes(log_n, self.table_log)), self.table_log, log_n)
+        };
+        let h = if self.h_piece + 1 >= shape.n { "H MSM in one run".to_string() } else { format!("H MSM in runs of {}", self.h_piece) };
+        format!(
+            "{points}; {products}; {tables}; {} slot(s) of {} GB + witness {} GB (lists {} GB, MSM scratch {} GB); {h}; MSM buffers {} GB; margin {} GB; {} of {} GB",
+            self.slots,
+            gb(self.slot_bytes),
+            gb(self.witness_bytes),
+            gb(self.lists_bytes),
+            gb(self.scratch_bytes),
+            gb(self.msm_small_bytes),
+            gb(self.margin_bytes),
+            gb(self.total_bytes),
+            gb(self.capacity)
+        )
+    }
+}
+
+/// Device bytes of one Pippenger run's buffers besides its scratch, for at most
+/// `scalars` scalars of G (counts, offsets, cursor, bucket sums, the reduction's pairs,
+/// the accumulation's segment partials), mirroring crate::msm::pippenger's allocations.
+fn pippenger_small_bytes(scalars: usize, xyzz: usize, wide: u32) -> usize {
+    let log = usize::BITS - 1 - scalars.max(1).leading_zeros();
+    let c = if log >= 24 { wide } else { log.saturating_sub(4).clamp(4, 16) };
+    let w = (255 / c + 1) as usize;
+    let len = w << (c - 1);
+    let reduce = w * ((1usize << (c - 1)) / 32).max(1);
+    let segments = (scalars * w).div_ceil(((scalars * w).div_ceil(1 << 18)).max(8)).max(1);
+    3 * 4 * (len + 1) + len * xyzz + 3 * reduce * xyzz + segments * (3 * xyzz + 8) + (1 << 15) * 2 * xyzz
+}
+
+/// The MSMs' small buffers: the largest run's, twice (the device pool keeps the blocks
+/// of the run before while the next takes its own).
+fn msm_small_bytes(h_piece: usize, g1_piece: usize, g2_piece: usize) -> usize {
+    let g1 = pippenger_small_bytes(h_piece.max(g1_piece), 192, 20);
+    let g2 = pippenger_small_bytes(g2_piece, 384, 16);
+    2 * g1.max(g2)
+}
+
+/// Choices a backend is told to make instead of its plan's: benchmarks (`cuzk bench
+/// --stream-points`), and tests that take small cards' paths with small circuits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Points streamed through chunk buffers of this size (a multiple of 192, at least
+    /// crate::msm::streamed::MIN_CHUNK_BYTES).
+    pub chunk_bytes: Option<usize>,
+    pub slots: Option<usize>,
+    /// Twiddle tables up to this stage (at least the blocked stages, 10).
+    pub table_log: Option<u32>,
+    /// H MSM runs of at most this many scalars.
+    pub h_piece: Option<usize>,
+    /// A list piece's bytes (at least one chunk's at worst).
+    pub lists_bytes: Option<usize>,
+    /// The witness area holds the bitmaps and offsets only: list pieces send their
+    /// window of other values, and pending a, b, c are computed on the host.
+    pub witness_least: bool,
+    /// Pending a, b, c on the host even where the matrices would fit.
+    pub host_products: bool,
+}
+
+impl Overrides {
+    /// Refuses values no plan can take.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(c) = self.chunk_bytes {
+            crate::msm::streamed::check_chunk_bytes(c).map_err(|e| e.to_string())?;
+        }
+        if self.slots == Some(0) || self.h_piece == Some(0) {
+            return Err("at least one slot, and H MSM runs of at least one scalar".into());
+        }
+        if self.table_log.is_some_and(|t| t < LEAST_TABLE_LOG) {
+            return Err(format!("twiddle tables up to stage {LEAST_TABLE_LOG} at least"));
+        }
+        if self.lists_bytes.is_some_and(|b| b < LEAST_LIST_BYTES) {
+            return Err(format!("list pieces of at least {LEAST_LIST_BYTES} bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// One configuration the ladder tries.
+#[derive(Clone, Copy, Debug)]
+struct Choice {
+    matrices: bool,
+    chunk_bytes: Option<usize>,
+    slots: usize,
+    table_log: u32,
+    h_piece: usize,
+}
+
+/// The plan for `shape` on a device where the backend may hold `capacity` bytes in
+/// all, beside what its other sets hold; or why no configuration fits, with the least
+/// a partition needs.
+pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Result<DevicePlan, String> {
+    let log_n = shape.log_n();
+    let h = shape.queries[0];
+    let mut least_seen = usize::MAX;
+    let matrices_choices: &[bool] = if shape.matrices_bytes.is_some() && !o.host_products { &[true, false] } else { &[false] };
+    // Resident, then streamed chunks from the default down (halving, whole G2 points).
+    let mut chunks = vec![None];
+    let mut c = DEFAULT_CHUNK_BYTES;
+    while c >= MIN_CHUNK_BYTES {
+        chunks.push(Some(c));
+        c = (c / 2 / G2_BYTES * G2_BYTES).max(if c == MIN_CHUNK_BYTES { 0 } else { MIN_CHUNK_BYTES });
+    }
+    if let Some(c) = o.chunk_bytes {
+        chunks = vec![Some(c)];
+    }
+    let slot_choices = o.slots.map_or(vec![2, 1], |s| vec![s]);
+    let tables: Vec<u32> = match o.table_log {
+        Some(t) => vec![t.min(log_n)],
+        None => (LEAST_TABLE_LOG.min(log_n)..=log_n).rev().collect(),
+    };
+    // Preference, first to last: a, b, c on the device; the H MSM in as few runs as
+    // the points' placement allows (each halving costs a bucket reduction per run and
+    // narrower windows: ~10 % of the H MSM at 16 runs); points resident, else the
+    // largest chunks; every twiddle stage in tables (each stage computed costs ~4 % of
+    // an NTT); two slots (one partition's products overlap the other's MSMs: a few
+    // tens of ms per partition).
+    for &matrices in matrices_choices {
+        for halvings in 0..=usize::BITS {
+            let mut tried = false;
+            for &chunk_bytes in &chunks {
+                // A run is a chunk of points at most when they stream.
+                let most = chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)).max(1);
+                let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
+                if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
+                    continue;
+                }
+                tried = true;
+                for &table_log in &tables {
+                    for &slots in &slot_choices {
+                        let choice = Choice { matrices, chunk_bytes, slots, table_log, h_piece };
+                        match try_choice(shape, capacity, held, choice, o) {
+                            Ok(p) => return Ok(p),
+                            Err(need) => least_seen = least_seen.min(need),
+                        }
+                    }
+                }
+            }
+            if !tried {
+                break;
+            }
+        }
+    }
+    let gb = |b: usize| b as f64 / 1e9;
+    Err(format!(
+        "{:.2} GB available: not enough for a partition of this set even with its {:.2} GB of points streamed, one slot and the least tables (at least {:.2} GB needed)",
+        gb(capacity),
+        gb(shape.points_bytes()),
+        gb(least_seen)
+    ))
+}
+
+/// The plan of one configuration with its leftover handed to the witness and the
+/// lists; Err(the total it needs at least) if it does not fit.
+fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Overrides) -> Result<DevicePlan, usize> {
+    let log_n = shape.log_n();
+    let n = shape.n;
+    // The scratch: the H runs', and at least a list chunk's significant values in G1
+    // and G2 (a chunk may hold nothing else).
+    let scratch = scratch_bound::<G1>(c.h_piece).max(scratch_bound::<G1>(LIST_CHUNK)).max(scratch_bound::<G2>(LIST_CHUNK));
+    let least_lists = LEAST_LIST_BYTES;
+    let least_witness = shape.witness_least();
+    let resident_points = if c.chunk_bytes.is_none() { shape.points_bytes() } else { 0 };
+    let matrices = if c.matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
+    let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);
+    let chunks = 2 * c.chunk_bytes.unwrap_or(0).max(held.chunk_bytes);
+    let slots = if held.slots > 0 { c.slots.min(held.slots) } else { c.slots };
+    // Allocations are whole 256-byte blocks (a slot's arena is scalars, its witness area
+    // words: the sizes the plan gives are the sizes allocated).
+    let slot_for = |lists: usize| (3 * SCALAR_BYTES * n).max(SCALAR_BYTES * n + lists + scratch).max(held.slot_bytes).next_multiple_of(ALLOC_ALIGN);
+    let witness_for = |w: usize| w.max(held.witness_bytes).next_multiple_of(ALLOC_ALIGN);
+    let g1_piece = max_scalars_within::<G1>(scratch);
+    let g2_piece = max_scalars_within::<G2>(scratch);
+    let small = msm_small_bytes(c.h_piece, g1_piece, g2_piece);
+    let fixed = held.other_sets + resident_points + matrices + tables + chunks + small;
+    let margin = MARGIN_BYTES;
+    let total_for = |lists: usize, witness: usize| fixed + slots * (slot_for(lists) + witness_for(witness)) + margin;
+    let least = total_for(least_lists, least_witness);
+    if least > capacity {
+        return Err(least);
+    }
+    // The leftover goes to the witness's other values (a, b, c computed on the device
+    // need them all there) and to list pieces (fewer, larger runs), in proportion to
+    // what each needs at worst beyond its least; the lists first fill the part of the
+    // slot's b and c the scratch leaves, which costs nothing.
+    let free_in_slot = (3 * SCALAR_BYTES * n).saturating_sub(SCALAR_BYTES * n + scratch);
+    let lists_floor = free_in_slot.max(least_lists);
+    // Less the rounding the leftover's parts may add.
+    let room = ((capacity - least) / slots.max(1)).saturating_sub(2 * ALLOC_ALIGN);
+    let w_want = shape.witness_worst().saturating_sub(least_witness);
+    let l_want = shape.lists_worst().saturating_sub(lists_floor);
+    let w_extra = if o.witness_least || w_want == 0 { 0 } else { ((room as u128 * w_want as u128 / (w_want + l_want) as u128) as usize).min(w_want) };
+    let witness = least_witness + w_extra;
+    let lists = {
+        let fitted = (lists_floor + (room - w_extra)).min(shape.lists_worst().max(lists_floor));
+        o.lists_bytes.map_or(fitted, |b| b.min(fitted)).max(least_lists)
+    };
+    let slot_bytes = slot_for(lists);
+    let total = total_for(lists, witness);
+    debug_assert!(total <= capacity);
+    Ok(DevicePlan {
+        points: match c.chunk_bytes {
+            None => Placement::Resident,
+            Some(chunk_bytes) => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes) },
+        },
+        matrices_on_device: c.matrices,
+        slots,
+        table_log: c.table_log,
+        slot_bytes,
+        witness_bytes: witness_for(witness),
+        lists_bytes: lists,
+        scratch_bytes: scratch,
+        h_piece: c.h_piece,
+        g1_piece,
+        g2_piece,
+        msm_small_bytes: small,
+        margin_bytes: margin,
+        total_bytes: total,
+        capacity,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GB: usize = 1_000_000_000;
+    const GIB: usize = 1 << 30;
+    const N: usize = 1 << 27;
+
+    /// The 32 GiB circuits (counted from the real circuits; matrices from `cuzk compile`).
+    fn porep() -> SetShape {
+        SetShape {
+            n: N,
+            queries: [N - 1, 130_169_893, 129_753_620, 33_112_282, 33_112_282],
+            inputs: 328,
+            aux: 130_169_893,
+            matrices_bytes: Some(7_461_000_000),
+        }
+    }
+    fn wpost() -> SetShape {
+        SetShape {
+            n: N,
+            queries: [N - 1, 126_902_376, 96_205_645, 91_925_767, 91_925_767],
+            inputs: 26_000,
+            aux: 126_902_376,
+            matrices_bytes: Some(9_890_000_000),
+        }
+    }
+    fn snap() -> SetShape {
+        let n = 1 << 27;
+        SetShape {
+            n,
+            queries: [n - 1, 81_000_000, 80_000_000, 40_000_000, 40_000_000],
+            inputs: 8,
+            aux: 81_000_000,
+            matrices_bytes: Some(5_000_000_000),
+        }
+    }
+
+    /// Cards by the bytes a process gets: what a cap of `gib` GiB leaves, or a whole
+    /// card's free memory (H100 80 GB: 84.46 GB seen free; H200: 149.55 GB).
+    fn cards() -> Vec<(&'static str, usize)> {
+        vec![
+            ("16 GiB", 16 * GIB),
+            ("24 GiB", 24 * GIB),
+            ("32 GiB", 32 * GIB),
+            ("48 GiB", 48 * GIB),
+            ("H100", 84_460_000_000),
+            ("H200", 149_550_000_000),
+        ]
+    }
+
+    /// Every part fits and adds up to the total; the least list piece and witness are kept.
+    fn check(shape: &SetShape, p: &DevicePlan) {
+        assert!(p.total_bytes <= p.capacity, "{p:?}");
+        let n = shape.n;
+        assert!(p.slot_bytes >= 3 * 32 * n && p.slot_bytes >= 32 * n + p.lists_bytes + p.scratch_bytes, "{p:?}");
+        assert!(p.slot_bytes % 256 == 0 && p.witness_bytes % 256 == 0, "{p:?}");
+        assert!(p.lists_bytes >= LEAST_LIST_BYTES && p.witness_bytes >= shape.witness_least(), "{p:?}");
+        assert!(scratch_bound::<G1>(p.h_piece) <= p.scratch_bytes && scratch_bound::<G2>(p.g2_piece) <= p.scratch_bytes, "{p:?}");
+        assert!(p.g1_piece >= LIST_CHUNK && p.g2_piece >= LIST_CHUNK, "{p:?}");
+        let points = if p.points == Placement::Resident { shape.points_bytes() } else { 2 * p.chunk_bytes().unwrap() };
+        let matrices = if p.matrices_on_device { shape.matrices_bytes.unwrap() } else { 0 };
+        let parts =
+            points + matrices + domain_bytes(27, p.table_log) + p.slots * (p.slot_bytes + p.witness_bytes) + p.msm_small_bytes + p.margin_bytes;
+        assert_eq!(parts, p.total_bytes, "{p:?}");
+    }
+
+    #[test]
+    fn every_32_gib_circuit_has_a_plan_on_every_card_from_16_gib() {
+        for (name, shape) in [("porep", porep()), ("wpost", wpost()), ("snap", snap())] {
+            for (card, bytes) in cards() {
+                let p = plan(&shape, bytes, &Held::default(), &Overrides::default()).unwrap_or_else(|e| panic!("{name} on {card}: {e}"));
+                check(&shape, &p);
+                eprintln!("{name} on {card}: {}", p.summary(&shape));
+            }
+        }
+    }
+
+    #[test]
+    fn the_h200_keeps_everything_and_the_h100_keeps_its_points_and_matrices() {
+        let p = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
+        assert_eq!((p.points, p.matrices_on_device, p.slots, p.table_log, p.h_piece), (Placement::Resident, true, 2, 27, N - 1));
+        // The whole witness fits (a, b, c on the device), and a whole query's lists.
+        assert_eq!((p.witness_bytes, p.lists_bytes), (porep().witness_worst(), porep().lists_worst()));
+        // An H100: resident points, device products, one slot; a few twiddle stages
+        // computed; the H MSM still in one run.
+        let p = plan(&porep(), 84_460_000_000, &Held::default(), &Overrides::default()).unwrap();
+        assert_eq!((p.points, p.matrices_on_device, p.slots, p.h_piece), (Placement::Resident, true, 1, N - 1), "{p:?}");
+        assert!((23..27).contains(&p.table_log), "{p:?}");
+        // A PoRep partition's real witness (1.3 % other values) is resident.
+        assert!(p.witness_bytes >= crate::msm::compact::CompactLayout::new(328, 130_169_893, 1_700_000, true).bytes());
+    }
+
+    #[test]
+    fn small_cards_stream_points_and_keep_a_b_c_on_the_device_where_the_matrices_fit() {
+        let real_witness = crate::msm::compact::CompactLayout::new(328, 130_169_893, 1_700_000, true).bytes();
+        for gib in [16, 24, 32, 48] {
+            let p = plan(&porep(), gib * GIB, &Held::default(), &Overrides::default()).unwrap();
+            assert!(matches!(p.points, Placement::Streamed { .. }), "{gib}: {p:?}");
+            // 16 GiB: a, b, c (12.9 GB) and the matrices (7.5 GB) do not fit together;
+            // the other values then go up a window per list piece.
+            assert_eq!(p.matrices_on_device, gib > 16, "{gib} GiB: {p:?}");
+            // Where a, b, c are computed on the device, the real witness's other values
+            // stay resident; the H MSM runs a whole chunk at a time.
+            assert!(gib == 16 || p.witness_bytes >= real_witness, "{gib}: {p:?}");
+            assert_eq!(p.h_piece, p.chunk_bytes().unwrap() / 96, "{gib}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn more_memory_never_gives_a_worse_placement() {
+        let (mut resident, mut device, mut slots) = (false, false, 0);
+        for gb in (17..=160).map(|g| g * GB) {
+            let p = plan(&porep(), gb, &Held::default(), &Overrides::default()).unwrap();
+            check(&porep(), &p);
+            let r = p.points == Placement::Resident;
+            assert!(r || !resident, "{gb}: streamed after resident");
+            assert!(p.matrices_on_device || !device, "{gb}: host products after device ones");
+            assert!(p.slots >= slots || !r, "{gb}: fewer slots with more memory");
+            (resident, device) = (r, p.matrices_on_device);
+            if r {
+                slots = p.slots;
+            }
+        }
+        assert!(resident && device && slots == 2);
+    }
+
+    #[test]
+    fn too_little_memory_is_refused_with_the_least_needed() {
+        let e = plan(&porep(), 8 * GIB, &Held::default(), &Overrides::default()).unwrap_err();
+        assert!(e.contains("8.59 GB available") && e.contains("at least"), "{e}");
+        // a, b, c alone are 12.9 GB at 2^27.
+        let least: f64 = e.split("at least ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert!(least > 12.9, "{e}");
+        assert!(plan(&porep(), ((least + 0.01) * 1e9) as usize, &Held::default(), &Overrides::default()).is_ok(), "{e}");
+    }
+
+    #[test]
+    fn other_sets_are_counted_and_the_shared_parts_kept_at_their_largest() {
+        let first = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
+        let held = Held {
+            other_sets: porep().points_bytes() + porep().matrices_bytes.unwrap(),
+            slots: first.slots,
+            slot_bytes: first.slot_bytes,
+            witness_bytes: first.witness_bytes,
+            table_bytes: domain_bytes(27, first.table_log),
+            chunk_bytes: 0,
+        };
+        // WindowPoSt beside a resident PoRep set on an H200: its points do not fit too.
+        let p = plan(&wpost(), 149_550_000_000, &held, &Overrides::default()).unwrap();
+        assert!(p.total_bytes <= 149_550_000_000 && p.total_bytes > held.other_sets, "{p:?}");
+        assert!(matches!(p.points, Placement::Streamed { .. }), "{p:?}");
+        assert!(p.slot_bytes >= first.slot_bytes && p.witness_bytes >= first.witness_bytes && p.slots <= first.slots);
+    }
+
+    #[test]
+    fn piece_limits_follow_the_plan() {
+        let p = plan(&porep(), 16 * GIB, &Held::default(), &Overrides::default()).unwrap();
+        let c = p.chunk_bytes().unwrap();
+        let l = p.piece_limits(false, false);
+        assert_eq!((l.bytes, l.significant, l.bases, l.window), (p.lists_bytes, p.g1_piece, c / 96, false));
+        let b = p.piece_limits(true, true);
+        assert_eq!((b.bases, b.significant, b.window), (c / 192, p.g2_piece.min(p.g1_piece), true));
+        let r = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
+        assert_eq!(r.piece_limits(false, false).bases, usize::MAX);
+    }
+}

@@ -140,12 +140,19 @@ impl StagingSlots {
                 pool.total += 1;
                 drop(pool);
                 let alloc = || -> Result<Slot, GpuError> {
+                    // Allocated on the slot's own copy stream, where its first writes go:
+                    // a stream-ordered allocation is valid only once its stream has
+                    // reached it, and on the compute stream that would be after kernels
+                    // still using the pool memory it reuses (two callers at once got
+                    // wrong MSM sums and an illegal address on an H100 when slots were
+                    // allocated there and written from the copy stream at once).
+                    let copy = self.gpu.ctx.new_stream()?;
                     // SAFETY: uninitialised device memory is only read after the caller
                     // has written it (upload, products, zero padding, list building).
-                    let arena = unsafe { self.gpu.stream.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
+                    let arena = unsafe { copy.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
                     // SAFETY: as above (the compact witness is uploaded before it is read).
-                    let witness = unsafe { self.gpu.stream.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
-                    Ok(Slot { arena, witness, copy: self.gpu.ctx.new_stream()? })
+                    let witness = unsafe { copy.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
+                    Ok(Slot { arena, witness, copy })
                 };
                 let r = alloc();
                 let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;

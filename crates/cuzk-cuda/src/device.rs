@@ -87,6 +87,26 @@ pub struct CurveKernels {
 }
 
 impl CurveKernels {
+    fn all(&self) -> [&CudaFunction; 15] {
+        [
+            &self.accumulate,
+            &self.partials_scan,
+            &self.fixup,
+            &self.bucket_segments,
+            &self.pair_segments,
+            &self.combine_windows,
+            &self.sum_indexed,
+            &self.sum_pairs,
+            &self.affine_offsets,
+            &self.affine_prefix,
+            &self.affine_invert,
+            &self.affine_apply,
+            &self.fixed_base_mul,
+            &self.fixed_base_to_affine,
+            &self.decode_points,
+        ]
+    }
+
     fn load(m: &Arc<CudaModule>, group: &str) -> Result<Self, DriverError> {
         let f = |phase: &str| m.load_function(&format!("msm_{phase}_{group}"));
         Ok(CurveKernels {
@@ -134,6 +154,35 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
+    /// The most local memory (register spills, stack) a thread of any kernel takes.
+    fn max_local_bytes(&self) -> Result<usize, DriverError> {
+        let own = [
+            &self.bit_reverse,
+            &self.bit_reverse_tiled,
+            &self.ntt_block,
+            &self.ntt_strided,
+            &self.scale_by_powers,
+            &self.fill_stage_twiddles,
+            &self.to_twiddles,
+            &self.fr_binary_op,
+            &self.fp_binary_op,
+            &self.msm_count,
+            &self.msm_tile_sums,
+            &self.msm_scan,
+            &self.msm_tile_scan,
+            &self.msm_scatter,
+            &self.msm_split_lists,
+            &self.compact_word_offsets,
+            &self.compact_expand,
+            &self.csr_products,
+        ];
+        let mut most = 0;
+        for f in own.into_iter().chain(self.msm_g1.all()).chain(self.msm_g2.all()) {
+            most = most.max(f.local_size_bytes()?.max(0) as usize);
+        }
+        Ok(most)
+    }
+
     fn load(m: &Arc<CudaModule>) -> Result<Self, DriverError> {
         Ok(Kernels {
             bit_reverse: m.load_function("ntt_bit_reverse")?,
@@ -201,6 +250,33 @@ fn default_pool(ctx: &CudaContext) -> Result<Option<cudarc::driver::sys::CUmemor
     Ok(Some(pool))
 }
 
+/// Asks the driver to reserve the kernels' local memory now (a stack limit of the most
+/// any kernel takes per thread), so that free-memory figures read later already leave
+/// it out; returns its size and what the driver may still take for it later (none
+/// where the limit reserved it: the free memory fell by as much).
+fn reserve_local_memory(ctx: &CudaContext, k: &Kernels) -> Result<(usize, usize), GpuError> {
+    use cudarc::driver::sys::{CUdevice_attribute, CUlimit};
+    // Never below the driver's own stack size (1 KiB by default): the kernels' calls
+    // (the out-of-line Fp product) live on that stack, which the function attribute
+    // does not count; a smaller limit faulted with an illegal address on an H100.
+    let stack = ctx.get_limit(CUlimit::CU_LIMIT_STACK_SIZE)?;
+    let per_thread = k.max_local_bytes()?.max(stack).next_multiple_of(16);
+    let threads = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?.max(0) as usize
+        * ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as usize;
+    let whole = per_thread * threads;
+    if per_thread == 0 {
+        return Ok((0, 0));
+    }
+    let (before, _) = ctx.mem_get_info()?;
+    if per_thread > stack {
+        ctx.set_limit(CUlimit::CU_LIMIT_STACK_SIZE, per_thread)?;
+    }
+    let (after, _) = ctx.mem_get_info()?;
+    let taken = before.saturating_sub(after);
+    tracing::debug!(per_thread, whole_mb = whole >> 20, taken_mb = taken >> 20, "kernels' local memory");
+    Ok((whole, whole.saturating_sub(taken)))
+}
+
 /// Names a kernel image (fatbin or cubin of kernels/cuzk.cu) to load instead of the
 /// built-in one: for comparing kernel variants without rebuilding the binary.
 pub const KERNEL_IMAGE_ENV: &str = "CUZK_KERNEL_IMAGE";
@@ -229,6 +305,13 @@ pub struct Gpu {
     /// Host↔device transfers, ordered against `stream` with events.
     pub(crate) copy: Arc<CudaStream>,
     pub(crate) k: Kernels,
+    /// The kernels' local memory (register spills, stack: the most any kernel takes
+    /// per thread, for every thread the device holds), which the driver reserves outside
+    /// every allocation of ours; and of it, what it may still take later (when the
+    /// kernel that needs the most first runs), where setting the stack limit at open
+    /// did not reserve it at once. Device plans count it.
+    pub local_memory: usize,
+    pub lazy_reserve: usize,
 }
 
 impl Gpu {
@@ -245,8 +328,9 @@ impl Gpu {
         let name = ctx.name()?;
         let stream = ctx.new_stream()?;
         let copy = ctx.new_stream()?;
-        tracing::info!(ordinal, %name, archs = built_architectures(), "CUDA device opened");
-        Ok(Arc::new(Gpu { ordinal, name, ctx, stream, copy, k }))
+        let (local_memory, lazy_reserve) = reserve_local_memory(&ctx, &k)?;
+        tracing::info!(ordinal, %name, archs = built_architectures(), local_memory_mb = local_memory >> 20, lazy_mb = lazy_reserve >> 20, "CUDA device opened");
+        Ok(Arc::new(Gpu { ordinal, name, ctx, stream, copy, k, local_memory, lazy_reserve }))
     }
 
     /// (free, total) device memory in bytes.

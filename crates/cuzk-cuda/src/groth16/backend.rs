@@ -154,13 +154,15 @@ impl CudaBackend {
             // With the device held: a proof's compute region allocates meanwhile.
             let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
             let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
-            let could = available + self.device_bytes_held()?;
+            // Less what the driver may still take for the kernels' local memory.
+            let could = (available + self.device_bytes_held()?).saturating_sub(self.gpu().lazy_reserve);
             match self.memory_limit {
                 Some(limit) if limit > could => {
                     tracing::warn!(backend = %self.name(), limit_gb = limit as f64 / 1e9, free_gb = could as f64 / 1e9, "gpus.device_memory_limit is more than the card has free: planning with what is free");
                     could
                 }
-                Some(limit) => limit,
+                // The limit counts the kernels' local memory too: it is this process's.
+                Some(limit) => limit.saturating_sub(self.gpu().local_memory).min(could),
                 None => could,
             }
         };

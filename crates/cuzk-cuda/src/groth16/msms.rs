@@ -194,9 +194,11 @@ pub fn enqueue(
     // A lone run is timed phase by phase (bench reports); pieces are not told apart.
     let one_run = |count: usize| count <= 1;
 
+    // Where a failure happened (a device error alone does not say).
+    let at = |what: String| move |e: GpuError| GpuError::Invalid(format!("{what}: {e}"));
     let h_runs = h.len().div_ceil(plan.h_piece.max(1));
     let mut sh = Sums::<G1>::new(gpu, one_run(h_runs))?;
-    runs.dense(&qh, &h, plan.h_piece, &mut sh)?;
+    runs.dense(&qh, &h, plan.h_piece, &mut sh).map_err(at(format!("the H MSM ({h_runs} runs of at most {})", plan.h_piece)))?;
     let h_msm = sh.finish(gpu)?;
 
     // L and A, one pass each; B for G1 then for G2 over the same pieces.
@@ -205,9 +207,12 @@ pub fn enqueue(
         let is_b = i == 2;
         let ps = q.plan.pieces(plan.piece_limits(window, is_b))?;
         let mut sums = Sums::<G1>::new(gpu, one_run(ps.len()))?;
-        for piece in &ps {
-            let view = build_piece(gpu, &gpu.stream, &source(&compact, q, others_host), &q.plan, piece, &mut region)?;
-            runs.split(bases, piece, &view, &mut sums)?;
+        let query = ["L", "A", "B (G1)"][i];
+        for (k, piece) in ps.iter().enumerate() {
+            let where_ =
+                || format!("the {query} MSM, list piece {k} of {} ({} ones, {} significant values)", ps.len(), piece.ones.len(), piece.sig.len());
+            let view = build_piece(gpu, &gpu.stream, &source(&compact, q, others_host), &q.plan, piece, &mut region).map_err(at(where_()))?;
+            runs.split(bases, piece, &view, &mut sums).map_err(at(where_()))?;
             pieces += 1;
             if window {
                 window_bytes += 32 * piece.others.len() as u64;
@@ -227,7 +232,7 @@ pub fn enqueue(
                     }
                     rebuild_view(gpu, &source(&compact, q, others_host), &q.plan, piece, &mut region, true)?
                 };
-                runs.split(&qb2, piece, &view, &mut s2)?;
+                runs.split(&qb2, piece, &view, &mut s2).map_err(at(format!("the B (G2) MSM, list piece {k} of {}", ps.len())))?;
             }
             let b_g2 = s2.finish(gpu)?;
             let [l, a, b_g1]: [PendingMsm<G1>; 3] = g1.try_into().map_err(|_| GpuError::Invalid("three G1 MSMs".into()))?;

@@ -41,7 +41,7 @@ const LEAST_LIST_BYTES: usize = LIST_CHUNK * (LIST_ENTRY_BYTES + SCALAR_BYTES) +
 /// The margin kept free: the device pool's rounding, the handful of small buffers no
 /// count covers (events, the public inputs' sums, chunk tables, densities), and the
 /// 192 MiB a streamed set's loading takes on the device while other sets prove.
-const MARGIN_BYTES: usize = 512 << 20;
+const MARGIN_BYTES: usize = 768 << 20;
 /// The least twiddle table: the blocked stages (crate::ntt).
 const LEAST_TABLE_LOG: u32 = 10;
 /// Slots' arenas and witness areas are whole blocks of this many bytes.

@@ -160,7 +160,9 @@ async fn every_kind_on_a_small_cards_paths_with_two_workers_is_accepted() {
         ..Default::default()
     };
     let backend = CudaBackend::new(gpu).with_overrides(small).unwrap();
-    let cfg = EngineConfig { workers_per_backend: 2, synthesis_workers: 2, ..config() };
+    // The four sets' points are pinned on the host (streamed): 2 KiB PoRep's alone are
+    // 1.5 GB, and the default test budget of 2 GiB would hold one set at a time.
+    let cfg = EngineConfig { workers_per_backend: 2, synthesis_workers: 2, memory_budget_bytes: 16 << 30, ..config() };
     let d = Daemon::start_with_kinds(cfg, vec![Arc::new(backend)], kinds, cuzk_engine::Buffers::plain()).await;
     let c = d.client().await;
     let post = |kind: pb::ProofKind, p: &cuzk_filecoin::fixtures::PostFixture| pb::SubmitProofRequest {

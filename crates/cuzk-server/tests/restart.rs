@@ -45,6 +45,9 @@ async fn a_completed_unfetched_proof_is_returned_after_a_restart() {
     assert_eq!(r.job_id, id);
     check_proof(&r.proof, 8, 2, 5);
     assert!(r.total_ms >= r.synthesis_ms, "{r:?}");
+    // Restored jobs are not this process's completions.
+    let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    assert_eq!(st.total_proofs_completed, 0);
     // The request id with its content still names the job: a resubmission gets it (and
     // its proof); other content under it is another job, as before the restart.
     let again = c.submit_proof(synthetic(8, 2, 5, pb::Priority::Normal, "sector-42")).await.unwrap().into_inner();
@@ -54,9 +57,9 @@ async fn a_completed_unfetched_proof_is_returned_after_a_restart() {
     let r = c.await_proof(pb::AwaitProofRequest { job_id: other, timeout_ms: 0 }).await.unwrap().into_inner();
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     check_proof(&r.proof, 8, 2, 6);
-    // Restored jobs are not this process's completions.
+    // The resubmission reattached to the restored job; only the other content was proved.
     let st = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
-    assert_eq!(st.total_proofs_completed, 0);
+    assert_eq!(st.total_proofs_completed, 1);
     second.stop(Duration::from_secs(5)).await;
 }
 

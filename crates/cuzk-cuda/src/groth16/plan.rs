@@ -340,7 +340,15 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     // and G2 (a chunk may hold nothing else).
     let scratch = scratch_bound::<G1>(c.h_piece).max(scratch_bound::<G1>(LIST_CHUNK)).max(scratch_bound::<G2>(LIST_CHUNK));
     let least_lists = LEAST_LIST_BYTES;
-    let least_witness = shape.witness_least();
+    // Where a, b, c are computed on the device the witness's other values must be
+    // there: room for a twentieth of the aux values at least (a 32 GiB PoRep partition
+    // has 1.3 %; a partition with more has its a, b, c computed on the host).
+    let least_witness = if c.matrices && !o.witness_least {
+        let (least, worst) = (shape.witness_least(), shape.witness_worst());
+        least + (worst - least) / 20
+    } else {
+        shape.witness_least()
+    };
     let resident_points = if c.chunk_bytes.is_none() { shape.points_bytes() } else { 0 };
     let matrices = if c.matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
     let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);

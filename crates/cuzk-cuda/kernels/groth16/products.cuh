@@ -49,7 +49,9 @@ extern "C" __global__ void csr_products(const uint64_t *__restrict__ row_starts,
                 if (c == 0) continue;
                 if (c == 1) {
                     // coefficient · 1: the coefficient itself.
-                    acc = id == 0 ? fr::add(acc, one_mont) : id == 1 ? fr::sub(acc, one_mont) : fr::add(acc, dictionary[id]);
+                    acc = id == 0   ? fr::add(acc, one_mont)
+                          : id == 1 ? fr::sub(acc, one_mont)
+                                    : fr::add(acc, dictionary[id]);
                     continue;
                 }
                 v = others[at];

@@ -35,6 +35,9 @@ mod sha256_witness;
 pub mod shape_true;
 mod snap;
 mod snap_witness;
+mod sparse_tree;
+pub mod valid;
+mod vanilla_check;
 
 pub use error::FilecoinError;
 pub use job::{CheckedBy, FilecoinJob, InputChecks};

@@ -32,6 +32,7 @@ use crate::porep_witness::{challenge_proofs, PorepWitnessCircuit};
 use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
+use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -168,6 +169,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
     let inputs: Inputs<Tree> =
         stacked::PublicInputs { replica_id: c1.replica_id, tau: Some(stacked::Tau { comm_d, comm_r }), k: None, seed: Some(c1.seed) };
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
+    vanilla_check::porep(&params, &inputs, &vanilla)?;
     // The vanilla proofs are checked before any proving time is spent on them.
     if checks == InputChecks::Full {
         let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
@@ -175,6 +177,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
         if !ok {
             return Err(FilecoinError::invalid("C1 output: the vanilla proofs do not verify against its commitments, replica id and seed"));
         }
+        vanilla_check::porep_paths(&vanilla)?;
     }
     Ok(Box::new(PorepJob::<Tree> {
         proof,

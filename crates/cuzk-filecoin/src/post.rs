@@ -30,6 +30,7 @@ use crate::payload::{bincode_decode, domain_bytes, field_bytes};
 use crate::post_witness::PostWitnessCircuit;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
+use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -109,6 +110,7 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
         let mut sector_proofs = Vec::with_capacity(n);
         for (i, bytes) in req.vanilla_proofs.iter().enumerate() {
             let p: FallbackPoStSectorProof<Tree> = bincode_decode(bytes, &format!("vanilla_proofs[{i}]"))?;
+            vanilla_check::post_sector(&p, (proof.size.bytes() / 32) as usize, i)?;
             let shape_ok = p.vanilla_proof.sectors.len() == 1 && p.vanilla_proof.sectors[0].inclusion_proofs().len() == per_sector;
             if !shape_ok {
                 return Err(FilecoinError::invalid(format!(
@@ -161,7 +163,10 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
         // filecoin-proofs checks the partition proof it builds from them.
         if req.checks == InputChecks::Full {
             let k = if proof.window { partition_index } else { 0 };
-            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: sectors.clone(), k: Some(k) };
+            // WinningPoSt's partition proof holds its one sector once per challenge:
+            // the sector is listed as often, or only the first challenge would be read.
+            let checked = if proof.window { sectors.clone() } else { vec![sectors[0].clone(); params.sector_count] };
+            let inputs = fallback::PublicInputs { randomness: randomness_fr, prover_id: prover_id_fr, sectors: checked, k: Some(k) };
             let ok =
                 FallbackPoSt::<Tree>::verify(&params, &inputs, &vanilla).map_err(FilecoinError::rejected(format!("the {name} vanilla proofs")))?;
             if !ok {

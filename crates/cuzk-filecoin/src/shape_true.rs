@@ -38,8 +38,8 @@ use crate::request_files::RequestFiles;
 /// The miner every shape-true request is for.
 pub const MINER_ID: u64 = 1000;
 
-type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
-type TreeProof<Tree> = MerkleProof<
+pub(crate) type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+pub(crate) type TreeProof<Tree> = MerkleProof<
     <Tree as MerkleTreeTrait>::Hasher,
     <Tree as MerkleTreeTrait>::Arity,
     <Tree as MerkleTreeTrait>::SubTreeArity,
@@ -62,7 +62,7 @@ pub fn make(kind: CircuitKind, size: SectorSize, seed: u64) -> Result<RequestFil
 
 /// 32 random bytes that are a canonical field element (the top two bits cleared), as
 /// tickets, seeds and randomness are.
-fn fr32_bytes(rng: &mut impl RngCore) -> [u8; 32] {
+pub(crate) fn fr32_bytes(rng: &mut impl RngCore) -> [u8; 32] {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
     b[31] &= 0x3f;
@@ -176,14 +176,34 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
         }
         partitions.push(proofs);
     }
+    porep_request(proof, sector_number, &partitions, C1Values { comm_r: domain_bytes(&comm_r), comm_d, replica_id, seed, ticket })
+}
+
+/// The public values of a C1 output beside its vanilla proofs.
+pub(crate) struct C1Values<D> {
+    pub comm_r: [u8; 32],
+    pub comm_d: [u8; 32],
+    pub replica_id: D,
+    pub seed: [u8; 32],
+    pub ticket: [u8; 32],
+}
+
+/// A PoRep C2 request of miner [`MINER_ID`]: the C1 output (filecoin-proofs-api's JSON)
+/// of `partitions`' vanilla proofs, in Curio's envelope.
+pub(crate) fn porep_request<Tree: 'static + MerkleTreeTrait>(
+    proof: SealProof,
+    sector_number: u64,
+    partitions: &[Vec<VanillaSealProof<Tree>>],
+    v: C1Values<DomainOf<Tree>>,
+) -> Result<RequestFiles, FilecoinError> {
     let c1 = serde_json::json!({
         "registered_proof": proof.api_name(),
-        "vanilla_proofs": { format!("StackedDrg{}V1", size.api_name()): partitions },
-        "comm_r": domain_bytes(&comm_r),
-        "comm_d": comm_d,
-        "replica_id": replica_id,
-        "seed": seed,
-        "ticket": ticket,
+        "vanilla_proofs": { format!("StackedDrg{}V1", proof.size.api_name()): partitions },
+        "comm_r": v.comm_r,
+        "comm_d": v.comm_d,
+        "replica_id": v.replica_id,
+        "seed": v.seed,
+        "ticket": v.ticket,
     });
     let c1 = serde_json::to_vec(&c1).map_err(|e| FilecoinError::invalid(format!("encoding the C1 output: {e}")))?;
     RequestFiles::porep(proof, sector_number, MINER_ID, c1)
@@ -194,7 +214,7 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
 /// parents' labels in the layer before, repeated up to `TOTAL_PARENTS`. Also the last
 /// layer's parents, which the encoding proof repeats.
 #[allow(clippy::type_complexity)]
-fn labeling_proofs<P: MerkleProofTrait>(
+pub(crate) fn labeling_proofs<P: MerkleProofTrait>(
     node: u64,
     layers: usize,
     drg: &[ColumnProof<P>],
@@ -216,7 +236,7 @@ fn labeling_proofs<P: MerkleProofTrait>(
     Ok((proofs, parents))
 }
 
-type DomainOfProof<P> = <<P as MerkleProofTrait>::Hasher as Hasher>::Domain;
+pub(crate) type DomainOfProof<P> = <<P as MerkleProofTrait>::Hasher as Hasher>::Domain;
 
 /// SnapDeals: one partition proof per partition of the size's update, with comm_r_old
 /// and comm_r_new made from the same comm_c as a real update's are, and each new

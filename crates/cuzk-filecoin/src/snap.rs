@@ -25,6 +25,7 @@ use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
 use crate::snap_witness::SnapWitnessCircuit;
+use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 /// The fields of a SnapDeals request.
@@ -66,6 +67,9 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     }
     let vanilla: Vec<PartitionProof<Tree>> =
         vanilla_proofs.iter().enumerate().map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]"))).collect::<Result<_, _>>()?;
+    for (i, p) in vanilla.iter().enumerate() {
+        vanilla_check::snap_partition(p, (proof.size.bytes() / 32) as usize, i)?;
+    }
     let domain = |bytes: &[u8; 32], name: &str| {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(bytes)
             .map_err(|e| FilecoinError::invalid(format!("{name} is not a canonical field element: {e}")))
@@ -85,6 +89,9 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             .map_err(FilecoinError::rejected("the update's vanilla proofs"))?;
         if !ok {
             return Err(FilecoinError::invalid("the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new"));
+        }
+        for (k, p) in vanilla.iter().enumerate() {
+            vanilla_check::snap_apex(p, &params, k)?;
         }
     }
     Ok(Box::new(SnapJob::<Tree> { proof, cfg, params, inputs, vanilla, comms: [comm_r_old, comm_r_new, comm_d_new], checks }))

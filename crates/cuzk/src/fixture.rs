@@ -1,14 +1,17 @@
-//! `cuzk fixture`: shape-true inputs, written as Curio would send them (see
-//! cuzk-filecoin's `shape_true` and `request_files`): the real structure of a kind at
-//! a sector size, seeded random values, made in seconds instead of a sealing. Their
-//! vanilla proofs do not verify, so only timing runs (`--timing-only`) prove them.
+//! `cuzk fixture`: synthetic inputs, written as Curio would send them (see
+//! cuzk-filecoin's `shape_true`, `valid` and `request_files`), made in seconds instead of
+//! a sealing. By default shape-true: the real structure of a kind at a sector size with
+//! seeded random values, whose vanilla proofs do not verify, so only timing runs
+//! (`--timing-only`) prove them. With `--valid`: consistent inputs whose vanilla proofs
+//! filecoin-proofs accepts, proved in production mode and verified like a sealed
+//! sector's.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use cuzk_filecoin::{shape_true, CircuitKind, SectorSize};
+use cuzk_filecoin::{shape_true, valid, CircuitKind, InputChecks, SectorSize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FixtureKind {
@@ -43,6 +46,10 @@ pub struct FixtureArgs {
     /// Seed of the random values.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Make a valid input (its vanilla proofs verify; checked before it is written)
+    /// instead of a shape-true one.
+    #[arg(long)]
+    pub valid: bool,
 }
 
 pub fn parse_sector_size(s: &str) -> Result<SectorSize, String> {
@@ -52,12 +59,19 @@ pub fn parse_sector_size(s: &str) -> Result<SectorSize, String> {
 pub fn run(args: &FixtureArgs) -> Result<()> {
     let t = Instant::now();
     let kind = args.kind.circuit_kind();
-    let request = shape_true::make(kind, args.sector_size, args.seed).with_context(|| format!("making a {kind:?} input at {}", args.sector_size))?;
+    let what = if args.valid { "valid" } else { "shape-true" };
+    let made = if args.valid { valid::make(kind, args.sector_size, args.seed) } else { shape_true::make(kind, args.sector_size, args.seed) };
+    let request = made.with_context(|| format!("making a {what} {kind:?} input at {}", args.sector_size))?;
     let made = t.elapsed();
+    if args.valid {
+        // filecoin-proofs' vanilla verification, as the daemon runs it on a request.
+        request.decode(InputChecks::Full).with_context(|| format!("the {what} {kind:?} input at {} does not verify", args.sector_size))?;
+    }
+    let checked = t.elapsed() - made;
     request.write(&args.out)?;
     let bytes = request.vanilla_proof.len() + request.c1.len() + request.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
     println!(
-        "shape-true {} input for {} (seed {}) in {}: {} payload file(s), {:.1} MB; made in {:.2} s, written in {:.2} s",
+        "{what} {} input for {} (seed {}) in {}: {} payload file(s), {:.1} MB; made in {:.2} s{}, written in {:.2} s",
         request.fields.proof_kind,
         request.circuit()?,
         args.seed,
@@ -65,8 +79,11 @@ pub fn run(args: &FixtureArgs) -> Result<()> {
         request.vanilla_proofs.len() + usize::from(!request.vanilla_proof.is_empty()),
         bytes as f64 / 1e6,
         made.as_secs_f64(),
-        (t.elapsed() - made).as_secs_f64()
+        if args.valid { format!(", vanilla proofs verified in {:.2} s", checked.as_secs_f64()) } else { String::new() },
+        (t.elapsed() - made - checked).as_secs_f64()
     );
-    println!("its vanilla proofs do not verify: it is refused unless proved with --timing-only (daemon.timing_only)");
+    if !args.valid {
+        println!("its vanilla proofs do not verify: it is refused unless proved with --timing-only (daemon.timing_only)");
+    }
     Ok(())
 }

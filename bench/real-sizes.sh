@@ -85,7 +85,11 @@ EOF
     fi
     "$B" daemon --config "$W/daemon.toml" > "$O/daemon-$c.log" 2>&1 &
     pid=$!
+    # The daemon goes with this script however it ends. Stopped (a timeout's TERM), it is
+    # killed outright: a TERM would let it drain its jobs first, holding the port and the
+    # GPU memory the next run needs.
     trap 'kill $pid 2>/dev/null || true' EXIT
+    trap 'kill -9 $pid 2>/dev/null; exit 143' TERM INT
     fetch() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9821$1').read().decode())"; }
     for _ in $(seq 120); do
       fetch /status >/dev/null 2>&1 && break

@@ -16,6 +16,10 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 
 use crate::error::FilecoinError;
 
+/// A leaf's path: per level from the leaves, its siblings in order and its position
+/// among them (`MerkleProof::from_parts`'s layout).
+pub(crate) type Path<D> = Vec<(Vec<D>, usize)>;
+
 /// The known nodes of each level; the last level holds the root alone.
 pub(crate) struct SparseTree<H: Hasher> {
     arities: Vec<usize>,
@@ -37,7 +41,7 @@ pub(crate) fn arities(leaves: usize, a: usize, b: usize, c: usize) -> Result<Vec
     if a < 2 || a.checked_pow(levels) != Some(base_leaves) || base_leaves * b.max(1) * c.max(1) != leaves {
         return Err(FilecoinError::invalid(format!("no tree of arities ({a}, {b}, {c}) has {leaves} leaves")));
     }
-    Ok(std::iter::repeat_n(a, levels as usize).chain([b, c].into_iter().filter(|&n| n > 0)).collect())
+    Ok(std::iter::repeat(a).take(levels as usize).chain([b, c].into_iter().filter(|&n| n > 0)).collect())
 }
 
 impl<H: Hasher> SparseTree<H> {
@@ -92,7 +96,7 @@ impl<H: Hasher> SparseTree<H> {
 
     /// Leaf `index`'s path: per level from the leaves, its siblings in order and its
     /// position among them (`MerkleProof::from_parts`'s layout).
-    pub(crate) fn path(&self, index: usize) -> Result<Vec<(Vec<H::Domain>, usize)>, FilecoinError> {
+    pub(crate) fn path(&self, index: usize) -> Result<Path<H::Domain>, FilecoinError> {
         self.leaf(index)?;
         let mut i = index;
         let mut path = Vec::with_capacity(self.arities.len());
@@ -165,7 +169,7 @@ impl<H: Hasher> BlockTree<H> {
     }
 
     /// Leaf `index`'s path, as [`SparseTree::path`] gives it.
-    pub(crate) fn path(&self, index: usize) -> Vec<(Vec<H::Domain>, usize)> {
+    pub(crate) fn path(&self, index: usize) -> Path<H::Domain> {
         let mut i = index;
         let mut path = Vec::with_capacity(self.arities.len());
         for (level, &arity) in self.arities.iter().enumerate() {

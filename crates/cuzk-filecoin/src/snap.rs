@@ -67,8 +67,9 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     }
     let vanilla: Vec<PartitionProof<Tree>> =
         vanilla_proofs.iter().enumerate().map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]"))).collect::<Result<_, _>>()?;
+    let params = PublicParams::from_sector_size(proof.size.bytes());
     for (i, p) in vanilla.iter().enumerate() {
-        vanilla_check::snap_partition(p, (proof.size.bytes() / 32) as usize, i)?;
+        vanilla_check::snap_partition(p, &params, i)?;
     }
     let domain = |bytes: &[u8; 32], name: &str| {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(bytes)
@@ -82,7 +83,6 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         comm_r_new: domain(&comm_r_new, "comm_r_new")?,
         h: update.h,
     };
-    let params = PublicParams::from_sector_size(proof.size.bytes());
     // The vanilla proofs are checked before any proving time is spent on them.
     if checks == InputChecks::Full {
         let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(&params, &inputs, &vanilla)

@@ -20,12 +20,13 @@
 //!
 //! - **SnapDeals**: its challenges come from comm_r_new, the root of the whole new tree
 //!   R, so that tree cannot be sparse; it is built whole, cheaply, from leaves that are
-//!   equal where the encoding lets them be: every data node is one random field element
-//!   d, every old replica node another, o; the encoding makes new node i o + d·rho(high
-//!   bits of i), equal within each of the 2^h blocks rho is constant over. Trees D, R
+//!   equal where the encoding lets them be: the data nodes of each of the 2^h blocks
+//!   rho is constant over share one random value d_b, every old replica node is one
+//!   value o; the encoding makes new node i o + d_b·rho(b) for its block b. Trees D, R
 //!   old and R new are then block trees (`sparse_tree::BlockTree`): 2^h · levels hashes
 //!   at any size. What this leaves untested: sectors whose data or old replica vary
-//!   within a block; the circuit's constraints do not depend on it.
+//!   within a block (the circuit's constraints do not depend on it), and at 32 and 64
+//!   GiB apex leaves equal in pairs (a block spans two of their subtrees there).
 //!
 //! Memory is bounded by the opened nodes (a few MB at 64 GiB); no sector-sized array
 //! exists.
@@ -230,15 +231,20 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize,
     let pp = UpdatePublicParams::from_sector_size(size.bytes());
     let nodes = pp.sector_nodes;
     let hash2 = <<TreeRHasher as Hasher>::Function as HashFunction<_>>::hash2;
-    let (d, o, comm_c) = (TreeDDomain::random(rng), DomainOf::<Tree>::random(rng), DomainOf::<Tree>::random(rng));
-    let tree_d = BlockTree::<TreeDHasher>::new(arities(nodes, 2, 0, 0)?, nodes, vec![d])?;
+    // One data value per block of 2^shift nodes (fr32: the top two bits clear, as
+    // padded data is), one old replica value everywhere: new node i is then
+    // o + d_b·rho(b) for its block b = i >> shift, so every tree has 2^h blocks.
+    let shift = pp.challenge_bit_len - update.h;
+    let data = (0..nodes >> shift)
+        .map(|_| TreeDDomain::try_from_bytes(&fr32_bytes(rng)).map_err(FilecoinError::rejected("a data value")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (o, comm_c) = (DomainOf::<Tree>::random(rng), DomainOf::<Tree>::random(rng));
+    let tree_d = BlockTree::<TreeDHasher>::new(arities(nodes, 2, 0, 0)?, 1 << shift, data.clone())?;
     let tree_r_old = BlockTree::<TreeRHasher>::new(arities_of::<Tree>(nodes)?, nodes, vec![o])?;
     let (comm_d_new, comm_r_old) = (tree_d.root(), hash2(&comm_c, &tree_r_old.root()));
-    // New node i is o + d·rho(i >> shift): one value per block of 2^shift nodes.
-    let shift = pp.challenge_bit_len - update.h;
     let phi = phi(&comm_d_new, &comm_r_old);
-    let (o_fr, d_fr): (Fr, Fr) = (o.into(), d.into());
-    let encoded = (0..nodes >> shift).map(|high| (o_fr + d_fr * rho(&phi, high as u32)).into()).collect();
+    let o_fr: Fr = o.into();
+    let encoded = data.iter().enumerate().map(|(high, &d)| (o_fr + Fr::from(d) * rho(&phi, high as u32)).into()).collect();
     let tree_r_new = BlockTree::<TreeRHasher>::new(arities_of::<Tree>(nodes)?, 1 << shift, encoded)?;
     let comm_r_new = hash2(&comm_c, &tree_r_new.root());
 

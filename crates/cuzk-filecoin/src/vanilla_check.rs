@@ -1,15 +1,21 @@
-//! What a vanilla proof's values must be before filecoin-proofs reads them, beyond what
-//! its own verification checks:
+//! What a vanilla proof must be before filecoin-proofs reads it, beyond what its own
+//! verification checks. On every request, timing-only ones too, before anything else
+//! reads the proofs:
 //!
 //! - every field value canonical (below the scalar field's modulus): storage-proofs
 //!   converts them to field elements with `expect`, so a value above the modulus would
 //!   panic inside its verifier or circuit instead of being refused;
+//! - every Merkle path the tree's shape (levels, siblings, position), every count the
+//!   circuit's (a PoRep column's rows and labeling proofs per layer; a SnapDeals
+//!   partition's apex leaves and challenge proofs): storage-proofs indexes by them
+//!   unchecked;
 //! - each PoRep column's index the node it is opened at (the challenge, or its parents
 //!   in graph order): storage-proofs' verifier and circuit take the positions from the
 //!   challenges and never read the index, so a wrong one would be carried silently.
 //!
-//! These run on every request, timing-only ones too, before anything else reads the
-//! proofs.
+//! With the full checks only, after storage-proofs' verification, what its verifiers
+//! leave to the circuits ([`porep_paths`], [`snap_apex`]): a proof made from inputs
+//! that fail them would fail only after proving.
 
 use std::marker::PhantomData;
 
@@ -73,16 +79,26 @@ struct ColumnParts<P: MerkleProofTrait> {
 struct ColumnFields<D> {
     index: u32,
     rows: Vec<D>,
+    // storage-proofs' Column carries a marker of its hasher: read, so that the layout is
+    // its serialized one, and never used.
     #[allow(dead_code)]
     _h: PhantomData<()>,
 }
 
-fn column<P: MerkleProofTrait + Serialize>(c: &ColumnProof<P>, node: u32, arities: &[usize], what: impl Fn() -> String) -> Result<(), FilecoinError> {
+fn column<P: MerkleProofTrait + Serialize>(
+    c: &ColumnProof<P>,
+    node: u32,
+    (arities, layers): (&[usize], usize),
+    what: impl Fn() -> String,
+) -> Result<(), FilecoinError> {
     let parts: ColumnParts<P> = bincode::serialize(c)
         .and_then(|b| bincode::deserialize(&b))
         .map_err(|e| FilecoinError::invalid(format!("{}: the column proof does not re-encode: {e}", what())))?;
     if parts.column.index != node {
         return Err(FilecoinError::invalid(format!("{}: its column is of node {}, opened at node {node}", what(), parts.column.index)));
+    }
+    if parts.column.rows.len() != layers {
+        return Err(FilecoinError::invalid(format!("{}: its column has {} rows; the sector has {layers} layers", what(), parts.column.rows.len())));
     }
     values(&parts.column.rows, || format!("{}: column rows", what()))?;
     merkle_proof(&parts.inclusion_proof, arities, || format!("{}: column inclusion proof", what()))
@@ -98,7 +114,7 @@ pub(crate) fn porep<Tree: 'static + MerkleTreeTrait>(
     inputs: &Inputs<Tree>,
     vanilla: &[Vec<VanillaSealProof<Tree>>],
 ) -> Result<(), FilecoinError> {
-    let graph = &params.graph;
+    let (graph, layers) = (&params.graph, params.num_layers);
     let base_degree = graph.base_graph().degree();
     let mut parents = vec![0u32; graph.degree()];
     let (tree, tree_d) = (arities_of::<Tree>(graph.size())?, arities(graph.size(), 2, 0, 0)?);
@@ -124,9 +140,16 @@ pub(crate) fn porep<Tree: 'static + MerkleTreeTrait>(
                     parents.len() - base_degree
                 )));
             }
-            column(&cols.c_x, c as u32, &tree, || at("its column"))?;
+            if p.labeling_proofs.len() != layers {
+                return Err(FilecoinError::invalid(format!(
+                    "{}: {} labeling proofs; the sector has {layers} layers",
+                    at("labels"),
+                    p.labeling_proofs.len()
+                )));
+            }
+            column(&cols.c_x, c as u32, (&tree, layers), || at("its column"))?;
             for (i, (col, &node)) in cols.drg_parents.iter().chain(&cols.exp_parents).zip(&parents).enumerate() {
-                column(col, node, &tree, || at(&format!("parent {i}")))?;
+                column(col, node, (&tree, layers), || at(&format!("parent {i}")))?;
             }
             merkle_proof(&p.comm_d_proofs, &tree_d, || at("the data inclusion proof"))?;
             merkle_proof(&p.comm_r_last_proof, &tree, || at("the replica inclusion proof"))?;
@@ -168,14 +191,25 @@ pub(crate) fn post_sector<Tree: MerkleTreeTrait>(p: &FallbackPoStSectorProof<Tre
     Ok(())
 }
 
-/// A SnapDeals partition proof's comm_c, apex leaves and inclusion proofs.
+/// A SnapDeals partition proof's comm_c, apex leaves and inclusion proofs, as many of
+/// each as the circuit takes.
 pub(crate) fn snap_partition<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(
     p: &PartitionProof<Tree>,
-    leaves: usize,
+    pp: &UpdatePublicParams,
     i: usize,
 ) -> Result<(), FilecoinError> {
+    let leaves = pp.sector_nodes;
     let (tree, tree_d) = (arities_of::<Tree>(leaves)?, arities(leaves, 2, 0, 0)?);
     let at = |part: &str| format!("vanilla_proofs[{i}]: {part}");
+    if p.apex_leafs.len() != pp.apex_leaf_count || p.challenge_proofs.len() != pp.challenge_count {
+        return Err(FilecoinError::invalid(format!(
+            "vanilla_proofs[{i}] has {} apex leaves and {} challenge proofs; a partition of this size has {} and {}",
+            p.apex_leafs.len(),
+            p.challenge_proofs.len(),
+            pp.apex_leaf_count,
+            pp.challenge_count
+        )));
+    }
     values([&p.comm_c], || at("comm_c"))?;
     values(&p.apex_leafs, || at("apex leaves"))?;
     for (j, c) in p.challenge_proofs.iter().enumerate() {

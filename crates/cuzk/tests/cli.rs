@@ -151,3 +151,24 @@ fn timeline_renders_a_trace_and_a_gantt_chart() {
     let o = cuzk(&["timeline", s(&events)]);
     assert!(!o.status.success() && text(&o).contains("line 1: not a timeline event"), "{}", text(&o));
 }
+
+#[test]
+fn fixture_valid_writes_inputs_that_verify_and_shape_true_ones_that_do_not() {
+    use cuzk_filecoin::request_files::RequestFiles;
+    use cuzk_filecoin::{valid, InputChecks, SectorSize};
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["porep", "snap", "window-post", "winning-post"] {
+        let out = dir.path().join(kind);
+        let o = cuzk(&["fixture", kind, "--sector-size", "2KiB", "--valid", "--seed", "3", "--out", s(&out)]);
+        assert!(o.status.success(), "{kind}: {}", text(&o));
+        assert!(text(&o).contains("vanilla proofs verified in"), "{kind}: {}", text(&o));
+        let r = RequestFiles::read(&out).unwrap();
+        r.decode(InputChecks::Full).unwrap_or_else(|e| panic!("{kind}: the written input does not verify: {e}"));
+        assert_eq!(r, valid::make(r.kind().unwrap(), SectorSize::S2KiB, 3).unwrap(), "{kind}: written as made");
+
+        let shaped = dir.path().join(format!("{kind}-shape-true"));
+        let o = cuzk(&["fixture", kind, "--sector-size", "2KiB", "--out", s(&shaped)]);
+        assert!(o.status.success() && text(&o).contains("do not verify"), "{kind}: {}", text(&o));
+        assert!(RequestFiles::read(&shaped).unwrap().decode(InputChecks::Full).is_err(), "{kind}: a shape-true input verified");
+    }
+}

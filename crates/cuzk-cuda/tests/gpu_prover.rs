@@ -464,7 +464,10 @@ impl bellpepper_core::Circuit<Scalar> for MixedCircuit {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn device_products_equal_host_products() {
+    use cuzk_cuda::field::DeviceFr;
     use cuzk_cuda::groth16::products::{read_back, DeviceMatrices, DeviceWitness};
+    use cuzk_cuda::groth16::row_blocks::{ProductSource, StreamedMatrices};
+    use cuzk_cuda::msm::streamed::{BaseChunks, MIN_CHUNK_BYTES};
     use cuzk_groth16::matrices::compile_matrices;
     use cuzk_groth16::synthesis::EvalBuffers;
     use cuzk_groth16::{synthesize_witness, CompactWitness};
@@ -483,19 +486,38 @@ fn device_products_equal_host_products() {
             EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) },
         )
         .unwrap();
-        for (what, dev, cpu) in [("a", &a, &host.a), ("b", &b, &host.b), ("c", &c, &host.c)] {
-            let dev = read_back(dev).unwrap();
+        // The same matrices streamed in row blocks (blocks of 4 kB, so even the small
+        // circuits take several) through chunk buffers, into vectors holding garbage.
+        let streamed = StreamedMatrices::pin(&g, &m, 4096).unwrap();
+        let chunks = std::sync::Mutex::new(Some(BaseChunks::new(&g, MIN_CHUNK_BYTES).unwrap()));
+        let mut out: Vec<_> = (0..3).map(|_| g.stream().clone_htod(&vec![DeviceFr::default(); len]).unwrap()).collect();
+        for v in &mut out {
+            let junk: Vec<u8> = vec![0x5a; len * 32];
+            // SAFETY: DeviceFr is plain words; the junk is overwritten by the products.
+            let mut bytes = unsafe { v.transmute_mut::<u8>(len * 32) }.unwrap();
+            g.stream().memcpy_htod(&junk, &mut bytes).unwrap();
+        }
+        let [sa, sb, sc] = &mut out[..] else { unreachable!() };
+        let sent = ProductSource::Streamed(&streamed, &chunks)
+            .products_into(&g, g.stream(), &dw.view().unwrap(), [&mut sa.slice_mut(..), &mut sb.slice_mut(..), &mut sc.slice_mut(..)])
+            .unwrap();
+        assert!(sent >= streamed.bytes, "{name}: {sent} bytes sent for {} of matrices", streamed.bytes);
+        let streamed_abc: Vec<_> = out.iter().collect();
+        for (i, (what, dev, cpu)) in [("a", &a, &host.a), ("b", &b, &host.b), ("c", &c, &host.c)].into_iter().enumerate() {
             let rows = cpu.as_slice().len();
-            assert_eq!(&dev[..rows], cpu.as_slice(), "{name}: {what} differs");
-            assert!(dev[rows..].iter().all(|x| *x == Scalar::from(0u64)), "{name}: {what} is not zero past the rows");
+            for (how, dev) in [("resident", read_back(dev).unwrap()), ("streamed", read_back(streamed_abc[i]).unwrap())] {
+                assert_eq!(&dev[..rows], cpu.as_slice(), "{name}: {what} differs ({how} matrices)");
+                assert!(dev[rows..].iter().all(|x| *x == Scalar::from(0u64)), "{name}: {what} is not zero past the rows ({how} matrices)");
+            }
         }
         eprintln!(
-            "{name}: {} rows, {} non-zeros, {} coefficients; witness {} bytes compact of {} full; a, b, c equal the host's",
+            "{name}: {} rows, {} non-zeros, {} coefficients; witness {} bytes compact of {} full; {} row blocks streamed; a, b, c equal the host's",
             m.num_constraints(),
             m.non_zeros(),
             m.dictionary.len(),
             dw.bytes,
-            z.len() * 32
+            z.len() * 32,
+            streamed.block_count()
         );
     };
     for (constraints, seed) in [(1usize, 1u64), (300, 2), (70_000, 3)] {
@@ -615,6 +637,7 @@ fn small_card_paths_give_the_cpu_proofs() {
         ("streamed least chunks", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), ..base }),
         ("other values on the host", Overrides { witness_least: true, ..base }),
         ("all of them", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), witness_least: true, table_log: Some(12), ..base }),
+        ("matrices streamed in row blocks", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, ..base }),
     ] {
         // Planned knowing the matrices (the pending circuits first), as the engine plans.
         let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
@@ -625,6 +648,17 @@ fn small_card_paths_give_the_cpu_proofs() {
         let plan = backend.plan_for(&params, Some(&m)).unwrap();
         eprintln!("2^{log_n}, {name}: equal to the CPU's; {} bytes up; plan {plan:?}", out.device.unwrap().bytes_up);
     }
+    // Streamed matrices with two slots and two callers at once: one's products and the
+    // other's MSMs share the chunk buffers.
+    let o = Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, slots: Some(2), ..Overrides::default() };
+    let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
+    assert!(backend.plan_for(&params, Some(&m)).unwrap().matrices_streamed);
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2).map(|_| s.spawn(|| backend.prove(&params, &mut pending(), &zero).unwrap().proofs)).collect();
+        for r in runs {
+            assert_eq!(r.join().unwrap(), want, "streamed matrices, two callers: other proofs");
+        }
+    });
     // 30 MiB cannot hold a, b, c of 2^18 (25 MB) with everything else.
     let capped = CudaBackend::new(g.clone()).with_memory_limit(Some(30 << 20));
     let e = capped.prove(&params, &mut pending(), &zero).unwrap_err().to_string();

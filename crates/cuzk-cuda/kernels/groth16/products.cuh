@@ -24,8 +24,11 @@ __device__ __forceinline__ bool fr_is_zero(const fr::elem &v) {
 
 // out[r] = Σ_k dictionary[coefficients[k]] · z[columns[k]] over row r's non-zeros
 // k ∈ [row_starts[r], row_starts[r + 1]), for r < rows; z = (inputs, aux), the aux
-// values compact.
-extern "C" __global__ void csr_products(const uint64_t *__restrict__ row_starts, const uint32_t *__restrict__ columns,
+// values compact. `base` is subtracted from every row start: a block of rows sent on
+// its own (groth16/row_blocks.rs) keeps the whole matrix's offsets, with its columns
+// and coefficients from offset `base` on; the whole matrix has base 0.
+extern "C" __global__ void csr_products(const uint64_t *__restrict__ row_starts, uint64_t base,
+                                        const uint32_t *__restrict__ columns,
                                         const uint16_t *__restrict__ coefficients,
                                         const fr::elem *__restrict__ dictionary, const fr::elem *__restrict__ inputs,
                                         uint64_t num_inputs, const uint64_t *__restrict__ one,
@@ -36,8 +39,8 @@ extern "C" __global__ void csr_products(const uint64_t *__restrict__ row_starts,
     for (uint64_t r = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; r < rows;
          r += (uint64_t)gridDim.x * blockDim.x) {
         fr::elem acc{{0, 0, 0, 0, 0, 0, 0, 0}};
-        const uint64_t end = row_starts[r + 1];
-        for (uint64_t k = row_starts[r]; k < end; k++) {
+        const uint64_t end = row_starts[r + 1] - base;
+        for (uint64_t k = row_starts[r] - base; k < end; k++) {
             const uint64_t col = columns[k];
             const uint16_t id = coefficients[k];
             fr::elem v;

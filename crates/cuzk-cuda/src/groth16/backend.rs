@@ -20,6 +20,7 @@ use super::plan::{plan, DevicePlan, Held, Overrides, Placement, SetShape};
 use super::points::{load, LoadedPoints};
 use super::prepare::{compact_witness, others_fit};
 use super::products::{matrices_bytes, DeviceMatrices};
+use super::row_blocks::{ProductSource, StreamedMatrices};
 use super::staging::SlotSizes;
 use crate::device::{backend_error, DeviceLock, Gpu};
 use crate::ntt::domain_bytes;
@@ -33,9 +34,25 @@ struct Decided {
     told_host_products: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// A circuit shape's compiled matrices on the host and, where the plan puts them there,
-/// on the device.
-type ShapeMatrices = (Arc<ConstraintMatrices>, Option<Arc<DeviceMatrices>>);
+/// A circuit shape's compiled matrices where this device computes its a, b, c from:
+/// resident on it, or pinned on the host and streamed in row blocks.
+#[derive(Clone)]
+enum PlacedMatrices {
+    Resident(Arc<DeviceMatrices>),
+    Streamed(Arc<StreamedMatrices>),
+}
+
+impl PlacedMatrices {
+    fn device_bytes(&self) -> usize {
+        match self {
+            PlacedMatrices::Resident(d) => d.bytes as usize,
+            PlacedMatrices::Streamed(_) => 0,
+        }
+    }
+}
+
+/// A circuit shape's compiled matrices on the host and where this device placed them.
+type ShapeMatrices = (Arc<ConstraintMatrices>, PlacedMatrices);
 
 /// Groth16 on one GPU.
 pub struct CudaBackend {
@@ -113,7 +130,7 @@ impl CudaBackend {
             })
             .sum();
         let matrices: usize =
-            self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().filter_map(|(_, d)| d.as_ref().map(|d| d.bytes as usize)).sum();
+            self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().map(|(_, d)| d.device_bytes()).sum();
         let chunks = self.prover.chunks.lock().map_err(|_| poisoned("chunk buffers"))?.as_ref().map_or(0, |c| 2 * c.chunk_bytes());
         Ok(points + matrices + chunks + self.prover.staging.bytes_held() + self.prover.ntt.bytes_held())
     }
@@ -141,7 +158,7 @@ impl CudaBackend {
             if d.plan.points == Placement::Resident {
                 held.other_sets += d.shape.points_bytes();
             }
-            if d.plan.matrices_on_device {
+            if d.plan.matrices_on_device && !d.plan.matrices_streamed {
                 held.other_sets += d.shape.matrices_bytes.unwrap_or(0);
             }
             held.slots = if held.slots == 0 { d.plan.slots } else { held.slots.min(d.plan.slots) };
@@ -178,24 +195,45 @@ impl CudaBackend {
         Ok(d)
     }
 
-    /// `m` on this device, uploaded on first use (the plan put it there).
-    fn device_matrices(&self, m: &Arc<ConstraintMatrices>) -> Result<Arc<DeviceMatrices>, ProveError> {
+    /// `m` where the plan puts it: uploaded to this device, or pinned on the host in
+    /// row blocks for the plan's chunk buffers; on first use.
+    fn device_matrices(&self, m: &Arc<ConstraintMatrices>, plan: &DevicePlan) -> Result<PlacedMatrices, ProveError> {
         let mut cache = self.matrices.lock().map_err(|_| ProveError::Backend("compiled matrices map poisoned".into()))?;
         cache.retain(|(k, _)| Arc::strong_count(k) > 1 || Arc::ptr_eq(k, m));
-        if let Some((_, Some(d))) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
+        if let Some((_, d)) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
             return Ok(d.clone());
         }
         let start = Instant::now();
-        let d = Arc::new(DeviceMatrices::upload(self.gpu(), m).map_err(|e| backend_error("uploading the compiled matrices", e))?);
-        tracing::info!(
-            backend = %self.name(),
-            constraints = m.num_constraints(),
-            gb = format!("{:.2}", d.bytes as f64 / 1e9),
-            seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
-            "compiled matrices resident on the GPU: a, b, c computed there"
-        );
+        let (d, bytes) = match plan.chunk_bytes() {
+            Some(chunk_bytes) if plan.matrices_streamed => {
+                let s = StreamedMatrices::pin(self.gpu(), m, chunk_bytes).map_err(|e| backend_error("pinning the compiled matrices", e))?;
+                tracing::info!(
+                    backend = %self.name(),
+                    constraints = m.num_constraints(),
+                    gb = format!("{:.2}", s.bytes as f64 / 1e9),
+                    blocks = s.block_count(),
+                    seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
+                    "compiled matrices pinned on the host, streamed to the GPU in row blocks per partition: a, b, c computed there"
+                );
+                (PlacedMatrices::Streamed(Arc::new(s)), 0)
+            }
+            _ => {
+                let d = DeviceMatrices::upload(self.gpu(), m).map_err(|e| backend_error("uploading the compiled matrices", e))?;
+                let bytes = d.bytes;
+                (PlacedMatrices::Resident(Arc::new(d)), bytes)
+            }
+        };
+        if bytes > 0 {
+            tracing::info!(
+                backend = %self.name(),
+                constraints = m.num_constraints(),
+                gb = format!("{:.2}", bytes as f64 / 1e9),
+                seconds = format!("{:.2}", start.elapsed().as_secs_f64()),
+                "compiled matrices resident on the GPU: a, b, c computed there"
+            );
+        }
         cache.retain(|(k, _)| !Arc::ptr_eq(k, m));
-        cache.push((m.clone(), Some(d.clone())));
+        cache.push((m.clone(), d.clone()));
         Ok(d)
     }
 
@@ -214,7 +252,7 @@ impl CudaBackend {
         let w = compact_witness(c);
         let fits = others_fit(&w, d.plan.witness_bytes);
         let matrices = match c.pending_products() {
-            Some(m) if d.plan.matrices_on_device && fits => Some(self.device_matrices(m)?),
+            Some(m) if d.plan.matrices_on_device && fits => Some(self.device_matrices(m, &d.plan)?),
             _ => None,
         };
         if c.pending_products().is_some() && matrices.is_none() {
@@ -230,7 +268,11 @@ impl CudaBackend {
             t.time(Stage::Products, || c.compute_products(EvalBuffers { a: v(), b: v(), c: v() }))
                 .map_err(|e| ProveError::Backend(format!("computing a, b, c from the compiled matrices on the host: {e}")))?;
         }
-        self.prover.prove(params, &d.plan, points, matrices.as_deref(), c, w, rs, t)
+        let source = matrices.as_ref().map(|m| match m {
+            PlacedMatrices::Resident(d) => ProductSource::Resident(d),
+            PlacedMatrices::Streamed(s) => ProductSource::Streamed(s, &self.prover.chunks),
+        });
+        self.prover.prove(params, &d.plan, points, source.as_ref(), c, w, rs, t)
     }
 
     /// The parameter set's points, loaded on first use where the plan puts them.
@@ -258,7 +300,8 @@ impl CudaBackend {
         let start = Instant::now();
         let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
         if let Placement::Streamed { chunk_bytes } = d.plan.points {
-            // Made now, so that a shortage shows at load rather than in a proof.
+            // Made now, so that a shortage shows at load rather than in a proof (streamed
+            // matrices go through them too).
             drop(self.prover.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
         }
         tracing::info!(
@@ -324,16 +367,15 @@ impl ProvingBackend for CudaBackend {
         self.plan_of(params, matrices).map(drop)
     }
 
+    /// Pinned host bytes the set takes: its points where they stream, and its compiled
+    /// matrices where they stream in row blocks.
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
-        let loaded = self.loaded.lock().ok().and_then(|m| m.get(&params.id()).map(|r| matches!(**r, LoadedPoints::Streamed { .. })));
+        let decided = self.decided.lock().ok().and_then(|m| m.get(&params.id()).cloned());
         // A set that cannot be planned at all fails to load with that error; it holds nothing.
-        let streamed = loaded
-            .unwrap_or_else(|| matches!(self.plan_of(params, None), Ok(Decided { plan: DevicePlan { points: Placement::Streamed { .. }, .. }, .. })));
-        if streamed {
-            params.points_bytes() as u64
-        } else {
-            0
-        }
+        let Some(d) = decided.or_else(|| self.plan_of(params, None).ok()) else { return 0 };
+        let points = if d.plan.chunk_bytes().is_some() { params.points_bytes() as u64 } else { 0 };
+        let matrices = if d.plan.matrices_streamed { d.shape.matrices_bytes.unwrap_or(0) as u64 } else { 0 };
+        points + matrices
     }
 
     /// The points leave the device once the proofs in flight with them finish (each

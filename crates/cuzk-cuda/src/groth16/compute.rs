@@ -19,7 +19,7 @@ use super::msms;
 use super::plan::DevicePlan;
 use super::points::LoadedPoints;
 use super::prepare::{prepare, Prepared};
-use super::products::DeviceMatrices;
+use super::row_blocks::ProductSource;
 use super::staging::StagingSlots;
 use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
 use crate::msm::streamed::BaseChunks;
@@ -86,7 +86,7 @@ impl PartitionProver {
         p: &ParameterSet,
         plan: &DevicePlan,
         points: &LoadedPoints,
-        matrices: Option<&DeviceMatrices>,
+        matrices: Option<&ProductSource<'_>>,
         c: &mut SynthesizedCircuit,
         w: CompactWitness,
         rs: &ProofRandomness,

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod points;
 pub mod prepare;
 pub mod products;
+pub mod row_blocks;
 pub mod staging;
 
 pub use backend::CudaBackend;

@@ -8,7 +8,9 @@
 //! - **points**: resident (47.4 GB for a 32 GiB PoRep set), or in pinned host memory
 //!   streamed through two chunk buffers;
 //! - **compiled matrices** (7.5 GB at 32 GiB PoRep) on the device, where a, b, c are
-//!   then computed; else a, b, c are computed on the host and uploaded;
+//!   then computed; or in pinned host memory, sent up in row blocks through the
+//!   streamed points' chunk buffers per partition (crate::groth16::row_blocks), a, b, c
+//!   still computed on the device; else a, b, c are computed on the host and uploaded;
 //! - **NTT tables**: the twiddles of every stage (10.7 GB at 2^27), or of the stages
 //!   below `table_log` (the others computed, one product more per butterfly);
 //! - per **staging slot** (one partition in flight each; two let the next partition's
@@ -21,8 +23,9 @@
 //!
 //! Where memory is short the plan degrades in steps, the first that fits wins, in this
 //! order: two slots → one; every twiddle stage in tables → fewer; the H MSM in one run →
-//! in pieces; points resident → streamed (the chunks as large as fit); a, b, c on the
-//! device → on the host. Leftover memory goes to the witness (up to all its values) and
+//! in pieces; points resident → streamed (the chunks as large as fit); matrices
+//! resident → streamed in row blocks (points streamed too: they are the larger) → a, b,
+//! c on the host. Leftover memory goes to the witness (up to all its values) and
 //! the list pieces (up to a whole query's lists at worst).
 
 use crate::msm::split::{PieceLimits, LIST_CHUNK};
@@ -116,8 +119,12 @@ pub struct Held {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevicePlan {
     pub points: Placement,
-    /// a, b, c computed on the device from the compiled matrices (resident).
+    /// a, b, c computed on the device from the compiled matrices (resident, or
+    /// streamed in row blocks when `matrices_streamed`).
     pub matrices_on_device: bool,
+    /// The compiled matrices in pinned host memory, sent up per partition in row
+    /// blocks through the chunk buffers (points are streamed too).
+    pub matrices_streamed: bool,
     /// Partitions on the device at once (staging slots).
     pub slots: usize,
     /// Twiddle tables up to this stage (crate::ntt::table_log_within).
@@ -170,6 +177,9 @@ impl DevicePlan {
             Placement::Streamed { chunk_bytes } => format!("points streamed through 2 × {} GB", gb(chunk_bytes)),
         };
         let products = match (shape.matrices_bytes, self.matrices_on_device) {
+            (Some(m), true) if self.matrices_streamed => {
+                format!("a, b, c on the device (matrices {} GB streamed in row blocks through the chunk buffers)", gb(m))
+            }
             (Some(m), true) => format!("a, b, c on the device (matrices {} GB)", gb(m)),
             (Some(_), false) => "a, b, c on the host (the matrices do not fit)".to_string(),
             (None, _) => "a, b, c from synthesis".to_string(),
@@ -236,6 +246,8 @@ pub struct Overrides {
     pub witness_least: bool,
     /// Pending a, b, c on the host even where the matrices would fit.
     pub host_products: bool,
+    /// The compiled matrices streamed in row blocks even where they would fit.
+    pub stream_matrices: bool,
 }
 
 impl Overrides {
@@ -243,6 +255,9 @@ impl Overrides {
     pub fn check(&self) -> Result<(), String> {
         if let Some(c) = self.chunk_bytes {
             crate::msm::streamed::check_chunk_bytes(c).map_err(|e| e.to_string())?;
+        }
+        if self.stream_matrices && self.host_products {
+            return Err("matrices streamed and a, b, c on the host at once".into());
         }
         if self.slots == Some(0) || self.h_piece == Some(0) {
             return Err("at least one slot, and H MSM runs of at least one scalar".into());
@@ -261,6 +276,7 @@ impl Overrides {
 #[derive(Clone, Copy, Debug)]
 struct Choice {
     matrices: bool,
+    streamed_matrices: bool,
     chunk_bytes: Option<usize>,
     slots: usize,
     table_log: u32,
@@ -274,7 +290,12 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
     let log_n = shape.log_n();
     let h = shape.queries[0];
     let mut least_seen = usize::MAX;
-    let matrices_choices: &[bool] = if shape.matrices_bytes.is_some() && !o.host_products { &[true, false] } else { &[false] };
+    // (a, b, c on the device, matrices streamed): resident, streamed, on the host.
+    let matrices_choices: &[(bool, bool)] = match shape.matrices_bytes {
+        Some(_) if o.stream_matrices => &[(true, true)],
+        Some(_) if !o.host_products => &[(true, false), (true, true), (false, false)],
+        _ => &[(false, false)],
+    };
     // Resident, then streamed chunks from the default down (halving, whole G2 points).
     let mut chunks = vec![None];
     let mut c = DEFAULT_CHUNK_BYTES;
@@ -290,16 +311,24 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
         Some(t) => vec![t.min(log_n)],
         None => (LEAST_TABLE_LOG.min(log_n)..=log_n).rev().collect(),
     };
-    // Preference, first to last: a, b, c on the device; the H MSM in as few runs as
+    // Preference, first to last: a, b, c on the device from resident matrices, from
+    // streamed ones (7.5 GB over the bus per 32 GiB PoRep partition against 12.9 GB of
+    // a, b, c and ~5.9 s of host products); the H MSM in as few runs as
     // the points' placement allows (each halving costs a bucket reduction per run and
     // narrower windows: ~10 % of the H MSM at 16 runs); points resident, else the
     // largest chunks; every twiddle stage in tables (each stage computed costs ~4 % of
     // an NTT); two slots (one partition's products overlap the other's MSMs: a few
     // tens of ms per partition).
-    for &matrices in matrices_choices {
+    for &(matrices, streamed_matrices) in matrices_choices {
         for halvings in 0..=usize::BITS {
             let mut tried = false;
             for &chunk_bytes in &chunks {
+                // Streamed matrices go through the points' chunk buffers: reached only
+                // where resident matrices do not fit even with streamed points, so
+                // resident points do not either.
+                if streamed_matrices && chunk_bytes.is_none() {
+                    continue;
+                }
                 // A run is a chunk of points at most when they stream.
                 let most = chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)).max(1);
                 let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
@@ -309,7 +338,7 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
                 tried = true;
                 for &table_log in &tables {
                     for &slots in &slot_choices {
-                        let choice = Choice { matrices, chunk_bytes, slots, table_log, h_piece };
+                        let choice = Choice { matrices, streamed_matrices, chunk_bytes, slots, table_log, h_piece };
                         match try_choice(shape, capacity, held, choice, o) {
                             Ok(p) => return Ok(p),
                             Err(need) => least_seen = least_seen.min(need),
@@ -350,7 +379,8 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
         shape.witness_least()
     };
     let resident_points = if c.chunk_bytes.is_none() { shape.points_bytes() } else { 0 };
-    let matrices = if c.matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
+    // Streamed matrices hold their dictionary only (a few kB, in the margin).
+    let matrices = if c.matrices && !c.streamed_matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
     let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);
     let chunks = 2 * c.chunk_bytes.unwrap_or(0).max(held.chunk_bytes);
     let slots = if held.slots > 0 { c.slots.min(held.slots) } else { c.slots };
@@ -393,6 +423,7 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
             Some(chunk_bytes) => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes) },
         },
         matrices_on_device: c.matrices,
+        matrices_streamed: c.matrices && c.streamed_matrices,
         slots,
         table_log: c.table_log,
         slot_bytes,
@@ -470,7 +501,8 @@ mod tests {
         assert!(scratch_bound::<G1>(p.h_piece) <= p.scratch_bytes && scratch_bound::<G2>(p.g2_piece) <= p.scratch_bytes, "{p:?}");
         assert!(p.g1_piece >= LIST_CHUNK && p.g2_piece >= LIST_CHUNK, "{p:?}");
         let points = if p.points == Placement::Resident { shape.points_bytes() } else { 2 * p.chunk_bytes().unwrap() };
-        let matrices = if p.matrices_on_device { shape.matrices_bytes.unwrap() } else { 0 };
+        let matrices = if p.matrices_on_device && !p.matrices_streamed { shape.matrices_bytes.unwrap() } else { 0 };
+        assert!(!p.matrices_streamed || (p.matrices_on_device && p.chunk_bytes().is_some()), "{p:?}");
         let parts =
             points + matrices + domain_bytes(27, p.table_log) + p.slots * (p.slot_bytes + p.witness_bytes) + p.msm_small_bytes + p.margin_bytes;
         assert_eq!(parts, p.total_bytes, "{p:?}");
@@ -503,30 +535,41 @@ mod tests {
     }
 
     #[test]
-    fn small_cards_stream_points_and_keep_a_b_c_on_the_device_where_the_matrices_fit() {
+    fn small_cards_stream_points_and_keep_a_b_c_on_the_device() {
         let real_witness = crate::msm::compact::CompactLayout::new(328, 130_169_893, 1_700_000, true).bytes();
         for gib in [16, 24, 32, 48] {
             let p = plan(&porep(), gib * GIB, &Held::default(), &Overrides::default()).unwrap();
             assert!(matches!(p.points, Placement::Streamed { .. }), "{gib}: {p:?}");
-            // 16 GiB: a, b, c (12.9 GB) and the matrices (7.5 GB) do not fit together;
-            // the other values then go up a window per list piece.
-            assert_eq!(p.matrices_on_device, gib > 16, "{gib} GiB: {p:?}");
-            // Where a, b, c are computed on the device, the real witness's other values
-            // stay resident; the H MSM runs a whole chunk at a time.
-            assert!(gib == 16 || p.witness_bytes >= real_witness, "{gib}: {p:?}");
+            // 16 GiB: a, b, c (12.9 GB) and the matrices (7.5 GB) do not fit together:
+            // the matrices stream in row blocks, a, b, c are still computed there.
+            assert!(p.matrices_on_device, "{gib} GiB: {p:?}");
+            assert_eq!(p.matrices_streamed, gib == 16, "{gib} GiB: {p:?}");
+            // The real witness's other values stay resident; the H MSM runs a whole
+            // chunk at a time.
+            assert!(p.witness_bytes >= real_witness, "{gib}: {p:?}");
             assert_eq!(p.h_piece, p.chunk_bytes().unwrap() / 96, "{gib}: {p:?}");
         }
+        // Told to: a, b, c on the host, or the matrices streamed where they would fit.
+        let host = Overrides { host_products: true, ..Overrides::default() };
+        assert!(!plan(&porep(), 16 * GIB, &Held::default(), &host).unwrap().matrices_on_device);
+        let streamed = Overrides { stream_matrices: true, ..Overrides::default() };
+        let p = plan(&porep(), 149_550_000_000, &Held::default(), &streamed).unwrap();
+        assert!(p.matrices_streamed && p.chunk_bytes().is_some(), "{p:?}");
+        assert!(Overrides { stream_matrices: true, host_products: true, ..Overrides::default() }.check().is_err());
     }
 
     #[test]
     fn more_memory_never_gives_a_worse_placement() {
-        let (mut resident, mut device, mut slots) = (false, false, 0);
+        let (mut resident, mut device, mut slots, mut matrices_resident) = (false, false, 0, false);
         for gb in (17..=160).map(|g| g * GB) {
             let p = plan(&porep(), gb, &Held::default(), &Overrides::default()).unwrap();
             check(&porep(), &p);
             let r = p.points == Placement::Resident;
             assert!(r || !resident, "{gb}: streamed after resident");
             assert!(p.matrices_on_device || !device, "{gb}: host products after device ones");
+            let m = p.matrices_on_device && !p.matrices_streamed;
+            assert!(m || !matrices_resident, "{gb}: matrices streamed after resident");
+            matrices_resident = m;
             assert!(p.slots >= slots || !r, "{gb}: fewer slots with more memory");
             (resident, device) = (r, p.matrices_on_device);
             if r {

@@ -16,7 +16,7 @@ use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
 use cuzk_groth16::{CompactWitness, ParameterSet};
 
-use super::products::DeviceMatrices;
+use super::row_blocks::ProductSource;
 use super::staging::{StagedAbc, StagingSlots};
 use crate::device::{backend_error, Gpu, GpuError};
 use crate::msm::compact::{CompactLayout, HostCompact};
@@ -88,7 +88,7 @@ pub fn prepare<'s, 'c>(
     p: &ParameterSet,
     c: &'c SynthesizedCircuit,
     w: CompactWitness,
-    matrices: Option<&DeviceMatrices>,
+    matrices: Option<&ProductSource<'_>>,
 ) -> Result<Prepared<'s, 'c>, ProveError> {
     let num_inputs = c.num_inputs();
     let b_inputs = c.b_input_density.select(&c.input);
@@ -128,7 +128,7 @@ fn stage<'s, 'c>(
     plans: [SplitPlan; 3],
     c: &'c SynthesizedCircuit,
     w: CompactWitness,
-    matrices: Option<&DeviceMatrices>,
+    matrices: Option<&ProductSource<'_>>,
 ) -> Result<Staged<'s, 'c>, GpuError> {
     let mut slot = staging.take(c.domain_size())?;
     let host = HostCompact { lead: &w.input, classes: &w.classes, len: w.num_aux(), others: &w.others };

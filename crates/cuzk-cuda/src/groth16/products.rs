@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, PushKernelArg};
 use cuzk_groth16::matrices::{ConstraintMatrices, SparseMatrix};
 use cuzk_groth16::CompactWitness;
 use ff::Field;
@@ -106,49 +106,91 @@ impl DeviceMatrices {
         z: &CompactView<'_>,
         out: [&mut CudaViewMut<'_, DeviceFr>; 3],
     ) -> Result<(), GpuError> {
-        let (num_inputs, num_aux) = (z.lead.len(), z.layout.len);
-        if num_inputs != self.num_inputs || num_aux != self.num_aux {
-            return Err(GpuError::Invalid(format!(
-                "a witness of {num_inputs} inputs and {num_aux} aux values for matrices of {} and {} (another circuit shape)",
-                self.num_inputs, self.num_aux
-            )));
-        }
-        let Some(others) = &z.others else {
-            return Err(GpuError::Invalid("a, b, c on the device need the witness's other values there".into()));
-        };
-        let len = out[0].len();
-        if out.iter().any(|v| v.len() != len) || len < self.rows {
-            return Err(GpuError::Invalid(format!(
-                "vectors of {}, {} and {} values for {} rows",
-                out[0].len(),
-                out[1].len(),
-                out[2].len(),
-                self.rows
-            )));
-        }
-        let (rows, n_in, n_aux) = (self.rows as u64, num_inputs as u64, num_aux as u64);
-        let one_mont = to_device(&Scalar::ONE);
+        check_products(self.num_inputs, self.num_aux, self.rows, z, &out)?;
         for (m, v) in self.matrices.iter().zip(out) {
-            if len > self.rows {
+            if v.len() > self.rows {
                 stream.memset_zeros(&mut v.slice_mut(self.rows..))?;
             }
-            let mut b = stream.launch_builder(&gpu.k.csr_products);
-            b.arg(&m.row_starts).arg(&m.columns).arg(&m.coefficients).arg(&self.dictionary);
-            b.arg(&z.lead).arg(&n_in).arg(&z.one).arg(&z.zero).arg(&z.offsets).arg(others).arg(&n_aux).arg(&one_mont);
-            b.arg(&rows).arg(&mut *v);
-            // SAFETY: matches `csr_products(const u64*, const u32*, const u16*, const fr*,
-            // const fr*, u64, const u64*, const u64*, const u32*, const fr*, u64, fr (by
-            // value), u64, fr*)`. row_starts holds rows + 1 ascending offsets into columns
-            // and coefficients (a SparseMatrix's invariant, checked when its file was
-            // read); every column is below num_inputs + num_aux (checked above: the same
-            // shape); the inputs hold num_inputs values, the bitmaps and offsets ⌈num_aux /
-            // 64⌉ words and the other values every one they mark (CompactView); every
-            // coefficient index is below the dictionary's length (compile's invariant);
-            // `v` holds len ≥ rows values.
-            unsafe { b.launch(blocks(rows, THREADS))? };
+            let rows = RowBlock { row_starts: m.row_starts.slice(..), base: 0, columns: m.columns.slice(..), coefficients: m.coefficients.slice(..) };
+            // SAFETY: the whole matrix (a SparseMatrix's invariants, checked when its
+            // file was read, and compile's: every coefficient index is in the
+            // dictionary); `z` is of its shape (checked above) and `v` holds ≥ rows values.
+            unsafe { launch_rows(gpu, stream, &rows, &self.dictionary, z, &mut v.slice_mut(..self.rows))? };
         }
         Ok(())
     }
+}
+
+/// Refuses a witness of another shape, or vectors too short for `rows`.
+pub(crate) fn check_products(
+    num_inputs: usize,
+    num_aux: usize,
+    rows: usize,
+    z: &CompactView<'_>,
+    out: &[&mut CudaViewMut<'_, DeviceFr>; 3],
+) -> Result<(), GpuError> {
+    if z.lead.len() != num_inputs || z.layout.len != num_aux {
+        return Err(GpuError::Invalid(format!(
+            "a witness of {} inputs and {} aux values for matrices of {num_inputs} and {num_aux} (another circuit shape)",
+            z.lead.len(),
+            z.layout.len
+        )));
+    }
+    if z.others.is_none() {
+        return Err(GpuError::Invalid("a, b, c on the device need the witness's other values there".into()));
+    }
+    let len = out[0].len();
+    if out.iter().any(|v| v.len() != len) || len < rows {
+        return Err(GpuError::Invalid(format!("vectors of {}, {} and {} values for {rows} rows", out[0].len(), out[1].len(), out[2].len())));
+    }
+    Ok(())
+}
+
+/// Rows of one matrix on the device: the whole matrix (base 0), or a block of its rows
+/// sent on its own, whose row starts keep the whole matrix's offsets and whose columns
+/// and coefficients begin at offset `base`.
+pub(crate) struct RowBlock<'a> {
+    pub row_starts: CudaView<'a, u64>,
+    pub base: u64,
+    pub columns: CudaView<'a, u32>,
+    pub coefficients: CudaView<'a, u16>,
+}
+
+/// `out[r]` = row r of `rows` times z, for every r < out.len(), enqueued on `stream`.
+///
+/// # Safety
+/// `rows.row_starts` holds out.len() + 1 ascending offsets, each minus `base` within
+/// the columns and coefficients given; every column is below z's inputs + aux values
+/// and every coefficient index below the dictionary's length.
+pub(crate) unsafe fn launch_rows(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    rows: &RowBlock<'_>,
+    dictionary: &CudaSlice<DeviceFr>,
+    z: &CompactView<'_>,
+    out: &mut CudaViewMut<'_, DeviceFr>,
+) -> Result<(), GpuError> {
+    let n = out.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    if rows.row_starts.len() as u64 != n + 1 {
+        return Err(GpuError::Invalid(format!("{} row starts for {n} rows", rows.row_starts.len())));
+    }
+    let others = z.others.as_ref().ok_or_else(|| GpuError::Invalid("a, b, c on the device need the witness's other values there".into()))?;
+    let (n_in, n_aux, one_mont) = (z.lead.len() as u64, z.layout.len as u64, to_device(&Scalar::ONE));
+    let mut b = stream.launch_builder(&gpu.k.csr_products);
+    b.arg(&rows.row_starts).arg(&rows.base).arg(&rows.columns).arg(&rows.coefficients).arg(dictionary);
+    b.arg(&z.lead).arg(&n_in).arg(&z.one).arg(&z.zero).arg(&z.offsets).arg(others).arg(&n_aux).arg(&one_mont);
+    b.arg(&n).arg(&mut *out);
+    // SAFETY: matches `csr_products(const u64*, u64, const u32*, const u16*, const fr*,
+    // const fr*, u64, const u64*, const u64*, const u32*, const fr*, u64, fr (by value),
+    // u64, fr*)`; the rows' offsets, columns and coefficients are valid (the caller's
+    // contract); the inputs hold num_inputs values, the bitmaps and offsets ⌈num_aux /
+    // 64⌉ words and the other values every one they mark (CompactView); `out` holds n
+    // values.
+    unsafe { b.launch(blocks(n, THREADS))? };
+    Ok(())
 }
 
 /// A partition's assignment z = (inputs, aux) on the device in compact form, in an

@@ -21,7 +21,7 @@ use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaViewMut};
 
-use super::products::DeviceMatrices;
+use super::row_blocks::ProductSource;
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::compact::{CompactLayout, CompactView};
@@ -299,33 +299,34 @@ impl<'s> Staging<'s> {
 
     /// a, b, c as the products of the compiled `matrices` with the compact witness
     /// already in the witness area (laid out by `layout`, other values resident),
-    /// computed into the slot on the copy stream (zero-padded to n): nothing is read
-    /// from the host. `sent` is what the witness took up the bus.
-    pub fn products(mut self, gpu: &Gpu, matrices: &DeviceMatrices, layout: &CompactLayout, sent: u64) -> Result<StagedAbc<'s, 'static>, GpuError> {
+    /// computed into the slot on the copy stream (zero-padded to n): from the host,
+    /// only streamed matrices' blocks are read. `sent` is what the witness took up the
+    /// bus (the blocks are added).
+    pub fn products(mut self, gpu: &Gpu, matrices: &ProductSource<'_>, layout: &CompactLayout, sent: u64) -> Result<StagedAbc<'s, 'static>, GpuError> {
         let n = self.n;
         let (mut slot, upload_start) = self.take()?;
         let cp = slot.copy.clone();
-        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3]), GpuError> {
+        let r = (|| -> Result<(CudaEvent, [CudaEvent; 3], u64), GpuError> {
             let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
             let products_start = cp.record_event(timing)?;
             let z = CompactView::of(&slot.witness, layout)?;
             let (mut a, mut rest) = slot.arena.split_at_mut(n);
             let (mut b, mut rest) = rest.split_at_mut(n);
             let mut c = rest.slice_mut(..n);
-            matrices.products_into(gpu, &cp, &z, [&mut a, &mut b, &mut c])?;
+            let blocks = matrices.products_into(gpu, &cp, &z, [&mut a, &mut b, &mut c])?;
             // One event for all three: the products run in order on the copy stream.
             let done = || cp.record_event(timing);
-            Ok((products_start, [done()?, done()?, done()?]))
+            Ok((products_start, [done()?, done()?, done()?], blocks))
         })();
         match r {
-            Ok((products_start, uploaded)) => Ok(StagedAbc {
+            Ok((products_start, uploaded, blocks)) => Ok(StagedAbc {
                 slots: self.slots,
                 slot: Some(slot),
                 n,
                 upload_start,
                 products_start: Some(products_start),
                 uploaded,
-                bytes: sent,
+                bytes: sent + blocks,
                 host: PhantomData,
             }),
             Err(e) => {

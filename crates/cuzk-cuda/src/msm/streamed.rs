@@ -199,7 +199,36 @@ impl BaseChunks {
 
     /// Marks the buffer free once the kernels enqueued so far on the compute stream are done.
     pub(crate) fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
-        Ok(self.freed[slot].record(&gpu.stream)?)
+        self.release_on(&gpu.stream, slot)
+    }
+
+    /// The next buffer filled by `fill`'s copies (on the chunk stream, once the work
+    /// that read the buffer last is done), with `consumer` ordered after them: for data
+    /// other than points (compiled matrices' row blocks, crate::groth16::row_blocks).
+    /// Returns the buffer's index, for [`BaseChunks::buffer`] and
+    /// [`BaseChunks::release_on`].
+    pub(crate) fn load_with(
+        &mut self,
+        consumer: &CudaStream,
+        fill: impl FnOnce(&Arc<CudaStream>, &mut CudaSlice<u64>) -> Result<(), GpuError>,
+    ) -> Result<usize, GpuError> {
+        let slot = self.next;
+        self.next = 1 - slot;
+        self.stream.wait(&self.freed[slot])?;
+        fill(&self.stream, &mut self.bufs[slot])?;
+        self.loaded[slot].record(&self.stream)?;
+        consumer.wait(&self.loaded[slot])?;
+        Ok(slot)
+    }
+
+    /// Buffer `slot`, to read in work ordered after its copies.
+    pub(crate) fn buffer(&self, slot: usize) -> &CudaSlice<u64> {
+        &self.bufs[slot & 1]
+    }
+
+    /// Marks buffer `slot` free once the work enqueued so far on `consumer` is done.
+    pub(crate) fn release_on(&self, consumer: &CudaStream, slot: usize) -> Result<(), GpuError> {
+        Ok(self.freed[slot & 1].record(consumer)?)
     }
 }
 

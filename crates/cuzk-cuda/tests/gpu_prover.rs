@@ -606,7 +606,8 @@ fn proofs_with_products_on_the_device_equal_the_full_synthesis_proofs() {
 /// byte for byte (r = s = 0), from full synthesis and from compiled matrices: one slot,
 /// twiddles computed above stage 10, the H MSM in runs, points streamed through the
 /// least chunks (list pieces cut at a chunk's bases), the witness's other values left
-/// on the host (a window sent per list piece; pending a, b, c computed on the host).
+/// on the host (a window sent per list piece; pending a, b, c computed on the host),
+/// the compiled matrices streamed in row blocks, H resident beside streamed points.
 /// A backend capped far below the set's needs refuses it, saying what it needs.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -638,6 +639,7 @@ fn small_card_paths_give_the_cpu_proofs() {
         ("other values on the host", Overrides { witness_least: true, ..base }),
         ("all of them", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), witness_least: true, table_log: Some(12), ..base }),
         ("matrices streamed in row blocks", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, ..base }),
+        ("H resident beside streamed points", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), h_resident: true, ..base }),
     ] {
         // Planned knowing the matrices (the pending circuits first), as the engine plans.
         let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();

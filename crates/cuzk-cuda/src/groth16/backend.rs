@@ -126,11 +126,10 @@ impl CudaBackend {
             .values()
             .map(|l| match &**l {
                 LoadedPoints::Resident(q) => q.bytes(),
-                LoadedPoints::Streamed { .. } => 0,
+                LoadedPoints::Streamed { h, .. } => h.as_ref().map_or(0, |h| h.bytes()),
             })
             .sum();
-        let matrices: usize =
-            self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().map(|(_, d)| d.device_bytes()).sum();
+        let matrices: usize = self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().map(|(_, d)| d.device_bytes()).sum();
         let chunks = self.prover.chunks.lock().map_err(|_| poisoned("chunk buffers"))?.as_ref().map_or(0, |c| 2 * c.chunk_bytes());
         Ok(points + matrices + chunks + self.prover.staging.bytes_held() + self.prover.ntt.bytes_held())
     }
@@ -155,9 +154,7 @@ impl CudaBackend {
         };
         let mut held = Held::default();
         for d in decided.values() {
-            if d.plan.points == Placement::Resident {
-                held.other_sets += d.shape.points_bytes();
-            }
+            held.other_sets += d.plan.resident_points_bytes(&d.shape);
             if d.plan.matrices_on_device && !d.plan.matrices_streamed {
                 held.other_sets += d.shape.matrices_bytes.unwrap_or(0);
             }
@@ -299,7 +296,7 @@ impl CudaBackend {
         let n = p.lens();
         let start = Instant::now();
         let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
-        if let Placement::Streamed { chunk_bytes } = d.plan.points {
+        if let Placement::Streamed { chunk_bytes, .. } = d.plan.points {
             // Made now, so that a shortage shows at load rather than in a proof (streamed
             // matrices go through them too).
             drop(self.prover.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
@@ -312,7 +309,11 @@ impl CudaBackend {
             from,
             mode = match d.plan.points {
                 Placement::Resident => "resident on the GPU".to_string(),
-                Placement::Streamed { chunk_bytes } => format!("streamed from pinned host memory through two {:.2} GB buffers", chunk_bytes as f64 / 1e9),
+                Placement::Streamed { chunk_bytes, h_resident } => format!(
+                    "streamed from pinned host memory through two {:.2} GB buffers{}",
+                    chunk_bytes as f64 / 1e9,
+                    if h_resident { ", H resident on the GPU too" } else { "" }
+                ),
             },
             "parameter set loaded"
         );

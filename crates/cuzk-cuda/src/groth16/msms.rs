@@ -149,9 +149,13 @@ fn queries(points: &LoadedPoints) -> QueryBases<'_> {
         LoadedPoints::Resident(q) => {
             (Bases::Resident(&q.h), Bases::Resident(&q.l), Bases::Resident(&q.a), Bases::Resident(&q.b_g1), Bases::Resident(&q.b_g2))
         }
-        LoadedPoints::Streamed { points: q, .. } => {
-            (Bases::Streamed(&q.h), Bases::Streamed(&q.l), Bases::Streamed(&q.a), Bases::Streamed(&q.b_g1), Bases::Streamed(&q.b_g2))
-        }
+        LoadedPoints::Streamed { points: q, h, .. } => (
+            h.as_ref().map_or(Bases::Streamed(&q.h), Bases::Resident),
+            Bases::Streamed(&q.l),
+            Bases::Streamed(&q.a),
+            Bases::Streamed(&q.b_g1),
+            Bases::Streamed(&q.b_g2),
+        ),
     }
 }
 

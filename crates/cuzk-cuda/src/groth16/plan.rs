@@ -6,7 +6,8 @@
 //!
 //! What a partition holds, and where:
 //! - **points**: resident (47.4 GB for a 32 GiB PoRep set), or in pinned host memory
-//!   streamed through two chunk buffers;
+//!   streamed through two chunk buffers, H's (12.9 GB) resident beside them where they
+//!   fit;
 //! - **compiled matrices** (7.5 GB at 32 GiB PoRep) on the device, where a, b, c are
 //!   then computed; or in pinned host memory, sent up in row blocks through the
 //!   streamed points' chunk buffers per partition (crate::groth16::row_blocks), a, b, c
@@ -23,7 +24,8 @@
 //!
 //! Where memory is short the plan degrades in steps, the first that fits wins, in this
 //! order: two slots → one; every twiddle stage in tables → fewer; the H MSM in one run →
-//! in pieces; points resident → streamed (the chunks as large as fit); matrices
+//! in pieces; points resident → H resident, the others streamed → all streamed (the
+//! chunks as large as fit); matrices
 //! resident → streamed in row blocks (points streamed too: they are the larger) → a, b,
 //! c on the host. Leftover memory goes to the witness (up to all its values) and
 //! the list pieces (up to a whole query's lists at worst).
@@ -98,8 +100,9 @@ pub enum Placement {
     /// On the device, for as long as the set is loaded.
     Resident,
     /// In pinned host memory, streamed up by every MSM through two device buffers of
-    /// `chunk_bytes` each.
-    Streamed { chunk_bytes: usize },
+    /// `chunk_bytes` each; H's points also on the device when `h_resident` (the H MSM
+    /// then reads them there).
+    Streamed { chunk_bytes: usize, h_resident: bool },
 }
 
 /// What the backend's other sets already hold, shared or not.
@@ -156,7 +159,7 @@ impl DevicePlan {
     pub fn piece_limits(&self, window: bool, g2: bool) -> PieceLimits {
         let bases = match self.points {
             Placement::Resident => usize::MAX,
-            Placement::Streamed { chunk_bytes } => chunk_bytes / if g2 { G2_BYTES } else { G1_BYTES },
+            Placement::Streamed { chunk_bytes, .. } => chunk_bytes / if g2 { G2_BYTES } else { G1_BYTES },
         };
         PieceLimits { bytes: self.lists_bytes, significant: if g2 { self.g2_piece.min(self.g1_piece) } else { self.g1_piece }, bases, window }
     }
@@ -165,7 +168,16 @@ impl DevicePlan {
     pub fn chunk_bytes(&self) -> Option<usize> {
         match self.points {
             Placement::Resident => None,
-            Placement::Streamed { chunk_bytes } => Some(chunk_bytes),
+            Placement::Streamed { chunk_bytes, .. } => Some(chunk_bytes),
+        }
+    }
+
+    /// Device bytes of the set's resident points: all of them, H's, or none.
+    pub fn resident_points_bytes(&self, shape: &SetShape) -> usize {
+        match self.points {
+            Placement::Resident => shape.points_bytes(),
+            Placement::Streamed { h_resident: true, .. } => G1_BYTES * shape.queries[0],
+            Placement::Streamed { h_resident: false, .. } => 0,
         }
     }
 
@@ -174,7 +186,10 @@ impl DevicePlan {
         let gb = |b: usize| format!("{:.2}", b as f64 / 1e9);
         let points = match self.points {
             Placement::Resident => format!("points resident {} GB", gb(shape.points_bytes())),
-            Placement::Streamed { chunk_bytes } => format!("points streamed through 2 × {} GB", gb(chunk_bytes)),
+            Placement::Streamed { chunk_bytes, h_resident: false } => format!("points streamed through 2 × {} GB", gb(chunk_bytes)),
+            Placement::Streamed { chunk_bytes, h_resident: true } => {
+                format!("H resident {} GB, the other points streamed through 2 × {} GB", gb(self.resident_points_bytes(shape)), gb(chunk_bytes))
+            }
         };
         let products = match (shape.matrices_bytes, self.matrices_on_device) {
             (Some(m), true) if self.matrices_streamed => {
@@ -246,6 +261,8 @@ pub struct Overrides {
     pub witness_least: bool,
     /// Pending a, b, c on the host even where the matrices would fit.
     pub host_products: bool,
+    /// With `chunk_bytes`: H's points resident beside the streamed others.
+    pub h_resident: bool,
     /// The compiled matrices streamed in row blocks even where they would fit.
     pub stream_matrices: bool,
 }
@@ -255,6 +272,9 @@ impl Overrides {
     pub fn check(&self) -> Result<(), String> {
         if let Some(c) = self.chunk_bytes {
             crate::msm::streamed::check_chunk_bytes(c).map_err(|e| e.to_string())?;
+        }
+        if self.h_resident && self.chunk_bytes.is_none() {
+            return Err("H resident beside streamed points needs their chunk size".into());
         }
         if self.stream_matrices && self.host_products {
             return Err("matrices streamed and a, b, c on the host at once".into());
@@ -278,6 +298,7 @@ struct Choice {
     matrices: bool,
     streamed_matrices: bool,
     chunk_bytes: Option<usize>,
+    h_resident: bool,
     slots: usize,
     table_log: u32,
     h_piece: usize,
@@ -296,16 +317,21 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
         Some(_) if !o.host_products => &[(true, false), (true, true), (false, false)],
         _ => &[(false, false)],
     };
-    // Resident, then streamed chunks from the default down (halving, whole G2 points).
-    let mut chunks = vec![None];
+    // Chunk sizes from the default down (halving, whole G2 points).
+    let mut sizes = Vec::new();
     let mut c = DEFAULT_CHUNK_BYTES;
     while c >= MIN_CHUNK_BYTES {
-        chunks.push(Some(c));
+        sizes.push(c);
         c = (c / 2 / G2_BYTES * G2_BYTES).max(if c == MIN_CHUNK_BYTES { 0 } else { MIN_CHUNK_BYTES });
     }
-    if let Some(c) = o.chunk_bytes {
-        chunks = vec![Some(c)];
-    }
+    // Placements (chunk size, H resident) in groups, best first: every point resident;
+    // H resident beside the streamed others (12.9 GB of a 32 GiB PoRep partition's 47.5
+    // GB then stay off the bus); all streamed. Within a group the H MSM's runs come
+    // before the chunks' size.
+    let groups: Vec<Vec<(Option<usize>, bool)>> = match o.chunk_bytes {
+        Some(c) => vec![vec![(Some(c), o.h_resident)]],
+        None => vec![vec![(None, false)], sizes.iter().map(|&c| (Some(c), true)).collect(), sizes.iter().map(|&c| (Some(c), false)).collect()],
+    };
     let slot_choices = o.slots.map_or(vec![2, 1], |s| vec![s]);
     let tables: Vec<u32> = match o.table_log {
         Some(t) => vec![t.min(log_n)],
@@ -320,34 +346,36 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
     // an NTT); two slots (one partition's products overlap the other's MSMs: a few
     // tens of ms per partition).
     for &(matrices, streamed_matrices) in matrices_choices {
-        for halvings in 0..=usize::BITS {
-            let mut tried = false;
-            for &chunk_bytes in &chunks {
-                // Streamed matrices go through the points' chunk buffers: reached only
-                // where resident matrices do not fit even with streamed points, so
-                // resident points do not either.
-                if streamed_matrices && chunk_bytes.is_none() {
-                    continue;
-                }
-                // A run is a chunk of points at most when they stream.
-                let most = chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)).max(1);
-                let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
-                if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
-                    continue;
-                }
-                tried = true;
-                for &table_log in &tables {
-                    for &slots in &slot_choices {
-                        let choice = Choice { matrices, streamed_matrices, chunk_bytes, slots, table_log, h_piece };
-                        match try_choice(shape, capacity, held, choice, o) {
-                            Ok(p) => return Ok(p),
-                            Err(need) => least_seen = least_seen.min(need),
+        for group in &groups {
+            for halvings in 0..=usize::BITS {
+                let mut tried = false;
+                for &(chunk_bytes, h_resident) in group {
+                    // Streamed matrices go through the points' chunk buffers: reached only
+                    // where resident matrices do not fit even with streamed points, so
+                    // resident points do not either.
+                    if streamed_matrices && chunk_bytes.is_none() {
+                        continue;
+                    }
+                    // A run is a chunk of points at most when they stream.
+                    let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
+                    let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
+                    if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
+                        continue;
+                    }
+                    tried = true;
+                    for &table_log in &tables {
+                        for &slots in &slot_choices {
+                            let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, slots, table_log, h_piece };
+                            match try_choice(shape, capacity, held, choice, o) {
+                                Ok(p) => return Ok(p),
+                                Err(need) => least_seen = least_seen.min(need),
+                            }
                         }
                     }
                 }
-            }
-            if !tried {
-                break;
+                if !tried {
+                    break;
+                }
             }
         }
     }
@@ -378,7 +406,11 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     } else {
         shape.witness_least()
     };
-    let resident_points = if c.chunk_bytes.is_none() { shape.points_bytes() } else { 0 };
+    let resident_points = match (c.chunk_bytes, c.h_resident) {
+        (None, _) => shape.points_bytes(),
+        (Some(_), true) => G1_BYTES * shape.queries[0],
+        (Some(_), false) => 0,
+    };
     // Streamed matrices hold their dictionary only (a few kB, in the margin).
     let matrices = if c.matrices && !c.streamed_matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
     let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);
@@ -420,7 +452,7 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     Ok(DevicePlan {
         points: match c.chunk_bytes {
             None => Placement::Resident,
-            Some(chunk_bytes) => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes) },
+            Some(chunk_bytes) => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes), h_resident: c.h_resident },
         },
         matrices_on_device: c.matrices,
         matrices_streamed: c.matrices && c.streamed_matrices,
@@ -500,7 +532,7 @@ mod tests {
         assert!(p.lists_bytes >= LEAST_LIST_BYTES && p.witness_bytes >= shape.witness_least(), "{p:?}");
         assert!(scratch_bound::<G1>(p.h_piece) <= p.scratch_bytes && scratch_bound::<G2>(p.g2_piece) <= p.scratch_bytes, "{p:?}");
         assert!(p.g1_piece >= LIST_CHUNK && p.g2_piece >= LIST_CHUNK, "{p:?}");
-        let points = if p.points == Placement::Resident { shape.points_bytes() } else { 2 * p.chunk_bytes().unwrap() };
+        let points = p.resident_points_bytes(shape) + p.chunk_bytes().map_or(0, |c| 2 * c);
         let matrices = if p.matrices_on_device && !p.matrices_streamed { shape.matrices_bytes.unwrap() } else { 0 };
         assert!(!p.matrices_streamed || (p.matrices_on_device && p.chunk_bytes().is_some()), "{p:?}");
         let parts =
@@ -545,9 +577,12 @@ mod tests {
             assert!(p.matrices_on_device, "{gib} GiB: {p:?}");
             assert_eq!(p.matrices_streamed, gib == 16, "{gib} GiB: {p:?}");
             // The real witness's other values stay resident; the H MSM runs a whole
-            // chunk at a time.
+            // chunk at a time, or all of H where its points stay on the device beside
+            // the streamed others (48 GiB: 12.9 GB fewer over the bus per partition).
             assert!(p.witness_bytes >= real_witness, "{gib}: {p:?}");
-            assert_eq!(p.h_piece, p.chunk_bytes().unwrap() / 96, "{gib}: {p:?}");
+            let h_resident = matches!(p.points, Placement::Streamed { h_resident: true, .. });
+            assert_eq!(h_resident, gib == 48, "{gib}: {p:?}");
+            assert_eq!(p.h_piece, if h_resident { N - 1 } else { p.chunk_bytes().unwrap() / 96 }, "{gib}: {p:?}");
         }
         // Told to: a, b, c on the host, or the matrices streamed where they would fit.
         let host = Overrides { host_products: true, ..Overrides::default() };

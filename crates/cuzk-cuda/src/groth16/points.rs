@@ -10,7 +10,7 @@ use cuzk_groth16::{ParameterSet, Progress};
 
 use super::plan::Placement;
 use crate::device::{backend_error, Gpu};
-use crate::msm::GpuMsm;
+use crate::msm::{DeviceBases, GpuMsm, G1};
 use crate::params_file::{load_queries, load_queries_to_host, STAGING_BYTES};
 use crate::queries::{shared, DeviceQueries, StreamedQueries};
 
@@ -19,8 +19,9 @@ pub enum LoadedPoints {
     /// On the device.
     Resident(Box<DeviceQueries>),
     /// In pinned host memory (shared with other GPUs' backends), streamed up by every
-    /// MSM through chunk buffers of `chunk_bytes` each.
-    Streamed { points: Arc<StreamedQueries>, chunk_bytes: usize },
+    /// MSM through chunk buffers of `chunk_bytes` each; H's also on the device where
+    /// the plan keeps them there (`h`, what the H MSM reads).
+    Streamed { points: Arc<StreamedQueries>, chunk_bytes: usize, h: Option<DeviceBases<G1>> },
 }
 
 impl LoadedPoints {
@@ -56,7 +57,7 @@ pub fn load(
         (QueryPoints::File(f), Placement::Resident) => {
             (LoadedPoints::Resident(Box::new(load_queries(gpu, f, progress).map_err(file_error)?)), "file, decoded on the GPU")
         }
-        (points, Placement::Streamed { chunk_bytes }) => {
+        (points, Placement::Streamed { chunk_bytes, h_resident }) => {
             let (q, was_shared) = shared(p.id(), || match points {
                 QueryPoints::Host(q) => StreamedQueries::from_host(gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
                 QueryPoints::File(f) => load_queries_to_host(gpu, f, STAGING_BYTES, progress).map_err(file_error),
@@ -66,7 +67,12 @@ pub fn load(
                 (false, QueryPoints::File(_)) => "file, decoded on the GPU",
                 (false, QueryPoints::Host(_)) => "host memory",
             };
-            (LoadedPoints::Streamed { points: q, chunk_bytes }, from)
+            let h = if h_resident {
+                Some(msm.upload_host_bases(&q.h).map_err(|e| backend_error("uploading H beside the streamed points", e))?)
+            } else {
+                None
+            };
+            (LoadedPoints::Streamed { points: q, chunk_bytes, h }, from)
         }
     })
 }

@@ -126,7 +126,10 @@ impl HostCsr {
 }
 
 /// A copy of `src` in pinned host memory (one value at least: cudarc pins nothing for none).
-fn pin<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy + Default + Send + Sync>(gpu: &Gpu, src: &[T]) -> Result<PinnedHostSlice<T>, GpuError> {
+fn pin<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy + Default + Send + Sync>(
+    gpu: &Gpu,
+    src: &[T],
+) -> Result<PinnedHostSlice<T>, GpuError> {
     // Not write-combined: the copy below reads nothing back, but block bounds are read
     // from the source, and plain pinned memory uploads as fast.
     // SAFETY: every value is written just below (the one spare of an empty source too).
@@ -187,11 +190,7 @@ impl StreamedMatrices {
     ) -> Result<u64, GpuError> {
         check_products(self.num_inputs, self.num_aux, self.rows, z, &out)?;
         if chunks.chunk_bytes() < self.block_bytes {
-            return Err(GpuError::Invalid(format!(
-                "chunk buffers of {} bytes for row blocks cut for {}",
-                chunks.chunk_bytes(),
-                self.block_bytes
-            )));
+            return Err(GpuError::Invalid(format!("chunk buffers of {} bytes for row blocks cut for {}", chunks.chunk_bytes(), self.block_bytes)));
         }
         let mut sent = 0u64;
         for (m, v) in self.matrices.iter().zip(out) {

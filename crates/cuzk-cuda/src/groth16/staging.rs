@@ -302,7 +302,13 @@ impl<'s> Staging<'s> {
     /// computed into the slot on the copy stream (zero-padded to n): from the host,
     /// only streamed matrices' blocks are read. `sent` is what the witness took up the
     /// bus (the blocks are added).
-    pub fn products(mut self, gpu: &Gpu, matrices: &ProductSource<'_>, layout: &CompactLayout, sent: u64) -> Result<StagedAbc<'s, 'static>, GpuError> {
+    pub fn products(
+        mut self,
+        gpu: &Gpu,
+        matrices: &ProductSource<'_>,
+        layout: &CompactLayout,
+        sent: u64,
+    ) -> Result<StagedAbc<'s, 'static>, GpuError> {
         let n = self.n;
         let (mut slot, upload_start) = self.take()?;
         let cp = slot.copy.clone();

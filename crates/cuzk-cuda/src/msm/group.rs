@@ -210,6 +210,11 @@ impl<G: MsmGroup> DeviceBases<G> {
         self.points.is_empty()
     }
 
+    /// Device bytes held.
+    pub fn bytes(&self) -> usize {
+        self.points.len() * std::mem::size_of::<G::DeviceAffine>()
+    }
+
     /// Where kernels read these bases (all of them, from index 0).
     pub(crate) fn at(&self, s: &CudaStream) -> BasesAt<G> {
         BasesAt { origin: device_address(&self.points, s), first: 0, end: self.points.len(), group: PhantomData }

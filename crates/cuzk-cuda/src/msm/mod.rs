@@ -48,6 +48,15 @@ impl GpuMsm {
         Ok(DeviceBases::from_points(points))
     }
 
+    /// Uploads bases kept in pinned host memory (a streamed set's query that the plan
+    /// also keeps on the device); they stay there for every later MSM.
+    pub fn upload_host_bases<G: MsmGroup>(&self, bases: &streamed::HostBases<G>) -> Result<DeviceBases<G>, GpuError> {
+        let s = &self.gpu.stream;
+        let points = s.clone_htod(bases.slice()?)?;
+        s.synchronize()?;
+        Ok(DeviceBases::from_points(points))
+    }
+
     /// The split MSM: Σ_i sig_scalars[i]·bases[sig_index[i]] + Σ_j bases[ones[j]]. The
     /// caller has already dropped the zero scalars and listed the bases whose scalar is
     /// 1 (the prover knows both from synthesis); only the significant scalars go

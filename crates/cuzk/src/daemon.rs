@@ -66,14 +66,6 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), client_certs, config.allow_insecure)? {
         tracing::warn!("{w}");
     }
-    let checks = if config.timing_only {
-        tracing::warn!(
-            "TIMING-ONLY DAEMON (daemon.timing_only): vanilla proofs are NOT checked, proofs are NOT verified and NO proof is returned; for timing runs on shape-true inputs only, never for real work"
-        );
-        InputChecks::TimingOnly
-    } else {
-        InputChecks::Full
-    };
     // filecoin-proofs reads its parameter directory from the environment once; set it
     // before any thread starts (its verifiers read the .vk files from there).
     cuzk_filecoin::env::use_parameter_dir(&config.parameter_dir).context("srs.param_cache")?;
@@ -83,50 +75,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     if config.cpu_threads > 0 {
         rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
     }
-    let engine_config = config.engine_config(crate::memory::budget_bytes(&config)?);
-    // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
-    // their uploads run at full PCIe speed and overlap the other worker's kernels.
-    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)
-        .allowing_premade(config.synthetic_allow_premade)
-        .with_compiled_matrices(config.compiled_matrices == CompiledMatrices::On);
-    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) =
-        match crate::backends::cuda_backends(&config.gpu_devices, &config.device_memory_limit)? {
-            Some(gpus) => {
-                let gpu = gpus[0].gpu().clone();
-                // Synthetic setups' fixed-base multiplications on the first GPU, taking
-                // turns with its proofs.
-                let first = gpus[0].clone();
-                synthetic = synthetic.with_fixed_base(Box::new(move || {
-                    Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
-                        as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
-                }));
-                let pinned = Buffers::pinned(Box::new(move |len| {
-                    cuzk_cuda::PinnedScalars::storage(&gpu, len)
-                        .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
-                }));
-                (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
-            }
-            None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
-        };
-    tracing::info!(
-        config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
-        memory_budget_bytes = engine_config.memory_budget_bytes,
-        parameter_dir = %config.parameter_dir.display(),
-        backends = %backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
-        workers_per_backend = engine_config.workers_per_backend,
-        "proving backends ready"
-    );
-    let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
-    for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks)?;
-        let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
-        kinds.push(Arc::new(match config.compiled_matrices {
-            CompiledMatrices::On => kind.with_compiled_matrices(dir()),
-            CompiledMatrices::Auto => kind.with_compiled_matrices_if_present(dir()),
-            CompiledMatrices::Off => kind,
-        }));
-    }
-    let engine = Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?);
+    let engine = build_engine(&config, config_path)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
         let listener = Listener::bind_with(&config.listen, &config.socket).await?;
@@ -178,6 +127,65 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     })?;
     tracing::info!("cuzk daemon stopped");
     Ok(())
+}
+
+/// The engine as the daemon runs it for `config`: its backends (every GPU, else the
+/// CPU), buffers, memory budget and proof kinds, with the vanilla-proof and final checks
+/// on unless the configuration is timing-only. `cuzk selftest` proves through the same
+/// engine. The caller has set filecoin-proofs' parameter directory and the thread pool.
+pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result<Arc<Engine>> {
+    let checks = if config.timing_only {
+        tracing::warn!(
+            "TIMING-ONLY DAEMON (daemon.timing_only): vanilla proofs are NOT checked, proofs are NOT verified and NO proof is returned; for timing runs on shape-true inputs only, never for real work"
+        );
+        InputChecks::TimingOnly
+    } else {
+        InputChecks::Full
+    };
+    let engine_config = config.engine_config(crate::memory::budget_bytes(&config)?);
+    // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
+    // their uploads run at full PCIe speed and overlap the other worker's kernels.
+    let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)
+        .allowing_premade(config.synthetic_allow_premade)
+        .with_compiled_matrices(config.compiled_matrices == CompiledMatrices::On);
+    let (backends, buffers): (Vec<Arc<dyn ProvingBackend>>, Buffers) =
+        match crate::backends::cuda_backends(&config.gpu_devices, &config.device_memory_limit)? {
+            Some(gpus) => {
+                let gpu = gpus[0].gpu().clone();
+                // Synthetic setups' fixed-base multiplications on the first GPU, taking
+                // turns with its proofs.
+                let first = gpus[0].clone();
+                synthetic = synthetic.with_fixed_base(Box::new(move || {
+                    Ok(Box::new(cuzk_cuda::GpuFixedBase::with_device_lock(first.gpu().clone(), first.device_lock()).map_err(|e| e.to_string())?)
+                        as Box<dyn cuzk_groth16::generator::FixedBaseMul>)
+                }));
+                let pinned = Buffers::pinned(Box::new(move |len| {
+                    cuzk_cuda::PinnedScalars::storage(&gpu, len)
+                        .map_err(|e| EngineError::ResourceExhausted(format!("pinned host buffer of {len} scalars: {e}")))
+                }));
+                (gpus.into_iter().map(|g| g as Arc<dyn ProvingBackend>).collect(), pinned)
+            }
+            None => (vec![Arc::new(CpuBackend::new())], Buffers::plain()),
+        };
+    tracing::info!(
+        config = %config_path.map(|p| p.display().to_string()).unwrap_or_else(|| "(defaults)".into()),
+        memory_budget_bytes = engine_config.memory_budget_bytes,
+        parameter_dir = %config.parameter_dir.display(),
+        backends = %backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
+        workers_per_backend = engine_config.workers_per_backend,
+        "proving backends ready"
+    );
+    let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
+    for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
+        let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks)?;
+        let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
+        kinds.push(Arc::new(match config.compiled_matrices {
+            CompiledMatrices::On => kind.with_compiled_matrices(dir()),
+            CompiledMatrices::Auto => kind.with_compiled_matrices_if_present(dir()),
+            CompiledMatrices::Off => kind,
+        }));
+    }
+    Ok(Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?))
 }
 
 async fn shutdown_signal() {

@@ -15,6 +15,7 @@ mod host;
 mod memory;
 mod params;
 mod progress;
+mod selftest;
 mod shape;
 mod submit;
 mod timeline;
@@ -117,6 +118,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Time NTTs and the H polynomial (against the copy bandwidth) and G1 MSMs on a GPU, checked against the CPU.
     GpuBench(gpu_bench::GpuBenchArgs),
+    /// Before a host goes into production: prove a valid synthetic sector of each
+    /// circuit (default porep-32g) with the parameters in the cache, as the daemon
+    /// would on this host's GPUs, and check the proof with filecoin-proofs' verifier.
+    Selftest(selftest::SelftestArgs),
     /// Show the backends and devices this build can use.
     Info,
     /// Serve the cuzk.v1 gRPC API (Curio's proving client) until SIGINT/SIGTERM.
@@ -158,7 +163,9 @@ fn main() -> Result<()> {
         init_logging(&config.log_level);
         return daemon::run(config, warnings, args.config.as_deref());
     }
-    init_logging("info");
+    // The selftest prints its own report; the engine's and filecoin-proofs' steps are
+    // shown only when they warn (RUST_LOG shows more).
+    init_logging(if matches!(cli.command, Some(Command::Selftest(_))) { "warn" } else { "info" });
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
@@ -173,6 +180,7 @@ fn main() -> Result<()> {
         Some(Command::Bench(args)) if args.input.is_some() => bench_filecoin::run(&args),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::GpuBench(args)) => gpu_bench::run(&args),
+        Some(Command::Selftest(args)) => selftest::run(&args),
         Some(Command::Info) => info(),
         Some(Command::Timeline(args)) => timeline::run(&args),
         Some(Command::Submit(args)) => submit::run(&args),

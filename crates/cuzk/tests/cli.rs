@@ -172,3 +172,38 @@ fn fixture_valid_writes_inputs_that_verify_and_shape_true_ones_that_do_not() {
         assert!(RequestFiles::read(&shaped).unwrap().decode(InputChecks::Full).is_err(), "{kind}: a shape-true input verified");
     }
 }
+
+/// `cuzk selftest` at 2 KiB for every kind with cached parameters of our own (the 2 KiB
+/// fixtures'): each sector proved as the daemon would (on the CPU here), its proof
+/// accepted by filecoin-proofs' verifier and refused for another sector. A directory
+/// without the files, or with timing parameters, is refused naming what is wrong.
+#[test]
+fn selftest_proves_every_kind_at_2_kib_and_refuses_unusable_parameters() {
+    let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
+    let circuits = ["porep-2k", "snap-2k", "wpost-2k", "winning-2k"];
+    let mut args = vec!["selftest", "--param-dir", s(&f.param_dir)];
+    for c in circuits {
+        args.extend(["--circuit", c]);
+    }
+    let o = cuzk(&args);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for c in circuits {
+        let line = out.lines().find(|l| l.starts_with(&format!("{c}: PASS"))).unwrap_or_else(|| panic!("{c}: no PASS line in {out}"));
+        assert!(line.contains("accepted by filecoin-proofs' verifier and refused for another sector"), "{line}");
+    }
+    assert!(out.contains("selftest passed: 4 circuit(s)"), "{out}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let o = cuzk(&["selftest", "--circuit", "porep-2k", "--param-dir", s(empty.path())]);
+    let out = text(&o);
+    assert!(!o.status.success() && out.contains("missing") && out.contains(".params") && out.contains(".vk"), "{out}");
+    assert!(!out.contains("PASS"), "{out}");
+
+    let timing = tempfile::tempdir().unwrap();
+    let o = cuzk(&["setup", "--circuit", "winning-2k", "--timing-params", "--out", s(timing.path())]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cuzk(&["selftest", "--circuit", "winning-2k", "--param-dir", s(timing.path())]);
+    let out = text(&o);
+    assert!(!o.status.success() && out.contains("timing") && !out.contains("PASS"), "{out}");
+}

@@ -1,0 +1,189 @@
+//! `cuzk selftest`: the check to run before a host goes into production. With the
+//! parameters in its cache (the published ones, or `cuzk setup --circuit`'s) it makes a
+//! valid synthetic sector (cuzk-filecoin's `valid`: vanilla proofs filecoin-proofs
+//! accepts, made in seconds), proves it through the engine the daemon builds for this
+//! configuration (the same GPUs, memory plan, compiled matrices, vanilla-proof checks
+//! and final check) and its gRPC service's Prove call, then checks the returned proof
+//! with filecoin-proofs' verifier, and that the verifier refuses it for another sector.
+//! It prints the verdict and the seconds each step took; any failure is an error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuzk_filecoin::param_check;
+use cuzk_filecoin::request_files::RequestFiles;
+use cuzk_filecoin::{valid, Circuit, InputChecks};
+use cuzk_server::config::{CompiledMatrices, DaemonConfig};
+use cuzk_server::pb;
+use cuzk_server::pb::await_proof_response::Status;
+use cuzk_server::pb::proving_engine_server::ProvingEngine;
+use cuzk_server::{ParameterFiles, ProvingService};
+
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// The circuits to prove, one sector (or PoSt partition) each: porep-32g, snap-32g,
+    /// wpost-32g, winning-32g, porep-64g, …, or 2k sizes for a quick check.
+    #[arg(long = "circuit", value_parser = crate::circuits::parse_circuit, default_value = "porep-32g")]
+    pub circuits: Vec<Circuit>,
+    /// The daemon's configuration file: the GPUs, memory limits, compiled matrices and
+    /// parameter directory as the daemon would use them (default: the defaults).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The parameter directory, instead of srs.param_cache.
+    #[arg(long)]
+    pub param_dir: Option<PathBuf>,
+    /// Seed of the synthetic sector's random values.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// The configuration to prove with: the file's (or the defaults), never timing-only,
+/// completed proofs kept nowhere (the daemon's state directory is left alone).
+fn config_of(args: &SelftestArgs) -> Result<DaemonConfig> {
+    let (mut config, warnings) = crate::config_file::read_config(args.config.as_deref())?;
+    for w in warnings {
+        eprintln!("configuration: {w}");
+    }
+    if let Some(dir) = &args.param_dir {
+        config.parameter_dir = dir.clone();
+    }
+    if config.timing_only {
+        eprintln!("selftest: daemon.timing_only is ignored: the selftest proves and verifies in production mode");
+    }
+    config.timing_only = false;
+    config.state_dir = None;
+    Ok(config)
+}
+
+/// The parameter files of `circuit` present, whole and not timing points; else an
+/// error naming what is wrong and how to get them.
+fn check_parameters(circuit: Circuit, config: &DaemonConfig) -> Result<()> {
+    let dir = &config.parameter_dir;
+    if !dir.is_dir() {
+        bail!(
+            "parameter directory {} does not exist (--param-dir, srs.param_cache or ${} names it)",
+            dir.display(),
+            cuzk_server::config::PARAMETER_CACHE_ENV
+        );
+    }
+    let checks = param_check::header_check_circuit(circuit, dir).with_context(|| format!("checking the parameter files of {circuit}"))?;
+    if let Some(problems) = param_check::problems(&checks, false) {
+        bail!("{problems} (or make parameters of your own: `cuzk setup --circuit {circuit} --out {}`)", dir.display());
+    }
+    Ok(())
+}
+
+/// Whether a,b,c of `circuit` would come from compiled matrices (the fast path) under
+/// `config`, in words for the report.
+fn matrices_note(circuit: Circuit, config: &DaemonConfig) -> String {
+    let dir = config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
+    let present = cuzk_filecoin::matrices::matrices_path(circuit, &dir).map(|p| p.exists()).unwrap_or(false);
+    match (config.compiled_matrices, present) {
+        (CompiledMatrices::Off, _) => "compiled matrices off (synthesis.compiled_matrices): the slow path".into(),
+        (CompiledMatrices::On, true) | (CompiledMatrices::Auto, true) => format!("compiled matrices from {}", dir.display()),
+        (CompiledMatrices::On, false) => format!("compiled matrices compiled into {} first (minutes at 32 GiB)", dir.display()),
+        (CompiledMatrices::Auto, false) => {
+            format!("no compiled matrices in {}: the slow path (`cuzk compile --circuit {circuit}` makes them)", dir.display())
+        }
+    }
+}
+
+pub fn run(args: &SelftestArgs) -> Result<()> {
+    let config = config_of(args)?;
+    for &c in &args.circuits {
+        check_parameters(c, &config)?;
+    }
+    cuzk_filecoin::env::use_parameter_dir(&config.parameter_dir).context("the parameter directory")?;
+    if config.cpu_threads > 0 {
+        rayon::ThreadPoolBuilder::new().num_threads(config.cpu_threads).build_global().context("setting the CPU thread count")?;
+    }
+    let engine = crate::daemon::build_engine(&config, args.config.as_deref())?;
+    let service =
+        ProvingService::new(engine.clone()).checking_parameters(ParameterFiles { dir: config.parameter_dir.clone(), timing_points_allowed: false });
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let mut failed = Vec::new();
+    for &circuit in &args.circuits {
+        println!("{circuit}: {}", matrices_note(circuit, &config));
+        match rt.block_on(one(&service, circuit, args.seed)) {
+            Ok(line) => println!("{circuit}: PASS — {line}"),
+            Err(e) => {
+                println!("{circuit}: FAIL — {e:#}");
+                failed.push(circuit.id());
+            }
+        }
+    }
+    drop(service);
+    engine.shutdown(std::time::Duration::from_secs(5));
+    if !failed.is_empty() {
+        bail!("selftest failed for {}", failed.join(", "));
+    }
+    println!("selftest passed: {} circuit(s) proved on {} and accepted by filecoin-proofs' verifier", args.circuits.len(), backends(&engine));
+    Ok(())
+}
+
+fn backends(engine: &cuzk_engine::Engine) -> String {
+    engine.status().backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>().join(", ")
+}
+
+/// One circuit: a valid sector made, loaded and proved through the service, the proof
+/// checked; the line to print.
+async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<String> {
+    let t = Instant::now();
+    let (request, other) = tokio::task::spawn_blocking(move || -> Result<(RequestFiles, RequestFiles)> {
+        let make = |seed| valid::make(circuit.kind, circuit.size, seed).with_context(|| format!("making a valid {circuit} input"));
+        Ok((make(seed)?, make(seed + 1)?))
+    })
+    .await
+    .context("making the inputs")??;
+    let made = t.elapsed();
+    let t = Instant::now();
+    service
+        .preload_srs(tonic::Request::new(pb::PreloadSrsRequest { circuit_id: circuit.id() }))
+        .await
+        .map_err(|s| anyhow::anyhow!("loading the parameters: {}", s.message()))?;
+    let loaded = t.elapsed();
+    let submit = cuzk_server::submit_request_of(&request)?;
+    let t = Instant::now();
+    let r = service
+        .prove(tonic::Request::new(pb::ProveRequest { submit: Some(submit) }))
+        .await
+        .map_err(|s| anyhow::anyhow!("Prove refused: {} ({:?})", s.message(), s.code()))?
+        .into_inner()
+        .result
+        .context("Prove returned no result")?;
+    let proved = t.elapsed();
+    if r.status != Status::Completed as i32 {
+        let status = Status::try_from(r.status).map_or_else(|_| format!("status {}", r.status), |s| s.as_str_name().to_string());
+        bail!("the proof did not complete: {status}: {}", r.error_message);
+    }
+    // filecoin-proofs' verifier, again, outside the engine: for this sector, and for
+    // another sector (which it must refuse).
+    let proof = Arc::new(r.proof);
+    let p = proof.clone();
+    let (accepted, refused_other) = tokio::task::spawn_blocking(move || -> Result<(String, bool)> {
+        let by = request.decode(InputChecks::Full)?.verify(&p).context("filecoin-proofs' verifier refused the proof")?;
+        let other = other.decode(InputChecks::Full)?.verify(&p).is_err();
+        let by = match by {
+            cuzk_filecoin::CheckedBy::FilecoinProofs => "filecoin-proofs' verifier".to_string(),
+            cuzk_filecoin::CheckedBy::PartitionsOnly(why) => format!("every partition's check ({why})"),
+        };
+        Ok((by, other))
+    })
+    .await
+    .context("verifying")??;
+    if !refused_other {
+        bail!("filecoin-proofs' verifier accepted the proof for another sector: the check is not working");
+    }
+    Ok(format!(
+        "{} proof bytes accepted by {accepted} and refused for another sector; input made in {:.2} s, parameters loaded in {:.2} s, proved in {:.2} s (synthesis {} ms, proving {} ms)",
+        proof.len(),
+        made.as_secs_f64(),
+        loaded.as_secs_f64(),
+        proved.as_secs_f64(),
+        r.synthesis_ms,
+        r.gpu_compute_ms
+    ))
+}

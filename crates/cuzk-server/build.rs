@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
     }
     println!("cargo:rerun-if-changed=proto/cuzk/v1/proving.proto");
-    tonic_prost_build::configure().compile_protos(&["proto/cuzk/v1/proving.proto"], &["proto"])?;
+    // A message that does not decode is the client's error: INVALID_ARGUMENT (src/codec.rs).
+    tonic_prost_build::configure().codec_path("crate::codec::CuzkCodec").compile_protos(&["proto/cuzk/v1/proving.proto"], &["proto"])?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod authority;
+pub mod codec;
 pub mod config;
 pub mod connections;
 pub mod rejection;

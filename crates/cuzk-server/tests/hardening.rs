@@ -175,3 +175,71 @@ async fn with_a_token_every_call_needs_it_and_status_shows_whole_ids() {
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     d.stop(Duration::from_secs(5)).await;
 }
+
+/// Bytes sent as a call's message verbatim, and the answer's bytes as they come.
+#[derive(Clone, Default)]
+struct Raw;
+
+struct RawEncoder;
+struct RawDecoder;
+
+impl tonic::codec::Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(&mut self, item: Vec<u8>, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        prost::bytes::BufMut::put_slice(buf, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use prost::bytes::Buf;
+        let v = buf.copy_to_bytes(buf.remaining()).to_vec();
+        Ok(Some(v))
+    }
+}
+
+/// Every method answers a message that does not decode with INVALID_ARGUMENT naming
+/// the message (prost's codec says INTERNAL), and the daemon serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn undecodable_messages_are_invalid_arguments() {
+    let d = Daemon::start(config()).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", d.addr)).unwrap().connect().await.unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let methods = ["SubmitProof", "AwaitProof", "Prove", "CancelProof", "GetStatus", "GetMetrics", "PreloadSRS", "EvictSRS"];
+    // A truncated varint; a length-delimited field longer than the message; wire type 7
+    // (none); field number 0; a group end with no start; a 2-byte length of a 1-byte rest.
+    let garbage: [&[u8]; 6] = [&[0x08], &[0x0a, 0x05, 0x01], &[0x0f, 0x00], &[0x00, 0x01], &[0x0c], &[0x12, 0x80, 0x01, 0x41]];
+    let mut cases = 0;
+    for m in methods {
+        for g in garbage {
+            grpc.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::try_from(format!("/cuzk.v1.ProvingEngine/{m}")).unwrap();
+            let e = grpc.unary(tonic::Request::new(g.to_vec()), path, Raw).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{m} with {g:02x?}: {}", e.message());
+            assert!(e.message().contains("message does not decode"), "{m} with {g:02x?}: {}", e.message());
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 48);
+    // Still serving.
+    let mut c = d.client().await;
+    assert!(c.get_status(pb::GetStatusRequest {}).await.is_ok());
+    d.stop(Duration::from_secs(10)).await;
+}

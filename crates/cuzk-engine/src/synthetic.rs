@@ -202,7 +202,8 @@ impl KindHandler for SyntheticKind {
             ))
         };
         // An object only: serde would also take a struct from a JSON array (`[10]`).
-        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&request.payload.vanilla_proof).map_err(bad)?;
+        let object: serde_json::Map<String, serde_json::Value> =
+            cuzk_filecoin::strict_json::from_slice(&request.payload.vanilla_proof).map_err(bad)?;
         let p: SyntheticPayload = serde_json::from_value(serde_json::Value::Object(object)).map_err(bad)?;
         if !(1..=self.max_log_size).contains(&p.log_size) {
             return Err(EngineError::InvalidArgument(format!("synthetic payload: log_size {} is outside 1..={}", p.log_size, self.max_log_size)));

@@ -36,6 +36,7 @@ pub mod shape_true;
 mod snap;
 mod snap_witness;
 mod sparse_tree;
+pub mod strict_json;
 pub mod valid;
 mod vanilla_check;
 

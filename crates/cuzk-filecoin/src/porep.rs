@@ -79,7 +79,7 @@ struct C1<Tree: MerkleTreeTrait> {
 }
 
 pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    let head: serde_json::Value = serde_json::from_slice(req.vanilla_proof)
+    let head: serde_json::Value = crate::strict_json::from_slice(req.vanilla_proof)
         .map_err(|e| FilecoinError::invalid(format!("vanilla_proof is not JSON (the C1 envelope or C1 output): {e}")))?;
     let (c1_bytes, sector_number) = if head.get("Phase1Out").is_some() {
         let env: Envelope = serde_json::from_value(head)
@@ -99,7 +99,10 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
     } else {
         (req.vanilla_proof.to_vec(), req.sector_number)
     };
-    let head: C1Head = serde_json::from_slice(&c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
+    // Keys checked unique over the whole C1 output once, here (its typed parse below
+    // would take the last of a repeated map key).
+    let head: C1Head =
+        crate::strict_json::from_slice(&c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
     let proof = SealProof::from_api_name(&head.registered_proof)
         .ok_or_else(|| FilecoinError::invalid(format!("C1 output: registered_proof {:?} is not a seal proof type", head.registered_proof)))?;
     if req.registered_proof != 0 && req.registered_proof != proof.id {

@@ -256,3 +256,27 @@ fn valid_inputs_pass_filecoin_proofs_vanilla_verification_at_32_and_64_gib() {
         }
     }
 }
+
+/// A repeated key anywhere in the PoRep envelope or its C1 output is refused, naming
+/// it, though the input is otherwise valid (serde_json would keep the last silently).
+#[test]
+fn repeated_json_keys_in_a_porep_input_are_refused() {
+    let r = made(CircuitKind::Porep, SectorSize::S2KiB, 6);
+    accepted(&r);
+    // The envelope: its SectorNum twice (the same value: still two readings of one key).
+    let mut env = r.clone();
+    let text = String::from_utf8(env.vanilla_proof.clone()).unwrap();
+    let n = r.fields.sector_number;
+    env.vanilla_proof = format!("{},\"SectorNum\":{n}}}", text.trim_end().strip_suffix('}').unwrap()).into_bytes();
+    let e = refusal(env.decode(InputChecks::Full)).unwrap();
+    assert!(e.contains("\"SectorNum\" appears twice"), "{e}");
+    // The C1 output: its seed twice, then put in its envelope again.
+    let c1 = String::from_utf8(r.c1.clone()).unwrap();
+    let seed = &c1[c1.find("\"seed\"").unwrap()..];
+    let seed = &seed[..seed.find(']').unwrap() + 1];
+    let doubled = format!("{},{seed}}}", c1.trim_end().strip_suffix('}').unwrap());
+    let proof = cuzk_filecoin::SealProof::from_registered(r.fields.registered_proof).unwrap();
+    let twice = RequestFiles::porep(proof, r.fields.sector_number, r.fields.miner_id, doubled.into_bytes()).unwrap();
+    let e = refusal(twice.decode(InputChecks::Full)).unwrap();
+    assert!(e.contains("\"seed\" appears twice"), "{e}");
+}

@@ -243,3 +243,17 @@ async fn undecodable_messages_are_invalid_arguments() {
     assert!(c.get_status(pb::GetStatusRequest {}).await.is_ok());
     d.stop(Duration::from_secs(10)).await;
 }
+
+/// A synthetic payload with a repeated key is refused naming it (it used to prove the
+/// last value's partitions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn repeated_json_keys_are_refused() {
+    let d = Daemon::start(config()).await;
+    let mut c = d.client().await;
+    let mut r = synthetic(8, 1, 0, pb::Priority::Normal, "");
+    r.vanilla_proof = br#"{"log_size": 8, "partitions": 1, "partitions": 3}"#.to_vec();
+    let e = c.submit_proof(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("\"partitions\" appears twice"), "{}", e.message());
+    d.stop(Duration::from_secs(10)).await;
+}

@@ -26,6 +26,22 @@ pub enum AccessError {
     Exposed { what: &'static str, addr: SocketAddr },
     #[error("{key} {path}: {why}")]
     TlsFile { key: &'static str, path: String, why: String },
+    #[error("daemon.socket_mode {mode:#o} lets every user of this host write to the socket (queue, evict and cancel work): use 0660 with daemon.socket_group for Curio's user, or set daemon.allow_insecure = true to accept it")]
+    WorldWritableSocket { mode: u32 },
+}
+
+/// Refuses a unix socket mode that lets every user of the host connect (others may
+/// write), unless `allow_insecure`; the warning to log when it is allowed.
+pub fn check_socket_mode(mode: u32, allow_insecure: bool) -> Result<Option<String>, AccessError> {
+    if mode & 0o002 == 0 {
+        return Ok(None);
+    }
+    if !allow_insecure {
+        return Err(AccessError::WorldWritableSocket { mode });
+    }
+    Ok(Some(format!(
+        "INSECURE: daemon.socket_mode {mode:#o} lets every user of this host queue, evict and cancel work (daemon.allow_insecure = true)"
+    )))
 }
 
 /// TLS for daemon.listen (TOML `daemon.tls_cert_file`, `daemon.tls_key_file`,
@@ -137,6 +153,16 @@ pub fn check_exposure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_world_writable_socket_needs_consent() {
+        assert_eq!(check_socket_mode(0o660, false).unwrap(), None);
+        assert_eq!(check_socket_mode(0o664, false).unwrap(), None);
+        let e = check_socket_mode(0o777, false).unwrap_err().to_string();
+        assert!(e.contains("0o777") && e.contains("every user"), "{e}");
+        assert!(check_socket_mode(0o662, false).is_err());
+        assert!(check_socket_mode(0o666, true).unwrap().unwrap().contains("INSECURE"));
+    }
 
     #[test]
     fn a_token_admits_only_its_own_bearer_header() {

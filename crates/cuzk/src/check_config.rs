@@ -2,8 +2,10 @@
 //! daemon, and prints what a start would use: the effective settings (every key, with
 //! the value in force and where srs.param_cache came from), the memory budget, the
 //! socket's directory, the GPUs and kernels, and the parameter files' header check.
-//! Fails (non-zero exit) when the configuration is invalid (reported while reading it)
-//! or when a circuit of srs.preload has a file a start would refuse to load.
+//! Fails (non-zero exit) when the configuration is invalid (reported while reading it),
+//! when a start would refuse it (the same access checks: token file, TLS files,
+//! exposed listeners, socket mode) or when a circuit of srs.preload has a file a start
+//! would refuse to load.
 
 use std::path::Path;
 
@@ -28,6 +30,21 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
             let limit = crate::memory::usable_memory().map(|l| format!(" (of {} bytes, {})", l.bytes, l.source)).unwrap_or_default();
             let how = if config.memory_budget.is_some() { "memory.total_budget" } else { "auto" };
             println!("# memory budget: {b} bytes = {:.1} GiB, {how}{limit}", b as f64 / (1u64 << 30) as f64);
+        }
+        Err(e) => failures.push(format!("{e:#}")),
+    }
+    // The access checks a start makes, with the same messages.
+    match crate::daemon::access(config) {
+        Ok(a) => {
+            for w in a.warnings {
+                println!("# warning: {w}");
+            }
+            let guard = match (&config.auth_token_file, &config.tls) {
+                (Some(p), _) => format!("a bearer token from {}", p.display()),
+                (None, Some(t)) if t.client_ca.is_some() => "client certificates".into(),
+                _ => "none (loopback or a unix socket only)".into(),
+            };
+            println!("# access: {guard}");
         }
         Err(e) => failures.push(format!("{e:#}")),
     }

@@ -11,7 +11,7 @@ use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::{CpuBackend, ProvingBackend};
-use cuzk_server::access::{check_exposure, AccessToken};
+use cuzk_server::access::{check_exposure, check_socket_mode, AccessToken};
 use cuzk_server::config::{CompiledMatrices, DaemonConfig};
 use cuzk_server::{serve_service_tls, ListenAddr, Listener, ParameterFiles, ProvingService};
 
@@ -52,18 +52,8 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     for w in &warnings {
         tracing::warn!("configuration: {w}");
     }
-    // Before anything starts: a listener others can reach needs a token (or consent).
-    let token = match &config.auth_token_file {
-        Some(path) => Some(Arc::new(AccessToken::from_file(path)?)),
-        None => None,
-    };
-    let listen_tcp = match &config.listen {
-        ListenAddr::Tcp(a) => Some(*a),
-        ListenAddr::Unix(_) => None,
-    };
-    let client_certs = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
-    let tls = config.tls.as_ref().map(|t| t.server_config(config.connections.handshake_timeout)).transpose()?;
-    for w in check_exposure(listen_tcp, config.status_listen, token.is_some(), client_certs, config.allow_insecure)? {
+    let Access { token, tls, warnings } = access(&config)?;
+    for w in warnings {
         tracing::warn!("{w}");
     }
     // filecoin-proofs reads its parameter directory from the environment once; set it
@@ -127,6 +117,35 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     })?;
     tracing::info!("cuzk daemon stopped");
     Ok(())
+}
+
+/// What guards the daemon's sockets, read before anything starts: the token, the TLS
+/// configuration, and the warnings of what `daemon.allow_insecure` allowed.
+pub struct Access {
+    pub token: Option<Arc<AccessToken>>,
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
+    pub warnings: Vec<String>,
+}
+
+/// The start's access checks (`--check-config` runs the same): the token file (present,
+/// long enough), the TLS files, listeners reachable from other machines without a
+/// guard, a world-writable socket; each refused with the message a start gives.
+pub fn access(config: &DaemonConfig) -> Result<Access> {
+    let token = match &config.auth_token_file {
+        Some(path) => Some(Arc::new(AccessToken::from_file(path)?)),
+        None => None,
+    };
+    let listen_tcp = match &config.listen {
+        ListenAddr::Tcp(a) => Some(*a),
+        ListenAddr::Unix(_) => None,
+    };
+    let client_certs = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+    let tls = config.tls.as_ref().map(|t| t.server_config(config.connections.handshake_timeout)).transpose()?;
+    let mut warnings = check_exposure(listen_tcp, config.status_listen, token.is_some(), client_certs, config.allow_insecure)?;
+    if matches!(config.listen, ListenAddr::Unix(_)) {
+        warnings.extend(check_socket_mode(config.socket.mode, config.allow_insecure)?);
+    }
+    Ok(Access { token, tls, warnings })
 }
 
 /// The engine as the daemon runs it for `config`: its backends (every GPU, else the

@@ -207,3 +207,39 @@ fn selftest_proves_every_kind_at_2_kib_and_refuses_unusable_parameters() {
     let out = text(&o);
     assert!(!o.status.success() && out.contains("timing") && !out.contains("PASS"), "{out}");
 }
+
+/// `--check-config` refuses what a start refuses, with the same message: a listener
+/// on every interface without a token, a token file that is missing or too short, a
+/// world-writable socket; and passes what a start accepts (0777 with allow_insecure,
+/// with a warning).
+#[test]
+fn check_config_refuses_what_a_start_refuses_with_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short-token");
+    std::fs::write(&short, "0123456789").unwrap();
+    let sock = dir.path().join("run/cuzk.sock");
+    let base = format!("[srs]\nparam_cache = \"{}\"\n[daemon]\n", s(dir.path()));
+    let cases = [
+        ("0.0.0.0 without a token", "listen = \"0.0.0.0:19820\"\n".to_string(), "reachable from other machines"),
+        ("a missing token file", format!("listen = \"127.0.0.1:19821\"\nauth_token_file = \"{}/nope\"\n", s(dir.path())), "daemon.auth_token_file"),
+        ("a 10-byte token", format!("listen = \"127.0.0.1:19822\"\nauth_token_file = \"{}\"\n", s(&short)), "the token has 10 bytes"),
+        ("a world-writable socket", format!("listen = \"unix://{}\"\nsocket_mode = \"0777\"\n", s(&sock)), "daemon.socket_mode 0o777"),
+    ];
+    for (what, daemon, needle) in cases {
+        let cfg = dir.path().join("cuzk.toml");
+        std::fs::write(&cfg, format!("{base}{daemon}")).unwrap();
+        let check = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
+        assert!(!check.status.success() && text(&check).contains(needle), "{what}: --check-config said {}", text(&check));
+        assert!(!text(&check).contains("configuration OK"), "{what}");
+        let start = cuzk(&["daemon", "--config", s(&cfg)]);
+        assert!(!start.status.success() && text(&start).contains(needle), "{what}: the start said {}", text(&start));
+        // The same message: the line naming the problem appears in both.
+        let line = text(&start).lines().find(|l| l.contains(needle)).unwrap().to_string();
+        let message = line.split_once(needle).map(|(_, rest)| format!("{needle}{rest}")).unwrap();
+        assert!(text(&check).contains(&message), "{what}: {message} not in {}", text(&check));
+    }
+    let cfg = dir.path().join("cuzk.toml");
+    std::fs::write(&cfg, format!("{base}listen = \"unix://{}\"\nsocket_mode = \"0777\"\nallow_insecure = true\n", s(&sock))).unwrap();
+    let check = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
+    assert!(check.status.success() && text(&check).contains("INSECURE: daemon.socket_mode 0o777"), "{}", text(&check));
+}

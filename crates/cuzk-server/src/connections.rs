@@ -148,25 +148,25 @@ impl Acceptor for tokio::net::UnixListener {
 
 /// Whether an accept error means the process (or system) is out of descriptors or
 /// memory: retrying at once would only spin.
-fn is_exhaustion(e: &io::Error) -> bool {
+pub(crate) fn is_exhaustion(e: &io::Error) -> bool {
     // EMFILE 24, ENFILE 23, ENOBUFS 105, ENOMEM 12 (Linux numbering; elsewhere the
     // back-off still applies through the OutOfMemory kind).
     matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12)) || e.kind() == io::ErrorKind::OutOfMemory
 }
 
 /// Logs at most one line per `every` for a kind of event, with how many were not logged.
-struct Throttled {
+pub(crate) struct Throttled {
     last: Option<Instant>,
     skipped: u64,
 }
 
 impl Throttled {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Throttled { last: None, skipped: 0 }
     }
 
     /// Some(skipped since the last line) when a line may be logged now.
-    fn due(&mut self, every: Duration) -> Option<u64> {
+    pub(crate) fn due(&mut self, every: Duration) -> Option<u64> {
         if self.last.is_some_and(|t| t.elapsed() < every) {
             self.skipped += 1;
             return None;

@@ -5,8 +5,11 @@
 //! With the daemon's token (daemon.auth_token_file) every request must carry it
 //! (`Authorization: Bearer <token>`, else 401) and jobs are listed by their whole ids;
 //! without one, by their labels (a job's id is what lets a client cancel it).
+//! At most 64 requests at once, each within 10 s; at the descriptor limit the accept
+//! loop backs off as the gRPC port's does.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use cuzk_engine::{label_of, Engine};
 use serde_json::json;
@@ -14,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::access::AccessToken;
+use crate::connections::{is_exhaustion, Throttled};
 
 /// A job id as the endpoint shows it: whole, or its label.
 fn shown_id(id: &str, whole_ids: bool) -> String {
@@ -77,14 +81,45 @@ pub async fn serve_status(listener: TcpListener, engine: Arc<Engine>) {
     serve_status_with(listener, engine, None).await
 }
 
-/// Serves until the task is dropped or the listener fails; with `token`, only to
-/// requests carrying it.
+/// Status requests served at once: a connection beyond it is closed at once (a scraper
+/// retries), so idle or slow peers cannot hold the port or the process's descriptors.
+const MAX_STATUS_CONNECTIONS: usize = 64;
+/// A whole request, its head read and its answer written, at most.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves until the task is dropped; with `token`, only to requests carrying it. When
+/// accepting fails for lack of descriptors or memory, the loop backs off (10 ms,
+/// doubling to 1 s) instead of retrying at once (which spun a core at EMFILE).
 pub async fn serve_status_with(listener: TcpListener, engine: Arc<Engine>, token: Option<Arc<AccessToken>>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_STATUS_CONNECTIONS));
+    let mut backoff = Duration::from_millis(10);
+    let mut throttle = Throttled::new();
     loop {
-        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let mut sock = match listener.accept().await {
+            Ok((sock, _)) => {
+                backoff = Duration::from_millis(10);
+                sock
+            }
+            Err(e) if is_exhaustion(&e) => {
+                if let Some(skipped) = throttle.due(Duration::from_secs(10)) {
+                    tracing::warn!(skipped, "status endpoint: accepting a connection: {e}; backing off");
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+            // A connection reset before it was accepted, and the like: the next one.
+            Err(_) => continue,
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            // At the cap: closed at once.
+            drop(sock);
+            continue;
+        };
         let engine = engine.clone();
         let token = token.clone();
-        tokio::spawn(async move {
+        tokio::spawn(tokio::time::timeout(REQUEST_TIMEOUT, async move {
+            let _permit = permit;
             let mut buf = vec![0u8; 4096];
             let mut n = 0;
             // Read up to the end of the request head (or 4 KiB, or 5 s).
@@ -135,6 +170,6 @@ pub async fn serve_status_with(listener: TcpListener, engine: Arc<Engine>, token
             };
             let _ = sock.write_all(reply.as_bytes()).await;
             let _ = sock.shutdown().await;
-        });
+        }));
     }
 }

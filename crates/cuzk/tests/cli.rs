@@ -243,3 +243,74 @@ fn check_config_refuses_what_a_start_refuses_with_the_same_message() {
     let check = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
     assert!(check.status.success() && text(&check).contains("INSECURE: daemon.socket_mode 0o777"), "{}", text(&check));
 }
+
+/// CPU seconds a process has used (utime + stime from /proc, in clock ticks of 1/100 s).
+#[cfg(target_os = "linux")]
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
+/// The status port out of descriptors (the daemon's limit lowered to 48): its accept
+/// loop backs off instead of spinning (bounded CPU while 150 idle connections hold
+/// every descriptor), says so in the log, and serves again once they go.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_status_port_backs_off_when_out_of_descriptors() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[srs]\nparam_cache = \"{d}\"\n[daemon]\nlisten = \"unix://{d}/cuzk.sock\"\nstatus_listen = \"127.0.0.1:{port}\"\n",
+            d = s(dir.path())
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n 48 && exec {} daemon --config {}", env!("CARGO_BIN_EXE_cuzk"), s(&cfg)))
+        .env("RUST_LOG", "warn")
+        .stderr(log.try_clone().unwrap())
+        .stdout(log)
+        .spawn()
+        .unwrap();
+    let get = || -> Option<String> {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        c.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
+        c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+        let mut out = String::new();
+        c.read_to_string(&mut out).ok()?;
+        out.starts_with("HTTP/1.1 200").then_some(out)
+    };
+    let started = std::time::Instant::now();
+    while get().is_none() {
+        assert!(started.elapsed().as_secs() < 30, "the status port never answered");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Idle connections until the daemon has no descriptor left for the next ones.
+    let flood: Vec<TcpStream> = (0..150).filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok()).collect();
+    assert!(flood.len() > 100, "{} connections", flood.len());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = cpu_seconds(child.id());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let used = cpu_seconds(child.id()) - before;
+    assert!(used < 0.5, "{used:.2} s of CPU in 3 s at the descriptor limit: the accept loop spins");
+    drop(flood);
+    let freed = std::time::Instant::now();
+    while get().is_none() {
+        assert!(freed.elapsed().as_secs() < 15, "the status port did not serve again");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.contains("status endpoint: accepting a connection") && log.contains("backing off"), "{log}");
+    eprintln!("{used:.2} s of CPU in 3 s at the descriptor limit; served again {:.2} s after", freed.elapsed().as_secs_f64());
+}

@@ -2,13 +2,16 @@
 //! never speaks holds one descriptor each, forever; at the descriptor limit the accept
 //! loop spins and real clients cannot connect. Here:
 //! - a connection must send its first [`HANDSHAKE_BYTES`] (the HTTP/2 preface, or a
-//!   TLS ClientHello) within the handshake timeout, and is closed after the idle
-//!   timeout without traffic (the server's HTTP/2 keep-alive pings, which a live
-//!   client answers, count as traffic);
+//!   TLS ClientHello) within the handshake timeout, and is closed once it has had no
+//!   request in flight for the idle timeout, whatever else it sends (keep-alive pings
+//!   a peer answers keep the link checked, not the connection open); [`RequestsLayer`]
+//!   counts each connection's requests;
 //! - at most `max_connections` are open; a new one beyond the cap takes the place of
 //!   the oldest that has not finished its handshake (a legitimate client sends its
-//!   preface at once, so a flood of silent connections cannot keep it out), and is
-//!   refused (closed at once) when every open one has;
+//!   preface at once, so a flood of silent connections cannot keep it out), else of the
+//!   longest idle with no request in flight (idle or hostile peers that answer pings
+//!   cannot either), and is refused (closed at once) only when every open one has a
+//!   request in flight;
 //! - when accepting fails for lack of descriptors, the loop backs off (and frees the
 //!   oldest silent connection's) instead of spinning;
 //! - TCP connections get TCP_NODELAY (gRPC's small frames otherwise wait ~40 ms for
@@ -18,7 +21,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -57,8 +60,8 @@ impl Default for ConnectionLimits {
 }
 
 impl ConnectionLimits {
-    /// How often the server pings an HTTP/2 connection: often enough that a live
-    /// client's answers keep it from the idle timeout.
+    /// How often the server pings an HTTP/2 connection (a peer that stops answering
+    /// is closed long before the idle timeout).
     pub fn keepalive_interval(&self) -> Duration {
         (self.idle_timeout / 3).clamp(Duration::from_secs(1), Duration::from_secs(60))
     }
@@ -70,9 +73,26 @@ struct ConnectionState {
     handshaken: AtomicBool,
     closed_by_us: AtomicBool,
     waker: Mutex<Option<Waker>>,
+    /// Requests being served on it now.
+    in_flight: AtomicUsize,
+    /// When a request last started or finished on it (its handshake, before any).
+    last_request: Mutex<Option<Instant>>,
 }
 
 impl ConnectionState {
+    fn stamp(&self) {
+        *self.last_request.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// How long it has had no request in flight; None while one is (or before its
+    /// handshake).
+    fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        self.last_request.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed())
+    }
+
     fn close(&self) {
         self.closed_by_us.store(true, Ordering::SeqCst);
         if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -89,12 +109,16 @@ struct Registry {
 
 impl Registry {
     /// A place for a new connection: its id and state, or None when every place is
-    /// taken by a connection past its handshake.
+    /// taken by a connection with a request in flight. At the cap the new one takes
+    /// the place of the oldest that has not finished its handshake, else of the one
+    /// idle longest.
     fn admit(&self, cap: usize) -> Option<(u64, Arc<ConnectionState>)> {
         let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if g.1.len() >= cap {
-            let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id)?;
-            if let Some(c) = g.1.remove(&silent) {
+            let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id);
+            let idlest = || g.1.iter().filter_map(|(id, c)| c.idle_for().map(|d| (d, *id))).max().map(|(_, id)| id);
+            let Some(victim) = silent.or_else(idlest) else { return None };
+            if let Some(c) = g.1.remove(&victim) {
                 c.close();
             }
         }
@@ -265,7 +289,7 @@ pub struct Bounded<T> {
     registry: Arc<Registry>,
     /// Bytes read so far, counted up to [`HANDSHAKE_BYTES`].
     read: usize,
-    /// The handshake's deadline, then the idle deadline.
+    /// The handshake's deadline, then the next time to check for idleness.
     deadline: Pin<Box<Sleep>>,
     idle_timeout: Duration,
 }
@@ -284,18 +308,21 @@ impl<T> Bounded<T> {
             return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed: its place was needed (daemon.max_connections)"));
         }
         *self.state.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        if self.deadline.as_mut().poll(cx).is_ready() {
-            let what = if self.read < HANDSHAKE_BYTES { "no handshake within daemon.handshake_timeout" } else { "idle for daemon.idle_timeout" };
-            return Err(io::Error::new(io::ErrorKind::TimedOut, what));
+        while self.deadline.as_mut().poll(cx).is_ready() {
+            if self.read < HANDSHAKE_BYTES {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "no handshake within daemon.handshake_timeout"));
+            }
+            // Checked again when the last request could have been idle_timeout ago.
+            let wait = match self.state.idle_for() {
+                None => self.idle_timeout,
+                Some(idle) if idle >= self.idle_timeout => {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "no request for daemon.idle_timeout"));
+                }
+                Some(idle) => self.idle_timeout - idle,
+            };
+            self.deadline.as_mut().reset(tokio::time::Instant::now() + wait);
         }
         Ok(())
-    }
-
-    fn active(&mut self) {
-        if self.read >= HANDSHAKE_BYTES {
-            let next = tokio::time::Instant::now() + self.idle_timeout;
-            self.deadline.as_mut().reset(next);
-        }
     }
 }
 
@@ -314,8 +341,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Bounded<T> {
                 this.read = (this.read + n).min(HANDSHAKE_BYTES);
                 if was < HANDSHAKE_BYTES && this.read >= HANDSHAKE_BYTES {
                     this.state.handshaken.store(true, Ordering::SeqCst);
+                    this.state.stamp();
+                    let next = tokio::time::Instant::now() + this.idle_timeout;
+                    this.deadline.as_mut().reset(next);
                 }
-                this.active();
             }
         }
         r
@@ -328,13 +357,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Bounded<T> {
         if let Err(e) = this.check(cx) {
             return Poll::Ready(Err(e));
         }
-        let r = Pin::new(&mut this.io).poll_write(cx, data);
-        if let Poll::Ready(Ok(n)) = r {
-            if n > 0 {
-                this.active();
-            }
-        }
-        r
+        Pin::new(&mut this.io).poll_write(cx, data)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -346,10 +369,82 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Bounded<T> {
     }
 }
 
-impl<T: Connected> Connected for Bounded<T> {
-    type ConnectInfo = T::ConnectInfo;
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+/// What a request learns of its connection (in its extensions; under TLS inside
+/// tonic's `TlsConnectInfo`): where [`RequestsLayer`] counts it.
+#[derive(Clone)]
+pub struct ConnectionInfo {
+    state: Arc<ConnectionState>,
+}
+
+impl<T> Connected for Bounded<T> {
+    type ConnectInfo = ConnectionInfo;
+    fn connect_info(&self) -> ConnectionInfo {
+        ConnectionInfo { state: self.state.clone() }
+    }
+}
+
+/// Counts each connection's requests in flight (what keeps a connection from the idle
+/// timeout and from giving its place to a new one), from the call until its response
+/// future ends or is dropped.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestsLayer;
+
+impl<S> tower::Layer<S> for RequestsLayer {
+    type Service = Requests<S>;
+    fn layer(&self, inner: S) -> Requests<S> {
+        Requests { inner }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Requests<S> {
+    inner: S,
+}
+
+/// A request in flight on a connection, until dropped.
+struct InFlightGuard(Arc<ConnectionState>);
+
+impl InFlightGuard {
+    fn start(state: Arc<ConnectionState>) -> Self {
+        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        state.stamp();
+        InFlightGuard(state)
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.stamp();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Requests<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let e = req.extensions();
+        let state = e
+            .get::<ConnectionInfo>()
+            .or_else(|| e.get::<tonic::transport::server::TlsConnectInfo<ConnectionInfo>>().map(|t| t.get_ref()))
+            .map(|i| i.state.clone());
+        let guard = state.map(InFlightGuard::start);
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let r = fut.await;
+            drop(guard);
+            r
+        })
     }
 }
 
@@ -367,8 +462,30 @@ mod tests {
         let (_, c) = r.admit(2).unwrap();
         assert!(a.closed_by_us.load(Ordering::SeqCst) && !b.closed_by_us.load(Ordering::SeqCst));
         c.handshaken.store(true, Ordering::SeqCst);
-        // Full of connections past their handshake: refused.
+        // Full of connections past their handshake, each with a request in flight: refused.
+        let _b = InFlightGuard::start(b.clone());
+        let _c = InFlightGuard::start(c.clone());
         assert!(r.admit(2).is_none());
         assert!(!r.close_oldest_silent());
+    }
+
+    #[test]
+    fn a_full_registry_gives_the_longest_idle_connections_place_to_a_new_one() {
+        let r = Registry::default();
+        let mut states = Vec::new();
+        for _ in 0..3 {
+            let (_, s) = r.admit(3).unwrap();
+            s.handshaken.store(true, Ordering::SeqCst);
+            s.stamp();
+            states.push(s);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The first is busy, the second idle longest of the others: it makes way.
+        let busy = InFlightGuard::start(states[0].clone());
+        r.admit(3).unwrap();
+        assert!(!states[0].closed_by_us.load(Ordering::SeqCst) && states[1].closed_by_us.load(Ordering::SeqCst));
+        drop(busy);
+        // A finished request counts as activity: the first is now the least idle.
+        assert!(states[0].idle_for().unwrap() < states[2].idle_for().unwrap());
     }
 }

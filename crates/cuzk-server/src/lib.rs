@@ -478,11 +478,14 @@ pub async fn serve_service_tls(
         builder = builder.tls_config(tls)?;
     }
     let router = builder
-        // A live client answers the pings, which keeps its connection from the idle timeout.
+        // Pings find dead peers (no answer within 20 s: closed); answering them keeps no
+        // connection open, requests do (connections::RequestsLayer).
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
         .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight)))
+        // Each connection's requests in flight: what keeps it open (connections.rs).
+        .layer(connections::RequestsLayer)
         .add_service(svc);
     match listener {
         Listener::Tcp(l) => router.serve_with_incoming_shutdown(Incoming::new(l, limits.clone()), shutdown).await?,

@@ -64,6 +64,27 @@ pub fn device_count() -> Result<usize, GpuError> {
     Ok(n)
 }
 
+/// The GPU a GPU test runs on: device 0. None (said on stderr) only where the machine
+/// has no CUDA driver or no device and `CUZK_REQUIRE_GPU` is not `1` (set on GPU
+/// machines, so a run there can never pass without proving anything). Any other
+/// failure panics: a build without kernels, kernels that do not load, a device that
+/// does not open.
+pub fn gpu_for_tests() -> Option<Arc<Gpu>> {
+    let required = std::env::var("CUZK_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    match device_count() {
+        Err(e @ (GpuError::NoDriver | GpuError::NoDevice)) if !required => {
+            eprintln!("skipping GPU test: {e}");
+            return None;
+        }
+        Err(e) => panic!("GPU test: {e}{}", if required { " (CUZK_REQUIRE_GPU=1)" } else { "" }),
+        Ok(_) => {}
+    }
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) => panic!("GPU test: device 0 does not open: {e}"),
+    }
+}
+
 /// The curve kernels of one group: the MSM's (kernels/msm/pippenger.cuh,
 /// msm_<phase>_<group>), the fixed-base multiplication's (kernels/ec/fixed_base.cuh) and
 /// the `.params` point decoder (kernels/ec/decode.cuh).

@@ -22,7 +22,7 @@ pub mod params_file;
 mod pinned;
 pub mod queries;
 
-pub use device::{built_architectures, device_count, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
+pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
 pub use groth16::{CudaBackend, DevicePlan, Overrides};
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};

@@ -105,6 +105,7 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
                     failures.push(format!("srs.preload: {message}"));
                 }
             }
+            println!("#   {:<12} {}", circuit.id(), matrices_note(circuit, config));
         }
     }
     if !failures.is_empty() {
@@ -112,4 +113,20 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
     }
     println!("# configuration OK");
     Ok(())
+}
+
+/// Whether `circuit`'s a, b, c would come from compiled matrices (the fast path) or from
+/// full synthesis (the slow path: a 32 GiB PoRep sector ~10× slower), and why.
+pub fn matrices_note(circuit: cuzk_filecoin::Circuit, config: &DaemonConfig) -> String {
+    use cuzk_server::config::CompiledMatrices;
+    let dir = config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
+    let present = cuzk_filecoin::matrices::matrices_path(circuit, &dir).map(|p| p.exists()).unwrap_or(false);
+    match (config.compiled_matrices, present) {
+        (CompiledMatrices::Off, _) => "compiled matrices off (synthesis.compiled_matrices): the slow path".into(),
+        (_, true) => format!("compiled matrices in {}: the fast path", dir.display()),
+        (CompiledMatrices::On, false) => format!("no compiled matrices in {}: compiled there on first use (minutes at 32 GiB)", dir.display()),
+        (CompiledMatrices::Auto, false) => {
+            format!("no compiled matrices in {}: the SLOW path until `cuzk compile --circuit {circuit}` makes them", dir.display())
+        }
+    }
 }

@@ -16,7 +16,7 @@ use clap::Args;
 use cuzk_filecoin::param_check;
 use cuzk_filecoin::request_files::RequestFiles;
 use cuzk_filecoin::{valid, Circuit, InputChecks};
-use cuzk_server::config::{CompiledMatrices, DaemonConfig};
+use cuzk_server::config::DaemonConfig;
 use cuzk_server::pb;
 use cuzk_server::pb::await_proof_response::Status;
 use cuzk_server::pb::proving_engine_server::ProvingEngine;
@@ -76,21 +76,6 @@ fn check_parameters(circuit: Circuit, config: &DaemonConfig) -> Result<()> {
     Ok(())
 }
 
-/// Whether a,b,c of `circuit` would come from compiled matrices (the fast path) under
-/// `config`, in words for the report.
-fn matrices_note(circuit: Circuit, config: &DaemonConfig) -> String {
-    let dir = config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
-    let present = cuzk_filecoin::matrices::matrices_path(circuit, &dir).map(|p| p.exists()).unwrap_or(false);
-    match (config.compiled_matrices, present) {
-        (CompiledMatrices::Off, _) => "compiled matrices off (synthesis.compiled_matrices): the slow path".into(),
-        (CompiledMatrices::On, true) | (CompiledMatrices::Auto, true) => format!("compiled matrices from {}", dir.display()),
-        (CompiledMatrices::On, false) => format!("compiled matrices compiled into {} first (minutes at 32 GiB)", dir.display()),
-        (CompiledMatrices::Auto, false) => {
-            format!("no compiled matrices in {}: the slow path (`cuzk compile --circuit {circuit}` makes them)", dir.display())
-        }
-    }
-}
-
 pub fn run(args: &SelftestArgs) -> Result<()> {
     let config = config_of(args)?;
     for &c in &args.circuits {
@@ -106,7 +91,7 @@ pub fn run(args: &SelftestArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let mut failed = Vec::new();
     for &circuit in &args.circuits {
-        println!("{circuit}: {}", matrices_note(circuit, &config));
+        println!("{circuit}: {}", crate::check_config::matrices_note(circuit, &config));
         match rt.block_on(one(&service, circuit, args.seed)) {
             Ok(line) => println!("{circuit}: PASS — {line}"),
             Err(e) => {

@@ -203,3 +203,20 @@ fn native_post_witness_equals_the_gadgets_at_8_mib() {
     native_witness_equals_the_gadgets(CircuitKind::WindowPost, SectorSize::S8MiB);
     native_witness_equals_the_gadgets(CircuitKind::WinningPost, SectorSize::S8MiB);
 }
+
+/// WinningPoSt at 32 GiB: its 66 challenges of one sector through 8-8-0 trees (only
+/// base-only trees had been checked).
+#[test]
+#[ignore = "a minute: a 32 GiB WinningPoSt partition twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
+fn native_winning_post_witness_equals_the_gadgets_at_32_gib() {
+    native_witness_equals_the_gadgets(CircuitKind::WinningPost, SectorSize::S32GiB);
+}
+
+/// Every kind at 64 GiB: 8-8-2 trees, whose top-tree arity no other test reaches.
+#[test]
+#[ignore = "minutes: a 64 GiB partition of every kind twice (cargo test -p cuzk-filecoin --release --test shape_true -- --ignored native)"]
+fn native_witness_equals_the_gadgets_at_64_gib() {
+    for kind in [CircuitKind::Porep, CircuitKind::Snap, CircuitKind::WindowPost, CircuitKind::WinningPost] {
+        native_witness_equals_the_gadgets(kind, SectorSize::S64GiB);
+    }
+}

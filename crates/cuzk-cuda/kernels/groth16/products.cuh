@@ -28,8 +28,7 @@ __device__ __forceinline__ bool fr_is_zero(const fr::elem &v) {
 // its own (groth16/row_blocks.rs) keeps the whole matrix's offsets, with its columns
 // and coefficients from offset `base` on; the whole matrix has base 0.
 extern "C" __global__ void csr_products(const uint64_t *__restrict__ row_starts, uint64_t base,
-                                        const uint32_t *__restrict__ columns,
-                                        const uint16_t *__restrict__ coefficients,
+                                        const uint32_t *__restrict__ columns, const uint16_t *__restrict__ coefficients,
                                         const fr::elem *__restrict__ dictionary, const fr::elem *__restrict__ inputs,
                                         uint64_t num_inputs, const uint64_t *__restrict__ one,
                                         const uint64_t *__restrict__ zero, const uint32_t *__restrict__ offsets,

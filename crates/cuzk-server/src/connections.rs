@@ -117,7 +117,7 @@ impl Registry {
         if g.1.len() >= cap {
             let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id);
             let idlest = || g.1.iter().filter_map(|(id, c)| c.idle_for().map(|d| (d, *id))).max().map(|(_, id)| id);
-            let Some(victim) = silent.or_else(idlest) else { return None };
+            let victim = silent.or_else(idlest)?;
             if let Some(c) = g.1.remove(&victim) {
                 c.close();
             }

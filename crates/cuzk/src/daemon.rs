@@ -161,7 +161,7 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
     } else {
         InputChecks::Full
     };
-    let engine_config = config.engine_config(crate::memory::budget_bytes(&config)?);
+    let engine_config = config.engine_config(crate::memory::budget_bytes(config)?);
     // On GPUs, a, b, c are synthesized into pinned buffers (pooled by the engine), so
     // their uploads run at full PCIe speed and overlap the other worker's kernels.
     let mut synthetic = SyntheticKind::new(config.synthetic_max_log_size)

@@ -212,6 +212,7 @@ impl StreamedMatrices {
                         // the buffer (transmute checks the lengths).
                         copy.memcpy_htod(&columns[nz.clone()], &mut unsafe { c.transmute_mut::<u32>(nz.len()) }.ok_or_else(short)?)?;
                         let mut f = buf.slice_mut(w_coefficients..);
+                        // SAFETY: as for the columns just above.
                         copy.memcpy_htod(&coefficients[nz.clone()], &mut unsafe { f.transmute_mut::<u16>(nz.len()) }.ok_or_else(short)?)?;
                     }
                     Ok(())
@@ -225,6 +226,7 @@ impl StreamedMatrices {
                     // SAFETY: as above; an empty block's views hold one unread value
                     // (the spare word kept by `pin`).
                     columns: unsafe { c.transmute::<u32>(nz.len().max(1)) }.ok_or_else(short)?,
+                    // SAFETY: as for the columns just above.
                     coefficients: unsafe { f.transmute::<u16>(nz.len().max(1)) }.ok_or_else(short)?,
                 };
                 // SAFETY: the block's row starts are the matrix's own (ascending; minus

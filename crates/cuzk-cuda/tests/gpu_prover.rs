@@ -607,8 +607,9 @@ fn proofs_with_products_on_the_device_equal_the_full_synthesis_proofs() {
 /// twiddles computed above stage 10, the H MSM in runs, points streamed through the
 /// least chunks (list pieces cut at a chunk's bases), the witness's other values left
 /// on the host (a window sent per list piece; pending a, b, c computed on the host),
-/// the compiled matrices streamed in row blocks, H resident beside streamed points.
-/// A backend capped far below the set's needs refuses it, saying what it needs.
+/// the compiled matrices streamed in row blocks, H resident beside streamed points,
+/// the streamed points' chunk buffers in the slot's arena after h (the plan's first
+/// choice) and outside it. A backend capped far below the set's needs refuses it, saying what it needs.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_card_paths_give_the_cpu_proofs() {
@@ -640,6 +641,11 @@ fn small_card_paths_give_the_cpu_proofs() {
         ("all of them", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), witness_least: true, table_log: Some(12), ..base }),
         ("matrices streamed in row blocks", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, ..base }),
         ("H resident beside streamed points", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), h_resident: true, ..base }),
+        ("chunk buffers outside the slot", Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), chunks_outside_slot: true, ..base }),
+        (
+            "matrices streamed, chunk buffers outside the slot",
+            Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, chunks_outside_slot: true, ..base },
+        ),
     ] {
         // Planned knowing the matrices (the pending circuits first), as the engine plans.
         let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
@@ -648,19 +654,30 @@ fn small_card_paths_give_the_cpu_proofs() {
         let full = backend.prove(&params, &mut synthesize_many(seeds.iter().map(|&s| shape.circuit(s)).collect()).unwrap(), &zero).unwrap();
         assert_eq!(full.proofs, want, "{name}: full synthesis gives other proofs");
         let plan = backend.plan_for(&params, Some(&m)).unwrap();
+        assert_eq!(plan.chunks_in_slot, o.chunk_bytes.is_some() && !o.chunks_outside_slot, "{name}: {plan:?}");
         eprintln!("2^{log_n}, {name}: equal to the CPU's; {} bytes up; plan {plan:?}", out.device.unwrap().bytes_up);
     }
     // Streamed matrices with two slots and two callers at once: one's products and the
-    // other's MSMs share the chunk buffers.
-    let o = Overrides { chunk_bytes: Some(MIN_CHUNK_BYTES), stream_matrices: true, slots: Some(2), ..Overrides::default() };
-    let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
-    assert!(backend.plan_for(&params, Some(&m)).unwrap().matrices_streamed);
-    std::thread::scope(|s| {
-        let runs: Vec<_> = (0..2).map(|_| s.spawn(|| backend.prove(&params, &mut pending(), &zero).unwrap().proofs)).collect();
-        for r in runs {
-            assert_eq!(r.join().unwrap(), want, "streamed matrices, two callers: other proofs");
-        }
-    });
+    // other's MSMs share the chunk buffers (or their copy stream and its events, with
+    // the MSMs' chunks in the slots).
+    for outside in [false, true] {
+        let o = Overrides {
+            chunk_bytes: Some(MIN_CHUNK_BYTES),
+            stream_matrices: true,
+            slots: Some(2),
+            chunks_outside_slot: outside,
+            ..Overrides::default()
+        };
+        let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
+        let plan = backend.plan_for(&params, Some(&m)).unwrap();
+        assert!(plan.matrices_streamed && plan.chunks_in_slot != outside, "{plan:?}");
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..2).map(|_| s.spawn(|| backend.prove(&params, &mut pending(), &zero).unwrap().proofs)).collect();
+            for r in runs {
+                assert_eq!(r.join().unwrap(), want, "streamed matrices, two callers, chunks outside the slots {outside}: other proofs");
+            }
+        });
+    }
     // 30 MiB cannot hold a, b, c of 2^18 (25 MB) with everything else.
     let capped = CudaBackend::new(g.clone()).with_memory_limit(Some(30 << 20));
     let e = capped.prove(&params, &mut pending(), &zero).unwrap_err().to_string();

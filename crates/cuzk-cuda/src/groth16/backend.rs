@@ -162,7 +162,7 @@ impl CudaBackend {
             held.slot_bytes = held.slot_bytes.max(d.plan.slot_bytes);
             held.witness_bytes = held.witness_bytes.max(d.plan.witness_bytes);
             held.table_bytes = held.table_bytes.max(domain_bytes(d.shape.n.trailing_zeros(), d.plan.table_log));
-            held.chunk_bytes = held.chunk_bytes.max(d.plan.chunk_bytes().unwrap_or(0));
+            held.chunk_bytes = held.chunk_bytes.max(d.plan.backend_chunk_bytes().unwrap_or(0));
         }
         let capacity = {
             // With the device held: a proof's compute region allocates meanwhile.
@@ -201,9 +201,9 @@ impl CudaBackend {
             return Ok(d.clone());
         }
         let start = Instant::now();
-        let (d, bytes) = match plan.chunk_bytes() {
-            Some(chunk_bytes) if plan.matrices_streamed => {
-                let s = StreamedMatrices::pin(self.gpu(), m, chunk_bytes).map_err(|e| backend_error("pinning the compiled matrices", e))?;
+        let (d, bytes) = match plan.backend_chunk_bytes() {
+            Some(block_bytes) if plan.matrices_streamed => {
+                let s = StreamedMatrices::pin(self.gpu(), m, block_bytes).map_err(|e| backend_error("pinning the compiled matrices", e))?;
                 tracing::info!(
                     backend = %self.name(),
                     constraints = m.num_constraints(),
@@ -296,10 +296,10 @@ impl CudaBackend {
         let n = p.lens();
         let start = Instant::now();
         let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
-        if let Placement::Streamed { chunk_bytes, .. } = d.plan.points {
+        if let Some(bytes) = d.plan.backend_chunk_bytes() {
             // Made now, so that a shortage shows at load rather than in a proof (streamed
             // matrices go through them too).
-            drop(self.prover.chunk_buffers(chunk_bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
+            drop(self.prover.chunk_buffers(bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
         }
         tracing::info!(
             backend = %self.name(),
@@ -310,8 +310,9 @@ impl CudaBackend {
             mode = match d.plan.points {
                 Placement::Resident => "resident on the GPU".to_string(),
                 Placement::Streamed { chunk_bytes, h_resident } => format!(
-                    "streamed from pinned host memory through two {:.2} GB buffers{}",
+                    "streamed from pinned host memory through two {:.2} GB buffers{}{}",
                     chunk_bytes as f64 / 1e9,
+                    if d.plan.chunks_in_slot { " in each staging slot" } else { "" },
                     if h_resident { ", H resident on the GPU too" } else { "" }
                 ),
             },

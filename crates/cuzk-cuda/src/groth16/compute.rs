@@ -66,10 +66,15 @@ impl PartitionProver {
         }
     }
 
-    /// The chunk buffers, made of `bytes` each if there are none (else those there
-    /// are: a streamed set is placed knowing their size).
+    /// The chunk buffers, of `bytes` each at least: those there are (a streamed set is
+    /// planned knowing their size), made again larger where a set's plan needs more
+    /// (the plans count the larger; the lock keeps every user out meanwhile, and the
+    /// old buffers' drop waits for their copies and readers).
     pub fn chunk_buffers(&self, bytes: usize) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
         let mut chunks = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+        if chunks.as_ref().is_some_and(|c| c.chunk_bytes() < bytes) {
+            *chunks = None;
+        }
         if chunks.is_none() {
             *chunks = Some(BaseChunks::new(&self.gpu, bytes)?);
         }
@@ -158,7 +163,10 @@ impl PartitionProver {
         let mut guard = match points {
             // Held with the device: only the compute region uses the buffers. Made at
             // load; again here if a release of the last other streamed set freed them.
-            LoadedPoints::Streamed { chunk_bytes, .. } => Some(self.chunk_buffers(*chunk_bytes)?),
+            LoadedPoints::Streamed { .. } => {
+                let bytes = plan.backend_chunk_bytes().ok_or_else(|| GpuError::Invalid("streamed points with a plan for resident ones".into()))?;
+                Some(self.chunk_buffers(bytes)?)
+            }
             LoadedPoints::Resident(_) => None,
         };
         let chunks = match guard.as_mut() {

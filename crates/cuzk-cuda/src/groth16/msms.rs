@@ -3,6 +3,9 @@
 //! polynomial left it; the split lists built a piece at a time into the slot's arena
 //! after h; every Pippenger run's scratch after them ([`Scratch::Lent`]).
 //!
+//! Where the plan puts the streamed points' chunk buffers in the slot
+//! (`chunks_in_slot`), they are the arena's last bytes, after the scratch.
+//!
 //! H runs over pieces of at most `h_piece` scalars (one where the scratch allows). L, A
 //! and B run over list pieces within the plan's limits (one per query for a Filecoin
 //! witness on any card with room for its lists; a witness of mostly significant values
@@ -21,8 +24,8 @@ use crate::device::{Gpu, GpuError};
 use crate::field::DeviceFr;
 use crate::msm::compact::{CompactLayout, CompactView};
 use crate::msm::split::{build_piece, ListSource, Piece};
-use crate::msm::streamed::{BaseChunks, HostBases};
-use crate::msm::{BasesAt, DeviceBases, GpuMsm, MsmGroup, PendingMsm, PhaseEvents, Scratch, G1, G2};
+use crate::msm::streamed::{BaseChunks, ChunkRegions, HostBases};
+use crate::msm::{device_address, BasesAt, DeviceBases, GpuMsm, MsmGroup, PendingMsm, PhaseEvents, Scratch, G1, G2};
 
 /// The five MSMs of a partition, enqueued.
 pub struct PendingMsms {
@@ -49,6 +52,8 @@ struct Runs<'m, 'r> {
     gpu: &'m Gpu,
     msm: &'m GpuMsm,
     chunks: Option<&'m mut BaseChunks>,
+    /// The chunks' regions in the slot's arena, where the plan puts them there.
+    regions: Option<ChunkRegions>,
     scratch: CudaViewMut<'r, u32>,
     runs: usize,
 }
@@ -95,7 +100,7 @@ impl Runs<'_, '_> {
             }
             Bases::Streamed(h) => {
                 let chunks = self.chunks.as_deref_mut().ok_or_else(|| GpuError::Invalid("streamed points without chunk buffers".into()))?;
-                let (slot, at) = chunks.load(self.gpu, h, range.clone(), indexed)?;
+                let (slot, at) = chunks.load(self.gpu, h, range.clone(), indexed, self.regions.as_ref())?;
                 sums.bases_up += (range.len() * std::mem::size_of::<G::DeviceAffine>()) as u64;
                 Ok((at, Some(slot)))
             }
@@ -181,19 +186,39 @@ pub fn enqueue(
     // it is read as words; any bits are valid u32s.
     let mut rest = unsafe { rest.transmute_mut::<u32>(words) }.ok_or_else(|| GpuError::Invalid("the arena's rest as words".into()))?;
     let list_words = plan.lists_bytes.div_ceil(4).next_multiple_of(64);
-    if rest.len() < list_words + plan.scratch_bytes / 4 {
+    let streamed = matches!(points, LoadedPoints::Streamed { .. });
+    let chunk_words = if streamed { plan.slot_chunk_bytes() / 4 } else { 0 };
+    if rest.len() < list_words + plan.scratch_bytes / 4 + chunk_words {
         return Err(GpuError::Invalid(format!(
-            "a slot with {} bytes after h for {} of list pieces and {} of MSM scratch: the plan was made for another set",
+            "a slot with {} bytes after h for {} of list pieces, {} of MSM scratch and {} of chunk buffers: the plan was made for another set",
             4 * rest.len(),
             plan.lists_bytes,
-            plan.scratch_bytes
+            plan.scratch_bytes,
+            4 * chunk_words
         )));
     }
+    let at_end = rest.len() - chunk_words;
+    let (mut rest, tail) = rest.split_at_mut(at_end);
+    let mut chunks = chunks;
+    let regions = match (chunk_words, chunks.as_deref_mut()) {
+        (0, _) => None,
+        (_, None) => return Err(GpuError::Invalid("streamed points without chunk buffers".into())),
+        (_, Some(c)) => {
+            // The regions held b and c until the H polynomial, enqueued before now on the
+            // compute stream: the first copies into them wait for it.
+            c.regions_from_now(&gpu.stream)?;
+            let bytes = 2 * chunk_words;
+            // 8-byte aligned: the arena is, and h, the lists and the scratch before the
+            // regions are whole 8-byte words (the plan's chunks are multiples of 192).
+            let first = device_address(&tail, &gpu.stream);
+            Some(ChunkRegions { addresses: [first, first + bytes as u64], bytes })
+        }
+    };
     let (mut region, scratch) = rest.split_at_mut(list_words);
     let compact = CompactView::of(area, witness)?;
     let window = compact.others.is_none();
     let (qh, ql, qa, qb1, qb2) = queries(points);
-    let mut runs = Runs { gpu, msm, chunks, scratch, runs: 0 };
+    let mut runs = Runs { gpu, msm, chunks, regions, scratch, runs: 0 };
     let (mut pieces, mut window_bytes) = (0usize, 0u64);
     // A lone run is timed phase by phase (bench reports); pieces are not told apart.
     let one_run = |count: usize| count <= 1;

@@ -7,16 +7,19 @@
 //! What a partition holds, and where:
 //! - **points**: resident (47.4 GB for a 32 GiB PoRep set), or in pinned host memory
 //!   streamed through two chunk buffers, H's (12.9 GB) resident beside them where they
-//!   fit;
+//!   fit; the chunk buffers in each slot's arena after h (`chunks_in_slot`: b and c's
+//!   room, free once the H polynomial is done) where they fit there, else the
+//!   backend's own;
 //! - **compiled matrices** (7.5 GB at 32 GiB PoRep) on the device, where a, b, c are
 //!   then computed; or in pinned host memory, sent up in row blocks through the
-//!   streamed points' chunk buffers per partition (crate::groth16::row_blocks), a, b, c
-//!   still computed on the device; else a, b, c are computed on the host and uploaded;
+//!   backend's chunk buffers per partition (crate::groth16::row_blocks), a, b, c still
+//!   computed on the device; else a, b, c are computed on the host and uploaded;
 //! - **NTT tables**: the twiddles of every stage (10.7 GB at 2^27), or of the stages
 //!   below `table_log` (the others computed, one product more per butterfly);
 //! - per **staging slot** (one partition in flight each; two let the next partition's
 //!   products overlap this one's MSMs): a, b, c, whose b and c turn into the split
-//!   lists' pieces and the MSM scratch once the H polynomial is done (`slot_bytes`),
+//!   lists' pieces, the MSM scratch and (`chunks_in_slot`) the two chunk buffers once
+//!   the H polynomial is done (`slot_bytes`),
 //!   and the compact witness (`witness_bytes`: its bitmaps and offsets at least, its
 //!   other values where they fit; else they go up a window per list piece);
 //! - the MSMs' small buffers (buckets, reduction pairs: taken from the device pool per
@@ -25,7 +28,7 @@
 //! Where memory is short the plan degrades in steps, the first that fits wins, in this
 //! order: two slots → one; every twiddle stage in tables → fewer; the H MSM in one run →
 //! in pieces; points resident → H resident, the others streamed → all streamed (the
-//! chunks as large as fit); matrices
+//! chunks as large as fit, in the slot's arena before the backend's); matrices
 //! resident → streamed in row blocks (points streamed too: they are the larger) → a, b,
 //! c on the host. Leftover memory goes to the witness (up to all its values) and
 //! the list pieces (up to a whole query's lists at worst).
@@ -51,6 +54,11 @@ const MARGIN_BYTES: usize = 768 << 20;
 const LEAST_TABLE_LOG: u32 = 10;
 /// Slots' arenas and witness areas are whole blocks of this many bytes.
 const ALLOC_ALIGN: usize = 256;
+/// The backend's own chunk buffers where the MSMs' are in the slots and the matrices
+/// stream: the row blocks' (0.40 GB blocks moved a 32 GiB PoRep partition's 7.46 GB in
+/// 0.14 s on an H100 at 5e89282, ~52 GB/s; 0.20 GB blocks still take ~4 ms each
+/// against a launch's ~10 µs). With no matrices streamed the buffers are the least.
+const ROW_BLOCK_BYTES: usize = 192 << 20;
 
 /// The shape of a parameter set as the device sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,11 +136,15 @@ pub struct DevicePlan {
     /// The compiled matrices in pinned host memory, sent up per partition in row
     /// blocks through the chunk buffers (points are streamed too).
     pub matrices_streamed: bool,
+    /// The streamed points' two chunk buffers are in each slot's arena, after h; the
+    /// backend's own buffers then carry the matrices' row blocks only.
+    pub chunks_in_slot: bool,
     /// Partitions on the device at once (staging slots).
     pub slots: usize,
     /// Twiddle tables up to this stage (crate::ntt::table_log_within).
     pub table_log: u32,
-    /// Per slot: a, b, c; then h, the list pieces and the MSM scratch.
+    /// Per slot: a, b, c; then h, the list pieces, the MSM scratch (and the chunk
+    /// buffers when `chunks_in_slot`).
     pub slot_bytes: usize,
     /// Per slot: the compact witness area.
     pub witness_bytes: usize,
@@ -164,11 +176,33 @@ impl DevicePlan {
         PieceLimits { bytes: self.lists_bytes, significant: if g2 { self.g2_piece.min(self.g1_piece) } else { self.g1_piece }, bases, window }
     }
 
-    /// The chunk buffers' size, for a streamed set.
+    /// The chunk buffers' size the MSMs stream through, for a streamed set.
     pub fn chunk_bytes(&self) -> Option<usize> {
         match self.points {
             Placement::Resident => None,
             Placement::Streamed { chunk_bytes, .. } => Some(chunk_bytes),
+        }
+    }
+
+    /// The size of each of the backend's two own chunk buffers, for a streamed set:
+    /// the MSMs' chunks, or where those are in the slots, the matrices' row blocks.
+    pub fn backend_chunk_bytes(&self) -> Option<usize> {
+        let c = self.chunk_bytes()?;
+        Some(if !self.chunks_in_slot {
+            c
+        } else if self.matrices_streamed {
+            ROW_BLOCK_BYTES.min(c)
+        } else {
+            MIN_CHUNK_BYTES
+        })
+    }
+
+    /// Bytes of the chunk buffers in each slot's arena.
+    pub fn slot_chunk_bytes(&self) -> usize {
+        if self.chunks_in_slot {
+            2 * self.chunk_bytes().unwrap_or(0)
+        } else {
+            0
         }
     }
 
@@ -186,15 +220,22 @@ impl DevicePlan {
         let gb = |b: usize| format!("{:.2}", b as f64 / 1e9);
         let points = match self.points {
             Placement::Resident => format!("points resident {} GB", gb(shape.points_bytes())),
-            Placement::Streamed { chunk_bytes, h_resident: false } => format!("points streamed through 2 × {} GB", gb(chunk_bytes)),
-            Placement::Streamed { chunk_bytes, h_resident: true } => {
-                format!("H resident {} GB, the other points streamed through 2 × {} GB", gb(self.resident_points_bytes(shape)), gb(chunk_bytes))
+            Placement::Streamed { chunk_bytes, h_resident: false } => {
+                format!("points streamed through 2 × {} GB{}", gb(chunk_bytes), self.chunks_where())
             }
+            Placement::Streamed { chunk_bytes, h_resident: true } => format!(
+                "H resident {} GB, the other points streamed through 2 × {} GB{}",
+                gb(self.resident_points_bytes(shape)),
+                gb(chunk_bytes),
+                self.chunks_where()
+            ),
         };
         let products = match (shape.matrices_bytes, self.matrices_on_device) {
-            (Some(m), true) if self.matrices_streamed => {
-                format!("a, b, c on the device (matrices {} GB streamed in row blocks through the chunk buffers)", gb(m))
-            }
+            (Some(m), true) if self.matrices_streamed => format!(
+                "a, b, c on the device (matrices {} GB streamed in row blocks through 2 × {} GB)",
+                gb(m),
+                gb(self.backend_chunk_bytes().unwrap_or(0))
+            ),
             (Some(m), true) => format!("a, b, c on the device (matrices {} GB)", gb(m)),
             (Some(_), false) => "a, b, c on the host (the matrices do not fit)".to_string(),
             (None, _) => "a, b, c from synthesis".to_string(),
@@ -218,6 +259,16 @@ impl DevicePlan {
             gb(self.total_bytes),
             gb(self.capacity)
         )
+    }
+}
+
+impl DevicePlan {
+    fn chunks_where(&self) -> &'static str {
+        if self.chunks_in_slot {
+            " in each slot's arena after h"
+        } else {
+            ""
+        }
     }
 }
 
@@ -265,6 +316,9 @@ pub struct Overrides {
     pub h_resident: bool,
     /// The compiled matrices streamed in row blocks even where they would fit.
     pub stream_matrices: bool,
+    /// Streamed points' chunk buffers the backend's own even where they would fit in
+    /// the slots' arenas.
+    pub chunks_outside_slot: bool,
 }
 
 impl Overrides {
@@ -299,6 +353,7 @@ struct Choice {
     streamed_matrices: bool,
     chunk_bytes: Option<usize>,
     h_resident: bool,
+    in_slot: bool,
     slots: usize,
     table_log: u32,
     h_piece: usize,
@@ -347,34 +402,40 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
     // tens of ms per partition).
     for &(matrices, streamed_matrices) in matrices_choices {
         for group in &groups {
-            for halvings in 0..=usize::BITS {
-                let mut tried = false;
-                for &(chunk_bytes, h_resident) in group {
-                    // Streamed matrices go through the points' chunk buffers: reached only
-                    // where resident matrices do not fit even with streamed points, so
-                    // resident points do not either.
-                    if streamed_matrices && chunk_bytes.is_none() {
-                        continue;
-                    }
-                    // A run is a chunk of points at most when they stream.
-                    let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
+            // Within a group: the fewest H runs first, then the largest chunks (fewer list
+            // pieces), each run a chunk's points at most when they stream.
+            let mut candidates = Vec::new();
+            for &(chunk_bytes, h_resident) in group {
+                // Streamed matrices go through the backend's chunk buffers: reached only
+                // where resident matrices do not fit even with streamed points, so
+                // resident points do not either.
+                if streamed_matrices && chunk_bytes.is_none() {
+                    continue;
+                }
+                let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
+                for halvings in 0..usize::BITS {
                     let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
                     if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
-                        continue;
+                        break;
                     }
-                    tried = true;
-                    for &table_log in &tables {
-                        for &slots in &slot_choices {
-                            let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, slots, table_log, h_piece };
+                    candidates.push((h_piece, chunk_bytes, h_resident));
+                }
+            }
+            candidates.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
+            for (h_piece, chunk_bytes, h_resident) in candidates {
+                // The chunk buffers in the slot's arena after h first: b and c's room,
+                // which the lists need little of when their pieces span a chunk.
+                let in_slot: &[bool] = if chunk_bytes.is_some() && !o.chunks_outside_slot { &[true, false] } else { &[false] };
+                for &table_log in &tables {
+                    for &slots in &slot_choices {
+                        for &in_slot in in_slot {
+                            let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, in_slot, slots, table_log, h_piece };
                             match try_choice(shape, capacity, held, choice, o) {
                                 Ok(p) => return Ok(p),
                                 Err(need) => least_seen = least_seen.min(need),
                             }
                         }
                     }
-                }
-                if !tried {
-                    break;
                 }
             }
         }
@@ -414,11 +475,26 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     // Streamed matrices hold their dictionary only (a few kB, in the margin).
     let matrices = if c.matrices && !c.streamed_matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
     let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);
-    let chunks = 2 * c.chunk_bytes.unwrap_or(0).max(held.chunk_bytes);
+    // The backend's own chunk buffers (kept at the largest a set needs), and those in
+    // each slot's arena.
+    let own_chunks = match c.chunk_bytes {
+        Some(cb) if c.in_slot => {
+            if c.streamed_matrices {
+                ROW_BLOCK_BYTES.min(cb)
+            } else {
+                MIN_CHUNK_BYTES
+            }
+        }
+        other => other.unwrap_or(0),
+    };
+    let chunks = 2 * own_chunks.max(held.chunk_bytes);
+    let slot_chunks = if c.in_slot { 2 * c.chunk_bytes.unwrap_or(0) } else { 0 };
     let slots = if held.slots > 0 { c.slots.min(held.slots) } else { c.slots };
     // Allocations are whole 256-byte blocks (a slot's arena is scalars, its witness area
     // words: the sizes the plan gives are the sizes allocated).
-    let slot_for = |lists: usize| (3 * SCALAR_BYTES * n).max(SCALAR_BYTES * n + lists + scratch).max(held.slot_bytes).next_multiple_of(ALLOC_ALIGN);
+    let slot_for = |lists: usize| {
+        (3 * SCALAR_BYTES * n).max(SCALAR_BYTES * n + lists + scratch + slot_chunks).max(held.slot_bytes).next_multiple_of(ALLOC_ALIGN)
+    };
     let witness_for = |w: usize| w.max(held.witness_bytes).next_multiple_of(ALLOC_ALIGN);
     let g1_piece = max_scalars_within::<G1>(scratch);
     let g2_piece = max_scalars_within::<G2>(scratch);
@@ -434,16 +510,23 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     // need them all there) and to list pieces (fewer, larger runs), in proportion to
     // what each needs at worst beyond its least; the lists first fill the part of the
     // slot's b and c the scratch leaves, which costs nothing.
-    let free_in_slot = (3 * SCALAR_BYTES * n).saturating_sub(SCALAR_BYTES * n + scratch);
-    let lists_floor = free_in_slot.max(least_lists);
+    let free_in_slot = (3 * SCALAR_BYTES * n).saturating_sub(SCALAR_BYTES * n + scratch + slot_chunks);
+    // A piece's lists address a chunk's bases at most when the points stream: more
+    // memory than a chunk's worth of entries (with their window) is never used.
+    let lists_most = match c.chunk_bytes {
+        Some(cb) => shape.lists_worst().min((cb / G1_BYTES) * (LIST_ENTRY_BYTES + SCALAR_BYTES) + 4096),
+        None => shape.lists_worst(),
+    }
+    .max(least_lists);
+    let lists_floor = free_in_slot.min(lists_most).max(least_lists);
     // Less the rounding the leftover's parts may add.
     let room = ((capacity - least) / slots.max(1)).saturating_sub(2 * ALLOC_ALIGN);
     let w_want = shape.witness_worst().saturating_sub(least_witness);
-    let l_want = shape.lists_worst().saturating_sub(lists_floor);
+    let l_want = lists_most.saturating_sub(lists_floor);
     let w_extra = if o.witness_least || w_want == 0 { 0 } else { ((room as u128 * w_want as u128 / (w_want + l_want) as u128) as usize).min(w_want) };
     let witness = least_witness + w_extra;
     let lists = {
-        let fitted = (lists_floor + (room - w_extra)).min(shape.lists_worst().max(lists_floor));
+        let fitted = (lists_floor + (room - w_extra)).min(lists_most);
         o.lists_bytes.map_or(fitted, |b| b.min(fitted)).max(least_lists)
     };
     let slot_bytes = slot_for(lists);
@@ -452,8 +535,11 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     Ok(DevicePlan {
         points: match c.chunk_bytes {
             None => Placement::Resident,
-            Some(chunk_bytes) => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes), h_resident: c.h_resident },
+            // The MSMs use the backend's buffers as they are when those are theirs.
+            Some(chunk_bytes) if !c.in_slot => Placement::Streamed { chunk_bytes: chunk_bytes.max(held.chunk_bytes), h_resident: c.h_resident },
+            Some(chunk_bytes) => Placement::Streamed { chunk_bytes, h_resident: c.h_resident },
         },
+        chunks_in_slot: c.in_slot,
         matrices_on_device: c.matrices,
         matrices_streamed: c.matrices && c.streamed_matrices,
         slots,
@@ -530,12 +616,12 @@ mod tests {
     fn check(shape: &SetShape, p: &DevicePlan) {
         assert!(p.total_bytes <= p.capacity, "{p:?}");
         let n = shape.n;
-        assert!(p.slot_bytes >= 3 * 32 * n && p.slot_bytes >= 32 * n + p.lists_bytes + p.scratch_bytes, "{p:?}");
+        assert!(p.slot_bytes >= 3 * 32 * n && p.slot_bytes >= 32 * n + p.lists_bytes + p.scratch_bytes + p.slot_chunk_bytes(), "{p:?}");
         assert!(p.slot_bytes % 256 == 0 && p.witness_bytes % 256 == 0, "{p:?}");
         assert!(p.lists_bytes >= LEAST_LIST_BYTES && p.witness_bytes >= shape.witness_least(), "{p:?}");
         assert!(scratch_bound::<G1>(p.h_piece) <= p.scratch_bytes && scratch_bound::<G2>(p.g2_piece) <= p.scratch_bytes, "{p:?}");
         assert!(p.g1_piece >= LIST_CHUNK && p.g2_piece >= LIST_CHUNK, "{p:?}");
-        let points = p.resident_points_bytes(shape) + p.chunk_bytes().map_or(0, |c| 2 * c);
+        let points = p.resident_points_bytes(shape) + p.backend_chunk_bytes().map_or(0, |c| 2 * c);
         let matrices = if p.matrices_on_device && !p.matrices_streamed { shape.matrices_bytes.unwrap() } else { 0 };
         assert!(!p.matrices_streamed || (p.matrices_on_device && p.chunk_bytes().is_some()), "{p:?}");
         let parts =
@@ -585,8 +671,25 @@ mod tests {
             assert!(p.witness_bytes >= real_witness, "{gib}: {p:?}");
             let h_resident = matches!(p.points, Placement::Streamed { h_resident: true, .. });
             assert_eq!(h_resident, gib == 48, "{gib}: {p:?}");
-            assert_eq!(p.h_piece, if h_resident { N - 1 } else { p.chunk_bytes().unwrap() / 96 }, "{gib}: {p:?}");
+            // The chunk buffers sit in b and c's room after h: the lists' pieces span a
+            // chunk, so they take 1.14 GB of its 8.6 GB at most. 16 GiB gets the largest
+            // chunks (0.40 GB with the buffers outside the slot at 5e89282), its H MSM
+            // in runs of half a chunk (a whole chunk's run buffers do not fit).
+            let c = p.chunk_bytes().unwrap();
+            assert!(p.chunks_in_slot, "{gib}: {p:?}");
+            assert_eq!(c, crate::msm::streamed::DEFAULT_CHUNK_BYTES, "{gib}: {p:?}");
+            if h_resident {
+                assert_eq!(p.h_piece, N - 1, "{gib}: {p:?}");
+            } else {
+                assert!(p.h_piece <= c / 96 && p.h_piece >= c / 96 / 2, "{gib}: {p:?}");
+            }
+            assert!(p.lists_bytes <= (c / 96) * 68 + 4096, "{gib}: {p:?}");
         }
+        // Told to keep the chunk buffers the backend's: the 16 GiB plan of 5e89282.
+        let outside = Overrides { chunks_outside_slot: true, ..Overrides::default() };
+        let p = plan(&porep(), 15_820_000_000, &Held::default(), &outside).unwrap();
+        assert!(!p.chunks_in_slot && p.matrices_streamed, "{p:?}");
+        assert_eq!((p.chunk_bytes(), p.backend_chunk_bytes()), (Some(402_653_184), Some(402_653_184)), "{p:?}");
         // Told to: a, b, c on the host, or the matrices streamed where they would fit.
         let host = Overrides { host_products: true, ..Overrides::default() };
         assert!(!plan(&porep(), 16 * GIB, &Held::default(), &host).unwrap().matrices_on_device);

@@ -19,9 +19,9 @@ pub enum LoadedPoints {
     /// On the device.
     Resident(Box<DeviceQueries>),
     /// In pinned host memory (shared with other GPUs' backends), streamed up by every
-    /// MSM through chunk buffers of `chunk_bytes` each; H's also on the device where
+    /// MSM through the chunk buffers the set's plan sizes; H's also on the device where
     /// the plan keeps them there (`h`, what the H MSM reads).
-    Streamed { points: Arc<StreamedQueries>, chunk_bytes: usize, h: Option<DeviceBases<G1>> },
+    Streamed { points: Arc<StreamedQueries>, h: Option<DeviceBases<G1>> },
 }
 
 impl LoadedPoints {
@@ -57,7 +57,7 @@ pub fn load(
         (QueryPoints::File(f), Placement::Resident) => {
             (LoadedPoints::Resident(Box::new(load_queries(gpu, f, progress).map_err(file_error)?)), "file, decoded on the GPU")
         }
-        (points, Placement::Streamed { chunk_bytes, h_resident }) => {
+        (points, Placement::Streamed { h_resident, .. }) => {
             let (q, was_shared) = shared(p.id(), || match points {
                 QueryPoints::Host(q) => StreamedQueries::from_host(gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
                 QueryPoints::File(f) => load_queries_to_host(gpu, f, STAGING_BYTES, progress).map_err(file_error),
@@ -72,7 +72,7 @@ pub fn load(
             } else {
                 None
             };
-            (LoadedPoints::Streamed { points: q, chunk_bytes, h }, from)
+            (LoadedPoints::Streamed { points: q, h }, from)
         }
     })
 }

@@ -20,7 +20,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
 
-pub(crate) use self::group::{check_base_count, BasesAt};
+pub(crate) use self::group::{check_base_count, device_address, BasesAt};
 pub use self::group::{DeviceBases, MsmGroup, Words, G1, G2};
 pub(crate) use pippenger::{blocks, PhaseEvents, CURVE_BLOCK};
 pub use pippenger::{GpuMsm, MsmTimings, PendingMsm, Scratch};

@@ -8,6 +8,11 @@
 //! the two (a copy waits until the kernels reading its buffer are done, the kernels
 //! wait for their copy), so the host never waits inside a partition.
 //!
+//! The two buffers are the backend's own ([`BaseChunks`]), or two regions of a staging
+//! slot's arena that the device plan gives the MSMs once the H polynomial is done
+//! ([`ChunkRegions`]: b and c's room, on a card too small for both); the copy stream
+//! and its events are the backend's either way.
+//!
 //! The prover (crate::groth16::msms) cuts the H MSM at a chunk's count of bases, and a
 //! split MSM into pieces whose base indices span a chunk at most
 //! (crate::msm::split::PieceLimits::bases); each chunk's kernels read the bases through
@@ -106,16 +111,29 @@ pub fn check_chunk_bytes(bytes: usize) -> Result<(), GpuError> {
     Ok(())
 }
 
+/// Two device regions, outside any buffer [`BaseChunks`] owns, that one partition's
+/// chunks go to instead of its buffers: a staging slot's arena after h.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChunkRegions {
+    /// Each region's device address (8-byte aligned).
+    pub(crate) addresses: [u64; 2],
+    pub(crate) bytes: usize,
+}
+
 /// Two device buffers that chunks of bases are copied into in turn, on their own
 /// stream: one per backend, reused by every MSM (no allocation per partition).
 pub struct BaseChunks {
     bufs: [CudaSlice<u64>; 2],
-    /// Recorded on the chunk stream after each buffer's last copy.
-    loaded: [CudaEvent; 2],
+    /// Recorded on the chunk stream after each buffer's last copy: the own buffers'
+    /// (indices 0, 1), then a slot's regions' (2, 3), apart so that neither's readers
+    /// ever replace the other's record.
+    loaded: [CudaEvent; 4],
     /// Recorded on the compute stream after the kernels that last read each buffer
     /// (never recorded: complete, so the first copy into a buffer waits for nothing).
-    freed: [CudaEvent; 2],
+    freed: [CudaEvent; 4],
+    /// The next own buffer, and the next region.
     next: usize,
+    next_region: usize,
     bytes: usize,
     stream: Arc<CudaStream>,
 }
@@ -132,8 +150,8 @@ impl BaseChunks {
         // Reused by every chunk: a wait takes the event's last record at the time it
         // is enqueued, so recording it again later changes no earlier wait.
         let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING));
-        let (loaded, freed) = ([event()?, event()?], [event()?, event()?]);
-        Ok(BaseChunks { bufs, loaded, freed, next: 0, bytes, stream })
+        let (loaded, freed) = ([event()?, event()?, event()?, event()?], [event()?, event()?, event()?, event()?]);
+        Ok(BaseChunks { bufs, loaded, freed, next: 0, next_region: 0, bytes, stream })
     }
 
     /// Waits for every copy enqueued so far (after a failed enqueue: copies may be
@@ -152,42 +170,67 @@ impl BaseChunks {
         self.bytes / std::mem::size_of::<G::DeviceAffine>()
     }
 
-    /// Copies bases[range] into the next buffer once the kernels that read it last are
-    /// done, and orders the compute stream after the copy. Returns the buffer and where
-    /// the kernels read the bases: by their index in the query when `indexed` (a split
-    /// MSM's lists), else by their position in the range.
+    /// Copies bases[range] into the next buffer (of `regions` when given, else its
+    /// own) once the kernels that read it last are done, and orders the compute stream
+    /// after the copy. Returns the buffer and where the kernels read the bases: by their
+    /// index in the query when `indexed` (a split MSM's lists), else by their position
+    /// in the range.
     pub(crate) fn load<G: MsmGroup>(
         &mut self,
         gpu: &Gpu,
         host: &HostBases<G>,
         range: Range<usize>,
         indexed: bool,
+        regions: Option<&ChunkRegions>,
     ) -> Result<(usize, BasesAt<G>), GpuError> {
         let size = std::mem::size_of::<G::DeviceAffine>();
         let n = range.len();
-        if n == 0 || n * size > self.bytes || range.end > host.len() {
+        let bytes = regions.map_or(self.bytes, |r| r.bytes);
+        if n == 0 || n * size > bytes || range.end > host.len() {
             return Err(GpuError::Invalid(format!(
-                "streamed chunk {range:?} of {} {} bases: empty, past the end or larger than a {}-byte buffer",
+                "streamed chunk {range:?} of {} {} bases: empty, past the end or larger than a {bytes}-byte buffer",
                 host.len(),
                 G::NAME,
-                self.bytes
             )));
         }
-        let slot = self.next;
-        self.next = 1 - slot;
+        let slot = match regions {
+            Some(_) => {
+                self.next_region = 1 - self.next_region;
+                3 - self.next_region
+            }
+            None => {
+                self.next = 1 - self.next;
+                1 - self.next
+            }
+        };
         // Waits for the kernels that last read the buffer (released after every chunk,
         // also when its kernels failed to enqueue part-way).
         self.stream.wait(&self.freed[slot])?;
         let src = &host.slice()?[range.clone()];
-        // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like the
-        // point types, which are plain words valid for any bits.
-        let mut view =
-            unsafe { self.bufs[slot].transmute_mut::<G::DeviceAffine>(n) }.ok_or_else(|| GpuError::Invalid("chunk buffer too small".into()))?;
         // Asynchronous: from pinned memory, which the set keeps until its users are done.
-        self.stream.memcpy_htod(src, &mut view)?;
+        let address = match regions {
+            Some(r) => {
+                // SAFETY: the region is r.bytes ≥ n·size bytes of device memory that the
+                // plan gives the chunks alone (crate::groth16::msms carves it from the
+                // slot's arena after the lists and the scratch) and that lives until the
+                // compute region's end; the copy waits (freed, recorded on the compute
+                // stream when the regions were handed out and after each chunk's kernels)
+                // for all earlier work on it. A raw copy: the arena's own event tracking
+                // would order the copy after the kernels of the chunk before.
+                unsafe { cudarc::driver::result::memcpy_htod_async(r.addresses[slot - 2], src, self.stream.cu_stream()) }?;
+                r.addresses[slot - 2]
+            }
+            None => {
+                // SAFETY: the buffer holds self.bytes ≥ n·size bytes, 8-byte aligned like
+                // the point types, which are plain words valid for any bits.
+                let mut view = unsafe { self.bufs[slot].transmute_mut::<G::DeviceAffine>(n) }
+                    .ok_or_else(|| GpuError::Invalid("chunk buffer too small".into()))?;
+                self.stream.memcpy_htod(src, &mut view)?;
+                device_address(&self.bufs[slot], &gpu.stream)
+            }
+        };
         self.loaded[slot].record(&self.stream)?;
         gpu.stream.wait(&self.loaded[slot])?;
-        let address = device_address(&self.bufs[slot], &gpu.stream);
         let at = if indexed {
             // Index i of the query is read at address + (i − first)·size.
             BasesAt { origin: address.wrapping_sub((range.start * size) as u64), first: range.start, end: range.end, group: PhantomData }
@@ -200,6 +243,14 @@ impl BaseChunks {
     /// Marks the buffer free once the kernels enqueued so far on the compute stream are done.
     pub(crate) fn release(&mut self, gpu: &Gpu, slot: usize) -> Result<(), GpuError> {
         self.release_on(&gpu.stream, slot)
+    }
+
+    /// Hands out a slot's regions for the chunks that follow: their first copies wait
+    /// for the work enqueued so far on `consumer` (what the regions held before).
+    pub(crate) fn regions_from_now(&mut self, consumer: &CudaStream) -> Result<(), GpuError> {
+        self.freed[2].record(consumer)?;
+        self.freed[3].record(consumer)?;
+        Ok(())
     }
 
     /// The next buffer filled by `fill`'s copies (on the chunk stream, once the work
@@ -226,9 +277,10 @@ impl BaseChunks {
         &self.bufs[slot & 1]
     }
 
-    /// Marks buffer `slot` free once the work enqueued so far on `consumer` is done.
+    /// Marks buffer `slot` (an index [`BaseChunks::load`] or [`BaseChunks::load_with`]
+    /// returned) free once the work enqueued so far on `consumer` is done.
     pub(crate) fn release_on(&self, consumer: &CudaStream, slot: usize) -> Result<(), GpuError> {
-        Ok(self.freed[slot & 1].record(consumer)?)
+        Ok(self.freed[slot & 3].record(consumer)?)
     }
 }
 

@@ -56,6 +56,13 @@ pub enum Verdict {
     },
     /// Random timing points (`cuzk setup --timing-params`): never for real proofs.
     TimingPoints,
+    /// A setup of cuzk's own (`cuzk setup --circuit`), recorded in the directory's
+    /// [`OWN_SETUPS_FILE`] when it was made: real parameters, but not Filecoin's
+    /// ceremony's, so proofs verify against its own .vk only, never on chain. `hashed`:
+    /// the content's digest is the one recorded.
+    OwnSetup {
+        hashed: bool,
+    },
     /// Present but could not be read (permissions, I/O error).
     Unreadable {
         detail: String,
@@ -67,7 +74,7 @@ impl Verdict {
     /// timing-only daemon.
     pub fn usable(&self, timing_points_allowed: bool) -> bool {
         match self {
-            Verdict::Verified | Verdict::Complete | Verdict::Unpublished => true,
+            Verdict::Verified | Verdict::Complete | Verdict::Unpublished | Verdict::OwnSetup { .. } => true,
             Verdict::TimingPoints => timing_points_allowed,
             _ => false,
         }
@@ -84,6 +91,7 @@ impl Verdict {
             Verdict::Truncated { .. } => "truncated",
             Verdict::Corrupt { .. } => "corrupt",
             Verdict::TimingPoints => "timing",
+            Verdict::OwnSetup { .. } => "own",
             Verdict::Unreadable { .. } => "unreadable",
         }
     }
@@ -101,6 +109,11 @@ impl fmt::Display for Verdict {
             Verdict::TimingPoints => {
                 f.write_str("timing parameters (random points from `cuzk setup --timing-params`): proofs made with them never verify")
             }
+            Verdict::OwnSetup { hashed } => write!(
+                f,
+                "a setup of our own (`cuzk setup`, recorded in {OWN_SETUPS_FILE}{}): proofs verify against its .vk only, never on chain",
+                if *hashed { "; content digest as recorded" } else { "; content not hashed" }
+            ),
             Verdict::Unreadable { detail } => write!(f, "unreadable: {detail}"),
         }
     }
@@ -161,16 +174,35 @@ pub fn header_check(path: &Path, role: FileRole) -> Verdict {
     }
 }
 
-/// The header check of every file `circuit` needs in `dir`.
+/// The header check of every file `circuit` needs in `dir`, naming the ones cuzk's
+/// own setup made.
 pub fn header_check_circuit(circuit: Circuit, dir: &Path) -> Result<Vec<FileCheck>, FilecoinError> {
+    let own = DigestTable::own(dir)?;
     Ok(circuit_files(circuit, dir)?
         .into_iter()
         .map(|(role, path)| {
-            let verdict = header_check(&path, role);
+            let verdict = header_check_own(&path, role, &own);
             FileCheck { circuit, role, path, verdict }
         })
         .collect())
 }
+
+/// [`header_check`], a complete file that `own` lists named as a setup of our own.
+pub fn header_check_own(path: &Path, role: FileRole, own: &DigestTable) -> Verdict {
+    match header_check(path, role) {
+        Verdict::Complete if own.get(&file_name_of(path)).is_some() => Verdict::OwnSetup { hashed: false },
+        other => other,
+    }
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The file in a parameter directory where `cuzk setup --circuit` records the files it
+/// made, in parameters.json's layout: they carry Filecoin's names but not its
+/// ceremony's points, and every check names them as our own.
+pub const OWN_SETUPS_FILE: &str = "cuzk-own-setups.json";
 
 /// The files of `checks` a daemon cannot prove with, as one message naming each and
 /// what to do; None when every one is usable.
@@ -230,6 +262,42 @@ impl DigestTable {
         Ok(())
     }
 
+    /// The files cuzk's own setup made in `dir` ([`OWN_SETUPS_FILE`]; empty when it has
+    /// none).
+    pub fn own(dir: &Path) -> Result<Self, FilecoinError> {
+        let path = dir.join(OWN_SETUPS_FILE);
+        let mut table = DigestTable::default();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => table.add_json(&text).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(FilecoinError::invalid(format!("reading {}: {e}", path.display()))),
+        }
+        Ok(table)
+    }
+
+    /// Records `files` (each hashed now) in `dir`'s [`OWN_SETUPS_FILE`] as made by
+    /// cuzk's own setup, beside the entries already there.
+    pub fn record_own(dir: &Path, files: &[&Path], progress: &dyn Progress) -> Result<(), FilecoinError> {
+        let path = dir.join(OWN_SETUPS_FILE);
+        let mut entries: BTreeMap<String, serde_json::Value> = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(FilecoinError::invalid(format!("reading {}: {e}", path.display()))),
+        };
+        for f in files {
+            let digest = file_digest(f, progress).map_err(|e| FilecoinError::invalid(format!("hashing {}: {e}", f.display())))?;
+            entries.insert(
+                file_name_of(f),
+                serde_json::json!({ "digest": digest, "made_by": "cuzk setup (a setup of our own, not Filecoin's ceremony)" }),
+            );
+        }
+        let text = serde_json::to_string_pretty(&entries).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| FilecoinError::invalid(format!("writing {}: {e}", path.display())))
+    }
+
     pub fn get(&self, file_name: &str) -> Option<&str> {
         self.by_name.get(file_name).map(String::as_str)
     }
@@ -265,13 +333,20 @@ pub fn file_digest(path: &Path, progress: &dyn Progress) -> Result<String, std::
 }
 
 /// The full check of one file: the header check, then (when it passes) the content
-/// digest against `table`.
-pub fn full_check(path: &Path, role: FileRole, table: &DigestTable, progress: &dyn Progress) -> Verdict {
+/// digest against the one our own setup recorded (`own`), else against `table`.
+pub fn full_check(path: &Path, role: FileRole, table: &DigestTable, own: &DigestTable, progress: &dyn Progress) -> Verdict {
     match header_check(path, role) {
         Verdict::Complete => {}
         other => return other,
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = file_name_of(path);
+    if let Some(recorded) = own.get(&name) {
+        return match file_digest(path, progress) {
+            Ok(d) if d == recorded => Verdict::OwnSetup { hashed: true },
+            Ok(d) => Verdict::Corrupt { detail: format!("content digest {d}, recorded by our own setup {recorded}") },
+            Err(e) => Verdict::Unreadable { detail: e.to_string() },
+        };
+    }
     let Some(published) = table.get(&name) else {
         return Verdict::Unpublished;
     };
@@ -317,6 +392,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Files our own setup recorded are named so by both checks; a changed byte is
+    /// corrupt against the recorded digest, and a file it did not record is checked
+    /// against the published table as before.
+    #[test]
+    fn own_setups_are_named_and_checked_against_their_record() {
+        let dir = tempfile_dir();
+        let p = generate_parameters(SyntheticShape::for_domain(5).circuit(0), &mut rand_chacha::ChaCha20Rng::seed_from_u64(4), &NoProgress).unwrap();
+        let path = dir.join("v28-own.params");
+        cuzk_groth16::format::save(&p, &path).unwrap();
+        let vk = path.with_extension("vk");
+        DigestTable::record_own(&dir, &[&path, &vk], &NoProgress).unwrap();
+        let own = DigestTable::own(&dir).unwrap();
+        let published = DigestTable::published();
+        assert_eq!(header_check_own(&path, FileRole::Params, &own), Verdict::OwnSetup { hashed: false });
+        assert_eq!(full_check(&path, FileRole::Params, &published, &own, &NoProgress), Verdict::OwnSetup { hashed: true });
+        assert_eq!(full_check(&vk, FileRole::Vk, &published, &own, &NoProgress), Verdict::OwnSetup { hashed: true });
+        assert!(Verdict::OwnSetup { hashed: true }.to_string().contains("never on chain"));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let v = full_check(&path, FileRole::Params, &published, &own, &NoProgress);
+        assert!(matches!(&v, Verdict::Corrupt { detail } if detail.contains("recorded by our own setup")), "{v:?}");
+        assert_eq!(header_check_own(&path, FileRole::Params, &DigestTable::default()), Verdict::Complete);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn tempfile_dir() -> PathBuf {
@@ -368,10 +470,12 @@ mod tests {
         let json =
             format!(r#"{{"good.params": {{"cid": "x", "digest": "{digest}", "sector_size": 2048}}, "damaged.params": {{"digest": "{digest}"}}}}"#);
         table.add_json(&json).unwrap();
-        assert_eq!(full_check(&good, FileRole::Params, &table, &NoProgress), Verdict::Verified);
-        assert!(matches!(full_check(&damaged, FileRole::Params, &table, &NoProgress), Verdict::Corrupt { detail } if detail.contains("published")));
-        assert_eq!(full_check(&grown, FileRole::Params, &table, &NoProgress).word(), "corrupt");
-        assert_eq!(full_check(&good.with_extension("vk"), FileRole::Vk, &table, &NoProgress), Verdict::Unpublished);
+        assert_eq!(full_check(&good, FileRole::Params, &table, &DigestTable::default(), &NoProgress), Verdict::Verified);
+        assert!(
+            matches!(full_check(&damaged, FileRole::Params, &table, &DigestTable::default(), &NoProgress), Verdict::Corrupt { detail } if detail.contains("published"))
+        );
+        assert_eq!(full_check(&grown, FileRole::Params, &table, &DigestTable::default(), &NoProgress).word(), "corrupt");
+        assert_eq!(full_check(&good.with_extension("vk"), FileRole::Vk, &table, &DigestTable::default(), &NoProgress), Verdict::Unpublished);
         assert!(table.add_json(r#"{"a.params": {"digest": "xyz"}}"#).is_err());
 
         let timing = dir.join("timing.params");
@@ -379,7 +483,7 @@ mod tests {
         cuzk_groth16::format::save(&timing_parameters(&c, &mut rng, &NoProgress), &timing).unwrap();
         assert_eq!(header_check(&timing, FileRole::Params), Verdict::TimingPoints);
         assert_eq!(header_check(&timing.with_extension("vk"), FileRole::Vk), Verdict::TimingPoints);
-        assert_eq!(full_check(&timing, FileRole::Params, &table, &NoProgress), Verdict::TimingPoints);
+        assert_eq!(full_check(&timing, FileRole::Params, &table, &DigestTable::default(), &NoProgress), Verdict::TimingPoints);
         assert!(!Verdict::TimingPoints.usable(false) && Verdict::TimingPoints.usable(true));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -36,6 +36,8 @@ pub enum SetupError {
     UnconstrainedVariable(usize),
     #[error("fixed-base multiplication on {on} failed: {reason}")]
     FixedBase { on: String, reason: String },
+    #[error("writing the parameters: {0}")]
+    Write(String),
 }
 
 /// The secrets of a setup. Whoever knows them can forge proofs; they are dropped
@@ -145,9 +147,68 @@ impl ConstraintSystem<Scalar> for ShapeAssembly {
 }
 
 /// Per-variable polynomial values at τ, for inputs and aux separately.
-struct QapAtTau {
-    input: Vec<Scalar>,
-    aux: Vec<Scalar>,
+pub(crate) struct QapAtTau {
+    pub(crate) input: Vec<Scalar>,
+    pub(crate) aux: Vec<Scalar>,
+}
+
+/// The scalars of a setup's queries, from u, v, w at τ: IC's (β·u + α·v + w)/γ for the
+/// inputs, L's /δ for the aux, A's u and B's v for the variables in each query.
+pub(crate) struct QueryScalars {
+    pub(crate) ic: Vec<Scalar>,
+    pub(crate) l: Vec<Scalar>,
+    pub(crate) a: Vec<Scalar>,
+    pub(crate) b: Vec<Scalar>,
+    pub(crate) delta_inv: Scalar,
+}
+
+/// [`QueryScalars`] for the secrets `tw` (checked non-zero), the densities selecting A's
+/// aux and B's inputs and aux (every input is in A).
+pub(crate) fn query_scalars(
+    tw: &ToxicWaste,
+    u: QapAtTau,
+    v: QapAtTau,
+    w: QapAtTau,
+    a_aux: &Density,
+    b_in: &Density,
+    b_aux: &Density,
+) -> Result<QueryScalars, SetupError> {
+    let (Some(gamma_inv), Some(delta_inv)) = (Option::from(tw.gamma.invert()), Option::from(tw.delta.invert())) else {
+        return Err(SetupError::ZeroSecret);
+    };
+    let combine = |u: &[Scalar], v: &[Scalar], w: &[Scalar], k: Scalar| -> Vec<Scalar> {
+        u.par_iter().zip(v).zip(w).map(|((u, v), w)| (tw.beta * u + tw.alpha * v + w) * k).collect()
+    };
+    let select = |vals: &QapAtTau, din: Option<&Density>, daux: &Density| -> Vec<Scalar> {
+        let inputs = vals.input.iter().enumerate().filter(|(i, _)| din.map_or(true, |d| d.get(*i)));
+        let aux = vals.aux.iter().enumerate().filter(|(i, _)| daux.get(*i));
+        inputs.chain(aux).map(|(_, x)| *x).collect()
+    };
+    let ic = combine(&u.input, &v.input, &w.input, gamma_inv);
+    let l = combine(&u.aux, &v.aux, &w.aux, delta_inv);
+    if let Some(i) = l.iter().position(|x| x.is_zero_vartime()) {
+        return Err(SetupError::UnconstrainedVariable(i));
+    }
+    drop(w);
+    let a = select(&u, None, a_aux);
+    drop(u);
+    let b = select(&v, Some(b_in), b_aux);
+    Ok(QueryScalars { ic, l, a, b, delta_inv })
+}
+
+/// The verifying key of the secrets `tw`, with IC's points.
+pub(crate) fn verifying_key(tw: &ToxicWaste, ic: Vec<G1Affine>) -> VerifyingKey {
+    let g1 = |k: &Scalar| (G1Projective::generator() * k).to_affine();
+    let g2 = |k: &Scalar| (G2Projective::generator() * k).to_affine();
+    VerifyingKey {
+        alpha_g1: g1(&tw.alpha),
+        beta_g1: g1(&tw.beta),
+        beta_g2: g2(&tw.beta),
+        gamma_g2: g2(&tw.gamma),
+        delta_g1: g1(&tw.delta),
+        delta_g2: g2(&tw.delta),
+        ic,
+    }
 }
 
 fn evaluate(terms: &[Term], lagrange: &[Scalar], n_in: usize, n_aux: usize) -> QapAtTau {
@@ -375,27 +436,7 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     drop(cs);
     tracing::info!(domain = m, inputs = n_in, aux = n_aux, secs = t.elapsed().as_secs_f64(), "setup: QAP evaluated at τ");
 
-    // γ and δ were checked non-zero above.
-    let gamma_inv = tw.gamma.invert().unwrap();
-    let delta_inv = tw.delta.invert().unwrap();
-    let combine = |u: &[Scalar], v: &[Scalar], w: &[Scalar], k: Scalar| -> Vec<Scalar> {
-        u.par_iter().zip(v).zip(w).map(|((u, v), w)| (tw.beta * u + tw.alpha * v + w) * k).collect()
-    };
-    let select = |vals: &QapAtTau, din: Option<&Density>, daux: &Density| -> Vec<Scalar> {
-        let inputs = vals.input.iter().enumerate().filter(|(i, _)| din.map_or(true, |d| d.get(*i)));
-        let aux = vals.aux.iter().enumerate().filter(|(i, _)| daux.get(*i));
-        inputs.chain(aux).map(|(_, x)| *x).collect()
-    };
-    let ic_scalars = combine(&u.input, &v.input, &w.input, gamma_inv);
-    let l_scalars = combine(&u.aux, &v.aux, &w.aux, delta_inv);
-    if let Some(i) = l_scalars.iter().position(|x| x.is_zero_vartime()) {
-        return Err(SetupError::UnconstrainedVariable(i));
-    }
-    drop(w);
-    let a_scalars = select(&u, None, &a_aux);
-    drop(u);
-    let b_scalars = select(&v, Some(&b_in), &b_aux);
-    drop(v);
+    let QueryScalars { ic: ic_scalars, l: l_scalars, a: a_scalars, b: b_scalars, delta_inv } = query_scalars(tw, u, v, w, &a_aux, &b_in, &b_aux)?;
     let h_len = m - 1;
 
     // Each query's scalars are dropped once its points are made: at 2^27 they are
@@ -431,18 +472,7 @@ pub fn generate_parameters_with<C: Circuit<Scalar>>(
     counted("B (G2)", b_scalars.len(), b_g2.len())?;
     tracing::info!(on = %mul.name(), secs = t.elapsed().as_secs_f64(), "setup: fixed-base multiplications done");
 
-    let g1 = |k: &Scalar| (G1Projective::generator() * k).to_affine();
-    let g2 = |k: &Scalar| (G2Projective::generator() * k).to_affine();
-    let vk = VerifyingKey {
-        alpha_g1: g1(&tw.alpha),
-        beta_g1: g1(&tw.beta),
-        beta_g2: g2(&tw.beta),
-        gamma_g2: g2(&tw.gamma),
-        delta_g1: g1(&tw.delta),
-        delta_g2: g2(&tw.delta),
-        ic,
-    };
-    Ok(ParameterSet::new(vk, h, l, a, b_g1, b_g2))
+    Ok(ParameterSet::new(verifying_key(tw, ic), h, l, a, b_g1, b_g2))
 }
 
 /// A verifying key of random points whose α is the [`timing_marker`].

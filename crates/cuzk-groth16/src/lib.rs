@@ -39,6 +39,7 @@ pub mod progress;
 pub mod proof;
 pub mod prover;
 pub mod shape;
+pub mod streamed_setup;
 pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;

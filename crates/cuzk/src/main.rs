@@ -85,6 +85,11 @@ enum Command {
         /// names are those of the real files).
         #[arg(long, requires = "circuit")]
         force: bool,
+        /// With --circuit (a real setup): where the circuit's compiled matrices are read,
+        /// or compiled and written when missing (default: the parameter directory). The
+        /// setup is made from them, a batch of points at a time, in bounded memory.
+        #[arg(long, requires = "circuit", conflicts_with = "timing_params")]
+        matrices: Option<PathBuf>,
     },
     /// Prove a synthetic circuit instance with a parameter file; the proof is verified before it is written.
     Prove {
@@ -169,8 +174,8 @@ fn main() -> Result<()> {
     match cli.command {
         None => demo(&ShapeArgs::default_demo(), BackendKind::Auto),
         Some(Command::Demo { shape, backend }) => demo(&shape, backend),
-        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, shapes, force, .. }) => {
-            setup_filecoin(circuit, &out, seed, timing_params, backend, shapes.as_deref(), force)
+        Some(Command::Setup { circuit: Some(circuit), out, seed, timing_params, backend, shapes, force, matrices, .. }) => {
+            setup_filecoin(circuit, &out, seed, timing_params, backend, shapes.as_deref(), matrices.as_deref(), force)
         }
         Some(Command::Setup { shape, circuit: None, out, seed, timing_params, backend, .. }) => setup(&shape, &out, seed, timing_params, backend),
         Some(Command::Prove { shape, params, witness_seed, out, backend, check_subgroup }) => {
@@ -292,8 +297,10 @@ fn setup(shape_args: &ShapeArgs, out: &Path, seed: Option<u64>, timing_params: b
 }
 
 /// A Filecoin circuit's parameters in the directory `dir`, under filecoin-proofs' names:
-/// cuzk's own setup (test sizes: these parameters verify against their own .vk only),
-/// or random points of the real query lengths for timing.
+/// cuzk's own setup from the circuit's compiled matrices (any size; these parameters
+/// verify against their own .vk only), or random points of the real query lengths for
+/// timing.
+#[allow(clippy::too_many_arguments)]
 fn setup_filecoin(
     circuit: cuzk_filecoin::Circuit,
     dir: &Path,
@@ -301,6 +308,7 @@ fn setup_filecoin(
     timing_params: bool,
     kind: BackendKind,
     shapes: Option<&Path>,
+    matrices: Option<&Path>,
     force: bool,
 ) -> Result<()> {
     let mut rng: Box<dyn rand::RngCore> = match seed {
@@ -336,11 +344,35 @@ fn setup_filecoin(
         (shape.query_lens(), shape.inputs)
     } else {
         let mul = fixed_base_on(gpu_for(kind)?.as_ref())?;
-        let params = cuzk_filecoin::setup::generate(circuit, &ToxicWaste::random(&mut rng), mul.as_ref(), &bars)?;
-        cuzk_filecoin::setup::write_files(&params, circuit, dir)?;
-        (params.lens(), params.vk.ic.len())
+        let mdir = matrices.unwrap_or(dir);
+        let (m, provenance) = cuzk_filecoin::matrices::load_or_compile(circuit, mdir, &bars)?;
+        println!(
+            "{circuit}: compiled matrices {} ({} constraints, {} inputs, {} aux) in {}; a real setup from them, the points made on {}",
+            match provenance {
+                cuzk_filecoin::matrices::Provenance::Mapped => format!("read from {}", mdir.display()),
+                cuzk_filecoin::matrices::Provenance::Compiled(why) => format!("compiled ({why}) and written to {}", mdir.display()),
+            },
+            m.num_constraints(),
+            m.num_inputs,
+            m.num_aux,
+            secs(t.elapsed()),
+            mul.name()
+        );
+        let tw = ToxicWaste::random(&mut rng);
+        let w = cuzk_groth16::streamed_setup::write_parameters_from_matrices(&m, &tw, mul.as_ref(), &path, &bars)
+            .with_context(|| format!("the setup of {circuit}"))?;
+        // Filecoin's names, our own points: recorded so every check says so.
+        let vk_path = circuit.vk_path(dir)?;
+        cuzk_filecoin::param_check::DigestTable::record_own(dir, &[&path, &vk_path], &bars)?;
+        (w.lens, w.vk.ic.len())
     };
     bars.finish();
+    if !timing_params {
+        println!(
+            "a setup of our own, recorded in {} as such: proofs made with it verify against its .vk only, never on chain",
+            dir.join(cuzk_filecoin::param_check::OWN_SETUPS_FILE).display()
+        );
+    }
     println!(
         "wrote {} and its .vk in {}: {inputs} inputs; queries h {}, l {}, a {}, b_g1 {}, b_g2 {}; {} bytes",
         path.display(),

@@ -152,11 +152,13 @@ fn check(args: &CheckArgs) -> Result<()> {
         if args.quick { "header check: presence, length, timing marker" } else { "content digests against parameters.json" },
         circuits.iter().map(|c| c.id()).collect::<Vec<_>>().join(", ")
     );
+    let own = DigestTable::own(&dir)?;
     let bar = ByteBar::new();
     let mut results: Vec<FileCheck> = Vec::new();
     for circuit in circuits {
         for (role, path) in param_check::circuit_files(circuit, &dir)? {
-            let verdict = if args.quick { param_check::header_check(&path, role) } else { param_check::full_check(&path, role, &table, &bar) };
+            let verdict =
+                if args.quick { param_check::header_check_own(&path, role, &own) } else { param_check::full_check(&path, role, &table, &own, &bar) };
             bar.bar.suspend(|| println!("{:<11} {:<12} {}{}", verdict.word(), circuit.id(), file_name(&path), detail(&verdict)));
             results.push(FileCheck { circuit, role, path, verdict });
         }
@@ -165,11 +167,12 @@ fn check(args: &CheckArgs) -> Result<()> {
     let count = |w: &str| results.iter().filter(|r| r.verdict.word() == w).count();
     let bad = results.iter().filter(|r| !r.verdict.usable(false)).count();
     println!(
-        "{} files: {} ok, {} complete (not hashed), {} unpublished, {} missing, {} truncated, {} corrupt, {} timing, {} unreadable",
+        "{} files: {} ok, {} complete (not hashed), {} unpublished, {} our own setup's, {} missing, {} truncated, {} corrupt, {} timing, {} unreadable",
         results.len(),
         count("ok"),
         count("complete"),
         count("unpublished"),
+        count("own"),
         count("missing"),
         count("truncated"),
         count("corrupt"),

@@ -176,7 +176,8 @@ fn fixture_valid_writes_inputs_that_verify_and_shape_true_ones_that_do_not() {
 /// `cuzk selftest` at 2 KiB for every kind with cached parameters of our own (the 2 KiB
 /// fixtures'): each sector proved as the daemon would (on the CPU here), its proof
 /// accepted by filecoin-proofs' verifier and refused for another sector. A directory
-/// without the files, or with timing parameters, is refused naming what is wrong.
+/// without the files, or with timing parameters, is refused naming what is wrong; one
+/// with parameters `cuzk setup --circuit` made passes.
 #[test]
 fn selftest_proves_every_kind_at_2_kib_and_refuses_unusable_parameters() {
     let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
@@ -206,6 +207,20 @@ fn selftest_proves_every_kind_at_2_kib_and_refuses_unusable_parameters() {
     let o = cuzk(&["selftest", "--circuit", "winning-2k", "--param-dir", s(timing.path())]);
     let out = text(&o);
     assert!(!o.status.success() && out.contains("timing") && !out.contains("PASS"), "{out}");
+
+    // A real setup of our own (`cuzk setup --circuit`: from the circuit's compiled
+    // matrices, written a batch of points at a time), then the selftest with it.
+    let own = tempfile::tempdir().unwrap();
+    let o = cuzk(&["setup", "--circuit", "winning-2k", "--backend", "cpu", "--seed", "9", "--out", s(own.path())]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("a real setup from them"), "{out}");
+    let o = cuzk(&["selftest", "--circuit", "winning-2k", "--param-dir", s(own.path())]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("winning-2k: PASS"), "{out}");
+    // Never mistaken for the published files: the check names them as our own.
+    let o = cuzk(&["params", "check", "--dir", s(own.path()), "--circuit", "winning-2k"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("2 our own setup's") && out.contains("never on chain"), "{out}");
 }
 
 /// `--check-config` refuses what a start refuses, with the same message: a listener

@@ -40,13 +40,26 @@ pub struct FilecoinKind {
     /// and a, b, c computed by the backend ([`FilecoinKind::with_compiled_matrices`]),
     /// and whether they are compiled there when missing.
     matrices: Option<(PathBuf, MatricesUse)>,
+    /// Background compiles, by circuit id (`MatricesUse::Background`).
+    compiles: Arc<Mutex<HashMap<String, Compile>>>,
+}
+
+/// A circuit's matrices being compiled in the background.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compile {
+    Running,
+    /// Written: the next load of the circuit's set uses them.
+    Done,
+    Failed,
 }
 
 /// When a kind with a matrices directory uses compiled matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum MatricesUse {
-    /// Where the circuit's file is there (made ahead by `cuzk compile`); else full synthesis.
-    IfPresent,
+    /// Where the circuit's file is there (made ahead by `cuzk compile`); else full
+    /// synthesis while they are compiled in the background, and the set loaded again
+    /// with them once they are written and no partition holds it.
+    Background,
     /// Always: compiled on first use when missing, stale or corrupt.
     CompileOnUse,
 }
@@ -75,7 +88,7 @@ impl FilecoinKind {
         if kind == ProofKind::Synthetic {
             return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
         }
-        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices: None })
+        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices: None, compiles: Arc::default() })
     }
 
     /// Proves with compiled matrices kept in `dir` (`<params stem>.cuzk-matrices`,
@@ -87,12 +100,59 @@ impl FilecoinKind {
     }
 
     /// Proves with compiled matrices from `dir` for the circuits whose file is there
-    /// (made ahead by `cuzk compile`), full synthesis for the others: no proof waits
-    /// for minutes of compiling (a 32 GiB WindowPoSt circuit: 4–7 minutes on an H200
-    /// host, longer than a proving deadline allows).
-    pub fn with_compiled_matrices_if_present(mut self, dir: PathBuf) -> Self {
-        self.matrices = Some((dir, MatricesUse::IfPresent));
+    /// (made ahead by `cuzk compile`); a circuit without one is compiled there in the
+    /// background at its set's first load (at preload, or its first request) while
+    /// its partitions are synthesized in full: no proof waits for minutes of compiling
+    /// (a 32 GiB WindowPoSt circuit: 4–7 minutes on an H200 host, longer than a proving
+    /// deadline allows). Once written, [`KindHandler::matrices_ready`] tells the
+    /// parameter cache to load the set again with them when no partition holds it.
+    pub fn with_compiled_matrices_in_background(mut self, dir: PathBuf) -> Self {
+        self.matrices = Some((dir, MatricesUse::Background));
         self
+    }
+
+    /// Starts compiling `circuit`'s matrices into `dir` on a thread of its own, unless
+    /// that is under way already.
+    fn compile_in_background(&self, circuit: Circuit, dir: &std::path::Path) {
+        let id = circuit.id();
+        {
+            let mut compiles = self.compiles.lock().unwrap_or_else(|e| e.into_inner());
+            if compiles.get(&id) == Some(&Compile::Running) {
+                tracing::info!(circuit_id = %id, "compiled matrices still being made in the background: partitions are synthesized in full meanwhile");
+                return;
+            }
+            compiles.insert(id.clone(), Compile::Running);
+        }
+        let (compiles, dir, thread_id) = (self.compiles.clone(), dir.to_owned(), id.clone());
+        tracing::info!(
+            circuit_id = %id,
+            dir = %dir.display(),
+            "no compiled matrices: compiling them in the background (about the matrices' size in host memory, one core mostly); partitions are synthesized in full until the set is loaded again with them"
+        );
+        let spawned = std::thread::Builder::new().name(format!("compile-{id}")).spawn(move || {
+            let t = std::time::Instant::now();
+            let state = match cuzk_filecoin::matrices::compile_to(circuit, &dir, &LogProgress::new(&thread_id)) {
+                Ok((path, m)) => {
+                    tracing::info!(
+                        circuit_id = %thread_id,
+                        path = %path.display(),
+                        gb = format!("{:.2}", m.bytes() as f64 / 1e9),
+                        secs = format!("{:.1}", t.elapsed().as_secs_f64()),
+                        "compiled matrices written: the set is loaded again with them as soon as no partition holds it"
+                    );
+                    Compile::Done
+                }
+                Err(e) => {
+                    tracing::warn!(circuit_id = %thread_id, error = %e, "compiling the matrices in the background failed: partitions stay on full synthesis (tried again at the set's next load)");
+                    Compile::Failed
+                }
+            };
+            compiles.lock().unwrap_or_else(|e| e.into_inner()).insert(thread_id, state);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(circuit_id = %id, error = %e, "could not start the background compile: partitions stay on full synthesis");
+            self.compiles.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Compile::Failed);
+        }
     }
 
     fn circuit(&self, circuit_id: &str) -> Result<Circuit, EngineError> {
@@ -245,6 +305,10 @@ impl KindHandler for FilecoinKind {
         Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.circuit_kind())
     }
 
+    fn matrices_ready(&self, circuit_id: &str) -> bool {
+        self.compiles.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id) == Some(&Compile::Done)
+    }
+
     fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
         let Some((dir, how)) = &self.matrices else { return Ok(None) };
         let circuit = self.circuit(circuit_id)?;
@@ -252,15 +316,13 @@ impl KindHandler for FilecoinKind {
         let failed = |e: FilecoinError| EngineError::Internal(format!("compiled matrices of {circuit}: {e}"));
         let (m, provenance) = match how {
             MatricesUse::CompileOnUse => load_or_compile(circuit, dir, &NoProgress).map_err(failed)?,
-            MatricesUse::IfPresent => match load_if_present(circuit, dir).map_err(failed)? {
-                Some(m) => (m, Provenance::Mapped),
+            MatricesUse::Background => match load_if_present(circuit, dir).map_err(failed)? {
+                Some(m) => {
+                    self.compiles.lock().unwrap_or_else(|e| e.into_inner()).remove(circuit_id);
+                    (m, Provenance::Mapped)
+                }
                 None => {
-                    tracing::info!(
-                        circuit_id,
-                        dir = %dir.display(),
-                        "no compiled matrices: partitions are synthesized in full; `cuzk compile --circuit {circuit_id} --dir {}` makes them (used from the next load of these parameters, e.g. after a restart)",
-                        dir.display()
-                    );
+                    self.compile_in_background(circuit, dir);
                     return Ok(None);
                 }
             },
@@ -298,6 +360,36 @@ impl KindHandler for FilecoinKind {
             "parameters loaded"
         );
         Ok(p)
+    }
+}
+
+/// A background compile's progress in the log, every tenth of each stage.
+struct LogProgress {
+    circuit_id: String,
+    stage: Mutex<(String, u64, u64, u64)>,
+}
+
+impl LogProgress {
+    fn new(circuit_id: &str) -> Self {
+        LogProgress { circuit_id: circuit_id.to_string(), stage: Mutex::new((String::new(), 0, 0, 0)) }
+    }
+}
+
+impl cuzk_groth16::Progress for LogProgress {
+    fn stage(&self, name: &str, total: u64) {
+        *self.stage.lock().unwrap_or_else(|e| e.into_inner()) = (name.to_string(), total, 0, 0);
+        tracing::info!(circuit_id = %self.circuit_id, stage = name, total, "background compile");
+    }
+
+    fn advance(&self, n: u64) {
+        let mut g = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+        let (name, total, done, logged) = &mut *g;
+        *done += n;
+        let tenth = (*done * 10).checked_div(*total).unwrap_or(0);
+        if tenth > *logged && tenth < 10 {
+            *logged = tenth;
+            tracing::info!(circuit_id = %self.circuit_id, stage = %name, percent = tenth * 10, "background compile");
+        }
     }
 }
 

@@ -77,4 +77,12 @@ pub trait KindHandler: Send + Sync {
         let _ = circuit_id;
         Ok(None)
     }
+
+    /// Whether `circuit_id`'s compiled matrices became usable after its set was loaded
+    /// without them (compiled in the background): the parameter cache then loads the
+    /// set again, with them, as soon as no partition holds it.
+    fn matrices_ready(&self, circuit_id: &str) -> bool {
+        let _ = circuit_id;
+        false
+    }
 }

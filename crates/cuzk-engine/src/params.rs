@@ -133,6 +133,18 @@ impl ParameterCache {
 
     fn cached(&self, id: &str) -> Option<ParameterLease> {
         let mut g = lock(&self.entries);
+        // Loaded without compiled matrices that have been made since: loaded again, with
+        // them, once nobody holds it (until then its partitions are synthesized in full).
+        let stale = g
+            .get(id)
+            .is_some_and(|e| e.set.matrices.is_none() && e.unused() && self.handlers.iter().any(|h| h.owns_circuit(id) && h.matrices_ready(id)));
+        if stale {
+            let old = g.remove(id);
+            drop(g);
+            drop(old);
+            tracing::info!(circuit_id = id, "parameters evicted to be loaded again with the compiled matrices made for them");
+            return None;
+        }
         let set = g.get_mut(id).map(|e| {
             e.last_used = Instant::now();
             e.set.clone()

@@ -247,3 +247,43 @@ async fn every_kind_proved_with_compiled_matrices_is_accepted_by_filecoin_proofs
         std::fs::read_dir(matrices.path()).unwrap().filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".cuzk-matrices")).count();
     assert!(files >= 3, "{files} matrices files");
 }
+
+/// `synthesis.compiled_matrices = "auto"` with no matrices file (the default on a fresh
+/// install): the first WinningPoSt proof runs on the slow path while the circuit's
+/// matrices are compiled in the background; once written, the idle set is loaded again
+/// with them (its host charge grows by the matrices' bytes) and the next proofs use
+/// them. Every proof is accepted by filecoin-proofs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_circuit_without_matrices_gets_them_compiled_in_the_background() {
+    let f = fixtures();
+    let matrices = tempfile::tempdir().unwrap();
+    let kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(
+        FilecoinKind::new(Kind::WinningPost, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)
+            .unwrap()
+            .with_compiled_matrices_in_background(matrices.path().to_owned()),
+    )];
+    let d = Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await;
+    let mut c = d.client().await;
+    let charged = |st: &pb::GetStatusResponse| st.loaded_srs.iter().find(|s| s.circuit_id == "winning-2k").map(|s| s.size_bytes);
+    let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "the slow path's proof");
+    let before = charged(&c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner()).expect("winning-2k loaded");
+    // The compile writes its file, then marks the circuit ready: each proof after that
+    // finds the set idle, so it is loaded again with the matrices.
+    let mut after = before;
+    for _ in 0..120 {
+        let r = prove(&mut c, request(ProofKind::WinningPost, &f.winning)).await;
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "a proof while or after compiling");
+        after = charged(&c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner()).expect("winning-2k loaded");
+        if after > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let file = std::fs::read_dir(matrices.path()).unwrap().filter_map(|e| e.ok()).find(|e| e.path().to_string_lossy().ends_with(".cuzk-matrices"));
+    assert!(file.is_some(), "no matrices file was written");
+    assert!(after > before, "the set was not loaded again with its matrices: charged {before} bytes, then {after}");
+    d.stop(Duration::from_secs(5)).await;
+}

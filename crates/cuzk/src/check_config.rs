@@ -125,8 +125,9 @@ pub fn matrices_note(circuit: cuzk_filecoin::Circuit, config: &DaemonConfig) -> 
         (CompiledMatrices::Off, _) => "compiled matrices off (synthesis.compiled_matrices): the slow path".into(),
         (_, true) => format!("compiled matrices in {}: the fast path", dir.display()),
         (CompiledMatrices::On, false) => format!("no compiled matrices in {}: compiled there on first use (minutes at 32 GiB)", dir.display()),
-        (CompiledMatrices::Auto, false) => {
-            format!("no compiled matrices in {}: the SLOW path until `cuzk compile --circuit {circuit}` makes them", dir.display())
-        }
+        (CompiledMatrices::Auto, false) => format!(
+            "no compiled matrices in {}: the SLOW path until they are compiled in the background after the first load (minutes at 32 GiB; `cuzk compile --circuit {circuit}` makes them ahead)",
+            dir.display()
+        ),
     }
 }

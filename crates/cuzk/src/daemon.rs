@@ -200,7 +200,7 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
         let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
         kinds.push(Arc::new(match config.compiled_matrices {
             CompiledMatrices::On => kind.with_compiled_matrices(dir()),
-            CompiledMatrices::Auto => kind.with_compiled_matrices_if_present(dir()),
+            CompiledMatrices::Auto => kind.with_compiled_matrices_in_background(dir()),
             CompiledMatrices::Off => kind,
         }));
     }

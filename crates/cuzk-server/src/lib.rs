@@ -9,6 +9,7 @@ pub mod authority;
 pub mod codec;
 pub mod config;
 pub mod connections;
+pub mod guard;
 pub mod rejection;
 pub mod request_bytes;
 pub mod status_http;
@@ -87,11 +88,13 @@ impl std::fmt::Display for ListenAddr {
     }
 }
 
+/// The gRPC handlers: what each call does. Admission (the token) and what a refusal
+/// says and logs are the served stack's ([`guard::GuardLayer`]).
 pub struct ProvingService {
     engine: Arc<Engine>,
     parameter_files: Option<ParameterFiles>,
-    rejections: rejection::Rejections,
-    /// With a token every call must carry it, and GetStatus lists whole job ids.
+    /// With a token every call must carry it (checked by the guard layer), and
+    /// GetStatus lists whole job ids.
     token: Option<Arc<access::AccessToken>>,
 }
 
@@ -116,7 +119,7 @@ impl ParameterFiles {
 
 impl ProvingService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        ProvingService { engine, parameter_files: None, rejections: rejection::Rejections::default(), token: None }
+        ProvingService { engine, parameter_files: None, token: None }
     }
 
     /// Checks a Filecoin circuit's parameter files in `files.dir` on PreloadSRS.
@@ -129,17 +132,6 @@ impl ProvingService {
     pub fn requiring_token(mut self, token: Arc<access::AccessToken>) -> Self {
         self.token = Some(token);
         self
-    }
-
-    /// UNAUTHENTICATED unless the call carries the daemon's token (when it has one).
-    fn authorize<T>(&self, method: &str, req: &Request<T>) -> Result<(), Status> {
-        match &self.token {
-            Some(t) if !t.admits(req.metadata().get("authorization").map(|v| v.as_bytes())) => Err(self.rejections.refuse(
-                method,
-                Status::unauthenticated("this daemon requires its token: send `authorization: Bearer <token>` (daemon.auth_token_file)"),
-            )),
-            _ => Ok(()),
-        }
     }
 
     /// The tonic service with the 256 MiB message limits.
@@ -295,57 +287,43 @@ impl ProvingService {
 #[tonic::async_trait]
 impl ProvingEngine for ProvingService {
     async fn submit_proof(&self, req: Request<pb::SubmitProofRequest>) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        self.authorize("SubmitProof", &req)?;
-        self.submit_inner(req.into_inner()).await.map(Response::new).map_err(|s| self.rejections.refuse("SubmitProof", s))
+        self.submit_inner(req.into_inner()).await.map(Response::new)
     }
 
     async fn await_proof(&self, req: Request<pb::AwaitProofRequest>) -> Result<Response<pb::AwaitProofResponse>, Status> {
-        self.authorize("AwaitProof", &req)?;
         let r = req.into_inner();
         if r.job_id.is_empty() {
-            return Err(self.rejections.refuse("AwaitProof", Status::invalid_argument("job_id is empty")));
+            return Err(Status::invalid_argument("job_id is empty"));
         }
-        self.await_job(JobId(r.job_id), r.timeout_ms).await.map(Response::new).map_err(|s| self.rejections.refuse("AwaitProof", s))
+        self.await_job(JobId(r.job_id), r.timeout_ms).await.map(Response::new)
     }
 
     async fn prove(&self, req: Request<pb::ProveRequest>) -> Result<Response<pb::ProveResponse>, Status> {
-        self.authorize("Prove", &req)?;
-        let result = async {
-            let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
-            let s = self.submit_inner(submit).await?;
-            self.await_job(JobId(s.job_id), 0).await
-        }
-        .await
-        .map_err(|s| self.rejections.refuse("Prove", s))?;
+        let submit = req.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
+        let s = self.submit_inner(submit).await?;
+        let result = self.await_job(JobId(s.job_id), 0).await?;
         Ok(Response::new(pb::ProveResponse { result: Some(result) }))
     }
 
     async fn cancel_proof(&self, req: Request<pb::CancelProofRequest>) -> Result<Response<pb::CancelProofResponse>, Status> {
-        self.authorize("CancelProof", &req)?;
-        let was_running =
-            self.engine.cancel(&JobId(req.into_inner().job_id)).map_err(status_of).map_err(|s| self.rejections.refuse("CancelProof", s))?;
+        let was_running = self.engine.cancel(&JobId(req.into_inner().job_id)).map_err(status_of)?;
         Ok(Response::new(pb::CancelProofResponse { was_running }))
     }
 
-    async fn get_status(&self, req: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
-        self.authorize("GetStatus", &req)?;
+    async fn get_status(&self, _: Request<pb::GetStatusRequest>) -> Result<Response<pb::GetStatusResponse>, Status> {
         Ok(Response::new(status_response(&self.engine.status(), self.token.is_some())))
     }
 
-    async fn get_metrics(&self, req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {
-        self.authorize("GetMetrics", &req)?;
+    async fn get_metrics(&self, _: Request<pb::GetMetricsRequest>) -> Result<Response<pb::GetMetricsResponse>, Status> {
         Ok(Response::new(pb::GetMetricsResponse { prometheus_text: self.engine.metrics_text() }))
     }
 
     async fn preload_srs(&self, req: Request<pb::PreloadSrsRequest>) -> Result<Response<pb::PreloadSrsResponse>, Status> {
-        self.authorize("PreloadSRS", &req)?;
-        self.preload_inner(req.into_inner().circuit_id).await.map(Response::new).map_err(|s| self.rejections.refuse("PreloadSRS", s))
+        self.preload_inner(req.into_inner().circuit_id).await.map(Response::new)
     }
 
     async fn evict_srs(&self, req: Request<pb::EvictSrsRequest>) -> Result<Response<pb::EvictSrsResponse>, Status> {
-        self.authorize("EvictSRS", &req)?;
-        let (was_loaded, freed_bytes) =
-            self.engine.evict(&req.into_inner().circuit_id).map_err(status_of).map_err(|s| self.rejections.refuse("EvictSRS", s))?;
+        let (was_loaded, freed_bytes) = self.engine.evict(&req.into_inner().circuit_id).map_err(status_of)?;
         Ok(Response::new(pb::EvictSrsResponse { was_loaded, freed_bytes }))
     }
 }
@@ -417,28 +395,6 @@ impl Listener {
     }
 }
 
-/// tonic answers a request over the decoding limit with OUT_OF_RANGE; gRPC's code for
-/// a message too large is RESOURCE_EXHAUSTED (what the issue and other gRPC stacks
-/// use). Every RPC here is unary, and tonic rejects the request before the handler, so
-/// the status travels in a trailers-only response's headers: rewritten there, for that
-/// one message; everything else passes unchanged.
-fn rewrite_oversized(h: &mut http::HeaderMap) {
-    // grpc-message is percent-encoded; tonic's own messages encode only spaces here.
-    let message = h.get("grpc-message").and_then(|m| m.to_str().ok()).unwrap_or_default().replace("%20", " ");
-    if h.get("grpc-status").is_some_and(|v| v == "11") && message.contains("decoded message length too large") {
-        h.insert("grpc-status", http::HeaderValue::from_static("8"));
-        let msg = format!("request larger than the {} MiB message limit ({message})", MAX_MESSAGE_BYTES >> 20);
-        if let Ok(v) = http::HeaderValue::from_str(&msg.replace('%', "%25").replace(' ', "%20")) {
-            h.insert("grpc-message", v);
-        }
-    }
-}
-
-fn oversized_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Response<B> {
-    rewrite_oversized(r.headers_mut());
-    r
-}
-
 /// Serves until `shutdown` resolves; in-flight calls finish first.
 pub async fn serve(listener: Listener, engine: Arc<Engine>, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<(), ServeError> {
     serve_service(listener, ProvingService::new(engine), shutdown).await
@@ -472,6 +428,7 @@ pub async fn serve_service_tls(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     use connections::Incoming;
+    let guard = guard::GuardLayer::new(service.token.clone());
     let svc = service.into_server();
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
@@ -482,7 +439,8 @@ pub async fn serve_service_tls(
         // connection open, requests do (connections::RequestsLayer).
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+        // The token and every refusal (guard.rs), before any request is counted.
+        .layer(guard)
         .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight)))
         // Each connection's requests in flight: what keeps it open (connections.rs).
         .layer(connections::RequestsLayer)

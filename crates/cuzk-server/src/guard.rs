@@ -15,23 +15,26 @@ use tonic::{Code, Status};
 use crate::access::AccessToken;
 use crate::rejection::Rejections;
 
-/// The layer: with a token, every call must carry it (`authorization: Bearer <token>`).
+/// The layer: with a token, every call must carry it (`authorization: Bearer <token>`);
+/// `message_limit` is the service's decoding limit, named in an oversized request's
+/// refusal.
 #[derive(Clone, Default)]
 pub struct GuardLayer {
     token: Option<Arc<AccessToken>>,
     rejections: Arc<Rejections>,
+    message_limit: usize,
 }
 
 impl GuardLayer {
-    pub fn new(token: Option<Arc<AccessToken>>) -> Self {
-        GuardLayer { token, rejections: Arc::default() }
+    pub fn new(token: Option<Arc<AccessToken>>, message_limit: usize) -> Self {
+        GuardLayer { token, rejections: Arc::default(), message_limit }
     }
 }
 
 impl<S> tower::Layer<S> for GuardLayer {
     type Service = Guard<S>;
     fn layer(&self, inner: S) -> Guard<S> {
-        Guard { inner, token: self.token.clone(), rejections: self.rejections.clone() }
+        Guard { inner, token: self.token.clone(), rejections: self.rejections.clone(), message_limit: self.message_limit }
     }
 }
 
@@ -40,6 +43,7 @@ pub struct Guard<S> {
     inner: S,
     token: Option<Arc<AccessToken>>,
     rejections: Arc<Rejections>,
+    message_limit: usize,
 }
 
 impl<S, ReqB, ResB> tower::Service<http::Request<ReqB>> for Guard<S>
@@ -72,10 +76,10 @@ where
         // The service that was polled ready serves this call; its clone the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let rejections = self.rejections.clone();
+        let (rejections, limit) = (self.rejections.clone(), self.message_limit);
         Box::pin(async move {
             let mut response = inner.call(req).await?;
-            refuse_in(&rejections, &method, response.headers_mut());
+            refuse_in(&rejections, &method, limit, response.headers_mut());
             Ok(response)
         })
     }
@@ -84,13 +88,13 @@ where
 /// A trailers-only response's error status, refused: bounded, without paths, logged;
 /// tonic's OUT_OF_RANGE for a message over the decoding limit told as gRPC's
 /// RESOURCE_EXHAUSTED. A response without a status in its headers passes unchanged.
-fn refuse_in(rejections: &Rejections, method: &str, headers: &mut http::HeaderMap) {
+fn refuse_in(rejections: &Rejections, method: &str, message_limit: usize, headers: &mut http::HeaderMap) {
     let Some(status) = Status::from_header_map(headers) else { return };
     if status.code() == Code::Ok {
         return;
     }
     let status = if status.code() == Code::OutOfRange && status.message().contains("decoded message length too large") {
-        Status::resource_exhausted(format!("request larger than the {} MiB message limit ({})", crate::MAX_MESSAGE_BYTES >> 20, status.message()))
+        Status::resource_exhausted(format!("request larger than the {} MiB message limit ({})", message_limit >> 20, status.message()))
     } else {
         status
     };

@@ -428,7 +428,7 @@ pub async fn serve_service_tls(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     use connections::Incoming;
-    let guard = guard::GuardLayer::new(service.token.clone());
+    let guard = guard::GuardLayer::new(service.token.clone(), MAX_MESSAGE_BYTES);
     let svc = service.into_server();
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {

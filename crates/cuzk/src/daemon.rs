@@ -100,12 +100,15 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
             service = service.requiring_token(t);
         }
         let e = engine.clone();
+        // Listened for from now on: a second signal sent right after the first is never
+        // missed (a listener made after it would not see it).
+        let mut signals = Signals::new();
         serve_service_tls(listener, service, &config.connections, tls, async move {
-            shutdown_signal().await;
+            signals.next().await;
             tracing::info!("shutting down: finishing running jobs for up to 30 s, cancelling the rest (a second signal: at once)");
             let second = e.clone();
             let cut_short = tokio::spawn(async move {
-                shutdown_signal().await;
+                signals.next().await;
                 tracing::warn!("second signal: cancelling every unfinished job now");
                 second.end_grace();
             });
@@ -207,23 +210,52 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
     Ok(Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM and SIGINT (Ctrl-C), each listened for once for the daemon's whole life.
+struct Signals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let listen = |kind| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for a stop signal");
+                    None
+                }
+            };
+            Signals { term: listen(SignalKind::terminate()), int: listen(SignalKind::interrupt()) }
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// The next signal, whichever comes.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.term) => {},
+                _ = recv(&mut self.int) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Real-size Filecoin work on a GPU machine, from shape-true inputs (`cuzk fixture`) and
 # timing parameters (`cuzk setup --timing-params`): nothing here is a real proof, and the
-# daemon runs timing-only. Run from the repository root, with the staged binary
-# (.gpu/bin/cuzk, see ../shared/gpu/stage) or CUZK=path/to/cuzk.
+# daemon runs timing-only. With VALID=1 inputs, a setup of our own (`setup`) and
+# PRODUCTION=1 the daemon proves in production mode instead: every check on, each proof
+# verified by filecoin-proofs before it is returned. Run from the repository root, with
+# the staged binary (.gpu/bin/cuzk, see ../shared/gpu/stage) or CUZK=path/to/cuzk.
 #
 #   bench/real-sizes.sh inputs CIRCUIT...        shape-true inputs, e.g. porep-32g snap-32g
+#                                                 (VALID=1: valid ones, `cuzk fixture --valid`)
 #   bench/real-sizes.sh params CIRCUIT           timing parameters under filecoin-proofs' names
 #                                                 (SHAPES=file: counts from `cuzk circuits
 #                                                 --json` instead of a count, minutes at 32 GiB)
+#   bench/real-sizes.sh setup CIRCUIT            a real setup of our own (`cuzk setup
+#                                                 --circuit`) from the compiled matrices
+#                                                 (compiled first when missing), on the GPU
 #   bench/real-sizes.sh compile CIRCUIT          the circuit's compiled constraint matrices,
 #                                                 beside the parameters (minutes at 32 GiB)
 #   bench/real-sizes.sh partition CIRCUIT [ARGS] one partition: count, synthesis, GPU proof
@@ -19,7 +25,9 @@
 #                                                 daemon's RSS and CPU time every 2 s;
 #                                                 COMPILED=1: with compiled matrices
 #                                                 (witness-only synthesis, a, b, c on the GPU);
-#                                                 DEVICE_MEMORY=24GiB: gpus.device_memory_limit
+#                                                 DEVICE_MEMORY=24GiB: gpus.device_memory_limit;
+#                                                 PRODUCTION=1: timing_only off; VERIFY=1:
+#                                                 the returned proofs checked by the client
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
@@ -47,12 +55,17 @@ case $step in
   inputs)
     for c in "$@"; do
       k=$(kind_of "$c") || exit 2
-      "$B" fixture "$k" --sector-size "$(size_of "$c")" --out "$W/inputs/$c"
+      rm -rf "${W:?}/inputs/$c"
+      "$B" fixture "$k" --sector-size "$(size_of "$c")" --out "$W/inputs/$c" ${VALID:+--valid}
     done
     ;;
   params)
     c=${1:?circuit}
     "$B" setup --timing-params --circuit "$c" --out "$W/params" ${SHAPES:+--shapes "$SHAPES"}
+    ;;
+  setup)
+    c=${1:?circuit}
+    "$B" setup --circuit "$c" --out "$W/params" --matrices "$M"
     ;;
   compile)
     c=${1:?circuit}
@@ -68,7 +81,7 @@ case $step in
 [daemon]
 listen = "127.0.0.1:9820"
 status_listen = "127.0.0.1:9821"
-timing_only = true
+timing_only = $([ "${PRODUCTION:-0}" = 1 ] && echo false || echo true)
 [srs]
 param_cache = "$W/params"
 [memory]
@@ -106,7 +119,10 @@ EOF
         sleep 2
       done
     ) > "$O/host-$c.txt" &
-    "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" 2>&1 | tee "$O/submit-$c.txt"
+    # VERIFY=1: every returned proof checked again by the client with filecoin-proofs'
+    # verifier (the .vk files of WORK/params), after the last job.
+    FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" \
+      $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee "$O/submit-$c.txt"
     fetch /timeline > "$O/timeline-$c.jsonl"
     # Memory and aux-vector reuse (aux_vectors_reused / aux_vectors_fresh) after the jobs.
     fetch /status > "$O/status-$c.json"

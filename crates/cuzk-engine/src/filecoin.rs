@@ -228,6 +228,7 @@ impl KindHandler for FilecoinKind {
 
     fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
         let p = &request.payload;
+        let decode_start = std::time::Instant::now();
         let job: Arc<dyn FilecoinJob> = match self.kind {
             ProofKind::WindowPostPartition | ProofKind::WinningPost => {
                 let req = PostRequest {
@@ -281,7 +282,15 @@ impl KindHandler for FilecoinKind {
                 if header.timing_points { " and the parameters are timing parameters" } else { "" }
             )
         });
-        tracing::debug!(job = job.describe().as_str(), circuit = %circuit, eval_len, "decoded");
+        // The decode's time is the vanilla proofs' checks in production mode: part of
+        // what production costs over timing-only.
+        tracing::info!(
+            job = job.describe().as_str(),
+            circuit = %circuit,
+            vanilla_checks = !job.timing_only(),
+            decode_ms = decode_start.elapsed().as_millis() as u64,
+            "decoded"
+        );
         let partitions =
             (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
         let check = job.clone();

@@ -87,6 +87,10 @@ pub trait FilecoinJob: Send + Sync {
     /// filecoin-proofs' verifier for this kind. Needs [`crate::env::use_parameter_dir`].
     /// A timing-only job refuses: there is nothing real to check.
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError>;
+    /// [`FilecoinJob::verify`] with one public input changed, named in the result
+    /// (PoRep's sector number, SnapDeals' comm_d_new, PoSt's randomness): the verifier
+    /// must refuse, or it is not checking the proof against its inputs.
+    fn verify_one_input_changed(&self, proof: &[u8]) -> (&'static str, Result<CheckedBy, FilecoinError>);
     /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
     /// timing only, never checked and never returned.
     fn timing_only(&self) -> bool;

@@ -85,6 +85,34 @@ struct PostJob<Tree: 'static + MerkleTreeTrait> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
+    /// filecoin-proofs' PoSt verifier with this job's inputs and `randomness`.
+    fn verify_as(&self, proof: &[u8], randomness: &[u8; 32]) -> Result<CheckedBy, FilecoinError> {
+        if self.timing_only() {
+            return Err(timing_only_refusal(self.describe()));
+        }
+        guarded("filecoin-proofs' PoSt verifier", || {
+            let ok = if self.proof.window {
+                if self.verify_partition > 0 {
+                    // filecoin-proofs verifies a deadline's partitions together; a lone
+                    // V1 partition past the first has no entry point there. Its
+                    // public inputs above are storage-proofs' own, and the engine
+                    // checks the proof against them.
+                    return Ok(CheckedBy::PartitionsOnly("filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first"));
+                }
+                let mut replicas = BTreeMap::new();
+                for (id, comm_r) in &self.replicas {
+                    replicas.insert(*id, PublicReplicaInfo::new(*comm_r).map_err(FilecoinError::rejected("comm_r"))?);
+                }
+                filecoin_proofs::verify_window_post::<Tree>(&self.config, randomness, &replicas, self.prover_id, proof)
+            } else {
+                let (id, comm_r) = self.replicas[0];
+                let replica = PublicReplicaInfo::new(comm_r).map_err(FilecoinError::rejected("comm_r"))?;
+                filecoin_proofs::verify_winning_post::<Tree>(&self.config, randomness, &[(id, replica)], self.prover_id, proof)
+            };
+            verdict(ok, self.describe())
+        })
+    }
+
     fn decode(proof: PostProof, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
         let config = post_config(proof);
         let randomness = field_bytes(req.randomness, "randomness")?;
@@ -328,30 +356,14 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
     }
 
     fn verify(&self, proof: &[u8]) -> Result<CheckedBy, FilecoinError> {
-        if self.timing_only() {
-            return Err(timing_only_refusal(self.describe()));
-        }
-        guarded("filecoin-proofs' PoSt verifier", || {
-            let ok = if self.proof.window {
-                if self.verify_partition > 0 {
-                    // filecoin-proofs verifies a deadline's partitions together; a lone
-                    // V1 partition past the first has no entry point there. Its
-                    // public inputs above are storage-proofs' own, and the engine
-                    // checks the proof against them.
-                    return Ok(CheckedBy::PartitionsOnly("filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first"));
-                }
-                let mut replicas = BTreeMap::new();
-                for (id, comm_r) in &self.replicas {
-                    replicas.insert(*id, PublicReplicaInfo::new(*comm_r).map_err(FilecoinError::rejected("comm_r"))?);
-                }
-                filecoin_proofs::verify_window_post::<Tree>(&self.config, &self.randomness, &replicas, self.prover_id, proof)
-            } else {
-                let (id, comm_r) = self.replicas[0];
-                let replica = PublicReplicaInfo::new(comm_r).map_err(FilecoinError::rejected("comm_r"))?;
-                filecoin_proofs::verify_winning_post::<Tree>(&self.config, &self.randomness, &[(id, replica)], self.prover_id, proof)
-            };
-            verdict(ok, self.describe())
-        })
+        self.verify_as(proof, &self.randomness)
+    }
+
+    fn verify_one_input_changed(&self, proof: &[u8]) -> (&'static str, Result<CheckedBy, FilecoinError>) {
+        let mut randomness = self.randomness;
+        // The lowest bit of the least significant byte: still a field element.
+        randomness[0] ^= 1;
+        ("the randomness", self.verify_as(proof, &randomness))
     }
 }
 

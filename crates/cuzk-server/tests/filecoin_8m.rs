@@ -8,7 +8,8 @@
 //! SnapDeals and 2^22 PoRep circuits: 95 s and 34 s on 16 cores, 17 min for PoRep's on
 //! two busy ones; proving them takes minutes more, SnapDeals' the longest):
 //! `cargo test --release -p cuzk-server --test filecoin_8m -- --ignored` (one kind:
-//! add its name, e.g. `snap`).
+//! add its name, e.g. `snap`). With `CUZK_8M_BACKEND=cuda` the daemon proves on the
+//! first GPU instead (the device machine; no GPU is then a failure, never the CPU).
 
 mod common;
 
@@ -46,7 +47,20 @@ async fn daemon(f: &Fixtures, matrices: Option<&std::path::Path>) -> Daemon {
     // partition's a, b, c 1.6 GB (a 4 GiB budget left it waiting for memory forever,
     // before the engine refused what cannot fit).
     let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: 12 << 30, ..config() };
-    Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
+    Daemon::start_with_kinds(cfg, vec![backend()], kinds, cuzk_engine::Buffers::plain()).await
+}
+
+/// The CPU, or with `CUZK_8M_BACKEND=cuda` the first GPU.
+fn backend() -> Arc<dyn cuzk_groth16::ProvingBackend> {
+    match std::env::var("CUZK_8M_BACKEND").as_deref() {
+        Err(_) | Ok("cpu") => Arc::new(CpuBackend::new()),
+        Ok("cuda") => {
+            let gpu = cuzk_cuda::gpu_for_tests().expect("CUZK_8M_BACKEND=cuda: no usable GPU");
+            eprintln!("proving on the GPU: {}", gpu.memory_summary());
+            Arc::new(cuzk_cuda::CudaBackend::new(gpu))
+        }
+        Ok(other) => panic!("CUZK_8M_BACKEND={other}: cpu or cuda"),
+    }
 }
 
 async fn prove(

@@ -4,7 +4,8 @@
 //! accepts, made in seconds), proves it through the engine the daemon builds for this
 //! configuration (the same GPUs, memory plan, compiled matrices, vanilla-proof checks
 //! and final check) and its gRPC service's Prove call, then checks the returned proof
-//! with filecoin-proofs' verifier, and that the verifier refuses it for another sector.
+//! with filecoin-proofs' verifier, and that the verifier refuses it with one public
+//! input changed and for another sector.
 //! It prints the verdict and the seconds each step took; any failure is an error.
 
 use std::path::PathBuf;
@@ -149,13 +150,9 @@ async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<St
     let proof = Arc::new(r.proof);
     let p = proof.clone();
     let (accepted, refused_other) = tokio::task::spawn_blocking(move || -> Result<(String, bool)> {
-        let by = request.decode(InputChecks::Full)?.verify(&p).context("filecoin-proofs' verifier refused the proof")?;
+        let accepted = check_returned(request.decode(InputChecks::Full)?.as_ref(), &p)?;
         let other = other.decode(InputChecks::Full)?.verify(&p).is_err();
-        let by = match by {
-            cuzk_filecoin::CheckedBy::FilecoinProofs => "filecoin-proofs' verifier".to_string(),
-            cuzk_filecoin::CheckedBy::PartitionsOnly(why) => format!("every partition's check ({why})"),
-        };
-        Ok((by, other))
+        Ok((accepted, other))
     })
     .await
     .context("verifying")??;
@@ -163,7 +160,7 @@ async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<St
         bail!("filecoin-proofs' verifier accepted the proof for another sector: the check is not working");
     }
     Ok(format!(
-        "{} proof bytes accepted by {accepted} and refused for another sector; input made in {:.2} s, parameters loaded in {:.2} s, proved in {:.2} s (synthesis {} ms, proving {} ms)",
+        "{} proof bytes {accepted}, and refused for another sector; input made in {:.2} s, parameters loaded in {:.2} s, proved in {:.2} s (synthesis {} ms, proving {} ms)",
         proof.len(),
         made.as_secs_f64(),
         loaded.as_secs_f64(),
@@ -171,4 +168,20 @@ async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<St
         r.synthesis_ms,
         r.gpu_compute_ms
     ))
+}
+
+/// A client's check of a returned proof: filecoin-proofs' verifier accepts it for its
+/// request and refuses it with one public input changed. The line saying so.
+pub fn check_returned(job: &dyn cuzk_filecoin::FilecoinJob, proof: &[u8]) -> Result<String> {
+    let by = job.verify(proof).context("filecoin-proofs' verifier refused the proof")?;
+    let (changed, r) = job.verify_one_input_changed(proof);
+    match by {
+        cuzk_filecoin::CheckedBy::FilecoinProofs => {
+            if r.is_ok() {
+                bail!("filecoin-proofs' verifier accepted the proof with {changed} changed: the check is not working");
+            }
+            Ok(format!("accepted by filecoin-proofs' verifier and refused with {changed} changed"))
+        }
+        cuzk_filecoin::CheckedBy::PartitionsOnly(why) => Ok(format!("accepted by every partition's check ({why})")),
+    }
 }

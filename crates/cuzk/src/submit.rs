@@ -37,6 +37,12 @@ pub struct SubmitArgs {
     /// The daemon's token file (daemon.auth_token_file), when it requires one.
     #[arg(long)]
     pub token_file: Option<std::path::PathBuf>,
+    /// With --request, after the last job: check every returned proof with
+    /// filecoin-proofs' verifier (it must accept), and the first with one public input
+    /// changed (it must refuse). The request is decoded with every check on; the
+    /// parameter directory (its .vk files) is FIL_PROOFS_PARAMETER_CACHE's.
+    #[arg(long, requires = "request")]
+    pub verify: bool,
 }
 
 /// The `authorization` value a call carries, from --token-file.
@@ -136,6 +142,7 @@ async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut done = Vec::with_capacity(args.jobs);
+    let mut proofs = Vec::new();
     let mut failed = 0;
     for t in tasks {
         let (i, r, at) = t.await.context("a client task failed")?;
@@ -166,6 +173,7 @@ async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
                 if r.error_message.is_empty() { String::new() } else { format!(" ({})", r.error_message) }
             );
             done.push(at);
+            proofs.push((i, r.proof));
         } else {
             failed += 1;
             let status = Status::try_from(r.status).map_or_else(|_| format!("status {}", r.status), |s| s.as_str_name().to_string());
@@ -185,5 +193,30 @@ async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {
     if failed > 0 {
         bail!("{failed} of {} jobs did not complete", args.jobs);
     }
+    if let (true, Some(dir)) = (args.verify, &args.request) {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || verify(&dir, &proofs)).await.context("the verifying task failed")??;
+    }
+    Ok(())
+}
+
+/// `cuzk submit --verify`: every returned proof checked as a client would.
+fn verify(dir: &std::path::Path, proofs: &[(usize, Vec<u8>)]) -> Result<()> {
+    let t = Instant::now();
+    let job = cuzk_filecoin::request_files::RequestFiles::read(dir)?
+        .decode(cuzk_filecoin::InputChecks::Full)
+        .with_context(|| format!("decoding {} with every check on", dir.display()))?;
+    println!("verify: {} decoded with every check on in {:.2} s", dir.display(), t.elapsed().as_secs_f64());
+    for (n, (i, proof)) in proofs.iter().enumerate() {
+        let t = Instant::now();
+        let line = if n == 0 {
+            crate::selftest::check_returned(job.as_ref(), proof)
+        } else {
+            job.verify(proof).map(|_| "accepted by filecoin-proofs' verifier".to_string()).context("filecoin-proofs' verifier refused the proof")
+        }
+        .with_context(|| format!("job {i}'s proof"))?;
+        println!("verify: job {i}: {line} ({:.2} s)", t.elapsed().as_secs_f64());
+    }
+    println!("verify: all {} returned proofs accepted", proofs.len());
     Ok(())
 }

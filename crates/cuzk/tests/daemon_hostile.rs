@@ -1,7 +1,7 @@
 //! `cuzk daemon` as a process under a hostile client and an impatient operator (issue
 //! 26): at the descriptor limit it neither spins nor shuts a real client out, a
-//! second SIGTERM ends the shutdown's grace period at once, and a port other machines
-//! can reach needs a token.
+//! second SIGTERM ends the shutdown's grace period at once, a port other machines
+//! can reach needs a token, and what it returns passes a client's own check.
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
@@ -94,7 +94,9 @@ impl Daemon {
 
 fn config(dir: &Path, listen: &str, extra: &str) -> std::path::PathBuf {
     let cfg = dir.join("cuzk.toml");
-    std::fs::write(&cfg, format!("[daemon]\nlisten = \"{listen}\"\n{extra}\n[memory]\ntotal_budget = \"1GiB\"\n")).unwrap();
+    // A 1 GiB budget unless `extra` gives its own.
+    let memory = if extra.contains("[memory]") { "" } else { "[memory]\ntotal_budget = \"1GiB\"\n" };
+    std::fs::write(&cfg, format!("[daemon]\nlisten = \"{listen}\"\n{extra}\n{memory}")).unwrap();
     cfg
 }
 
@@ -178,4 +180,39 @@ fn a_port_other_machines_reach_needs_a_token_or_consent() {
     assert!(line.contains("requires its token") && line.contains("Unauthenticated"), "{line}");
     let o = submit(&addr, payload).arg("--token-file").arg(&token).output().unwrap();
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
+
+/// What a client gets over the wire from a daemon in production mode passes the
+/// client's own check: `cuzk submit --verify` has filecoin-proofs' verifier accept each
+/// returned proof (2 KiB PoRep, `cuzk fixture --valid`) and refuse the first with one
+/// public input changed.
+#[test]
+fn a_production_daemons_proofs_pass_the_clients_own_check() {
+    let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("porep-2k");
+    let cuzk = env!("CARGO_BIN_EXE_cuzk");
+    let o = Command::new(cuzk).args(["fixture", "porep", "--sector-size", "2KiB", "--valid", "--out"]).arg(&input).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Compiled matrices ("auto" compiles them in the background) kept out of the shared
+    // fixture cache, whose manifest would no longer match.
+    let extra = format!(
+        "timing_only = false\n[srs]\nparam_cache = \"{}\"\n[memory]\ntotal_budget = \"4GiB\"\n[synthesis]\nmatrices_dir = \"{}\"",
+        f.param_dir.display(),
+        dir.path().display()
+    );
+    let (_d, addr) = Daemon::start(dir.path(), &extra, None);
+    let o = Command::new(cuzk)
+        .args(["submit", "--to", &format!("http://{addr}"), "--jobs", "2", "--verify", "--request"])
+        .arg(&input)
+        .env("FIL_PROOFS_PARAMETER_CACHE", &f.param_dir)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("verify: job 0: accepted by filecoin-proofs' verifier and refused with the sector number changed"), "{text}");
+    assert!(
+        text.contains("verify: job 1: accepted by filecoin-proofs' verifier") && text.contains("verify: all 2 returned proofs accepted"),
+        "{text}"
+    );
 }

@@ -150,15 +150,17 @@ fn prove(
 fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str) {
     shared.timeline.record(&job.id.0, Some(index), EventKind::Verified, lane);
     let Some(assembled) = job.partition_done(index, proof.to_bytes().to_vec(), PartitionState::Verified) else { return };
+    let t = Instant::now();
     let checked = match job.final_check() {
         None => Ok("every partition proof verified".to_string()),
         Some(check) => check(&assembled),
     };
+    let final_check_ms = t.elapsed().as_millis() as u64;
     match checked {
         Ok(how) => {
             if job.complete(assembled) {
                 shared.store_completed(job);
-                tracing::info!(job = %job.id, kind = %job.kind, checked = how.as_str(), "job completed");
+                tracing::info!(job = %job.id, kind = %job.kind, checked = how.as_str(), final_check_ms, "job completed");
             }
         }
         Err(why) => {

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cuzk_filecoin::CircuitKind;
+
 use crate::error::EngineError;
 use crate::job::Job;
 use crate::request::{Priority, ProofKind};
@@ -40,7 +42,7 @@ impl Default for AdmissionLimits {
             // 40 PoRep C1 outputs of 32 GiB sectors (~50 MB each); under the 5 GiB
             // default safety margin.
             max_queued_request_bytes: 2 << 30,
-            critical_kinds: vec![ProofKind::WinningPost],
+            critical_kinds: vec![ProofKind::Filecoin(CircuitKind::WinningPost)],
         }
     }
 }
@@ -123,12 +125,12 @@ mod tests {
     #[test]
     fn critical_is_for_the_listed_kinds_only() {
         let a = AdmissionLimits::default();
-        assert!(a.check_priority(ProofKind::WinningPost, Priority::Critical).is_ok());
-        assert!(a.check_priority(ProofKind::PorepSealCommit, Priority::High).is_ok());
-        let e = a.check_priority(ProofKind::PorepSealCommit, Priority::Critical).unwrap_err();
+        assert!(a.check_priority(ProofKind::Filecoin(CircuitKind::WinningPost), Priority::Critical).is_ok());
+        assert!(a.check_priority(ProofKind::Filecoin(CircuitKind::Porep), Priority::High).is_ok());
+        let e = a.check_priority(ProofKind::Filecoin(CircuitKind::Porep), Priority::Critical).unwrap_err();
         assert!(matches!(&e, EngineError::PermissionDenied(m) if m.contains("winning_post") && m.contains("admission.critical_kinds")), "{e}");
         let none = AdmissionLimits { critical_kinds: Vec::new(), ..a };
-        assert!(none.check_priority(ProofKind::WinningPost, Priority::Critical).is_err());
+        assert!(none.check_priority(ProofKind::Filecoin(CircuitKind::WinningPost), Priority::Critical).is_err());
     }
 
     #[test]

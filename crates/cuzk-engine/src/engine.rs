@@ -107,10 +107,10 @@ impl Engine {
         }
         let handler = shared
             .handlers
-            .get(&req.kind)
-            .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind)))?
+            .get(&req.kind())
+            .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind())))?
             .clone();
-        shared.config.admission.check_priority(req.kind, req.priority)?;
+        shared.config.admission.check_priority(req.kind(), req.priority)?;
         let digest = req.digest();
         shared.prune_jobs();
         if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest) {
@@ -138,7 +138,7 @@ impl Engine {
             return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
         }
         // Under the table's lock, so concurrent submissions cannot overshoot the caps.
-        shared.config.admission.check_room(req.kind, plan.partitions.len(), req.payload.bytes(), &table.live())?;
+        shared.config.admission.check_room(req.kind(), plan.partitions.len(), req.body.bytes(), &table.live())?;
         let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
         let id = table.new_id();
         let n = plan.partitions.len();
@@ -150,7 +150,7 @@ impl Engine {
         for index in 0..n {
             shared.queue.push(PartitionTask { job: job.clone(), index, attempt: 0, avoid_backend: None });
         }
-        tracing::info!(job = %id, kind = %req.kind, priority = ?req.priority, partitions = n, "job queued");
+        tracing::info!(job = %id, kind = %req.kind(), priority = ?req.priority, partitions = n, "job queued");
         Ok(Submitted { job_id: id, queue_position, existing: false })
     }
 

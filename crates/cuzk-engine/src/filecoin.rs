@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cuzk_filecoin::matrices::{load_if_present, load_or_compile, Provenance};
-use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, InputChecks, PorepRequest, PostRequest, SnapRequest};
+use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, FilecoinRequest, InputChecks};
 use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::QueryPoints;
@@ -31,7 +31,7 @@ fn engine_error(e: FilecoinError) -> EngineError {
 /// `srs.param_cache`, which must also be filecoin-proofs' parameter directory:
 /// [`cuzk_filecoin::env::use_parameter_dir`]).
 pub struct FilecoinKind {
-    kind: ProofKind,
+    kind: CircuitKind,
     parameter_dir: PathBuf,
     checks: InputChecks,
     /// What the parameter file headers say, per circuit.
@@ -81,14 +81,11 @@ fn file_stamp(path: &std::path::Path) -> Option<(u64, Option<std::time::SystemTi
 }
 
 impl FilecoinKind {
-    /// `kind` must be one of the four Filecoin kinds. With [`InputChecks::TimingOnly`]
-    /// the kind proves shape-true inputs and timing parameters, and its jobs return
-    /// no proof; a daemon for real work uses [`InputChecks::Full`].
-    pub fn new(kind: ProofKind, parameter_dir: PathBuf, checks: InputChecks) -> Result<Self, EngineError> {
-        if kind == ProofKind::Synthetic {
-            return Err(EngineError::Internal("the synthetic kind is not a Filecoin kind".into()));
-        }
-        Ok(FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices: None, compiles: Arc::default() })
+    /// With [`InputChecks::TimingOnly`] the kind proves shape-true inputs and timing
+    /// parameters, and its jobs return no proof; a daemon for real work uses
+    /// [`InputChecks::Full`].
+    pub fn new(kind: CircuitKind, parameter_dir: PathBuf, checks: InputChecks) -> Self {
+        FilecoinKind { kind, parameter_dir, checks, headers: Mutex::new(HashMap::new()), matrices: None, compiles: Arc::default() }
     }
 
     /// Proves with compiled matrices kept in `dir` (`<params stem>.cuzk-matrices`,
@@ -157,17 +154,8 @@ impl FilecoinKind {
 
     fn circuit(&self, circuit_id: &str) -> Result<Circuit, EngineError> {
         Circuit::from_id(circuit_id)
-            .filter(|c| c.kind == self.circuit_kind())
-            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {}", self.kind, crate::error::shown(circuit_id))))
-    }
-
-    fn circuit_kind(&self) -> CircuitKind {
-        match self.kind {
-            ProofKind::WindowPostPartition => CircuitKind::WindowPost,
-            ProofKind::WinningPost => CircuitKind::WinningPost,
-            ProofKind::PorepSealCommit => CircuitKind::Porep,
-            ProofKind::SnapDealsUpdate | ProofKind::Synthetic => CircuitKind::Snap,
-        }
+            .filter(|c| c.kind == self.kind)
+            .ok_or_else(|| EngineError::NotFound(format!("not a {} circuit id: {}", self.kind(), crate::error::shown(circuit_id))))
     }
 
     fn params_path(&self, circuit: Circuit) -> Result<PathBuf, EngineError> {
@@ -223,53 +211,14 @@ impl PartitionWork for FilecoinPartition {
 
 impl KindHandler for FilecoinKind {
     fn kind(&self) -> ProofKind {
-        self.kind
+        ProofKind::Filecoin(self.kind)
     }
 
     fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
-        let p = &request.payload;
+        let body = request.body_as::<FilecoinRequest>().filter(|r| r.kind == self.kind);
+        let body = body.ok_or_else(|| EngineError::Internal(format!("a {} request sent to the {} kind", request.kind(), self.kind())))?;
         let decode_start = std::time::Instant::now();
-        let job: Arc<dyn FilecoinJob> = match self.kind {
-            ProofKind::WindowPostPartition | ProofKind::WinningPost => {
-                let req = PostRequest {
-                    registered_proof: p.registered_proof,
-                    sector_size: p.sector_size,
-                    vanilla_proofs: &p.vanilla_proofs,
-                    randomness: &p.randomness,
-                    miner_id: p.miner_id,
-                    partition_index: p.partition_index,
-                    checks: self.checks,
-                };
-                let job = if self.kind == ProofKind::WinningPost {
-                    cuzk_filecoin::decode_winning_post(&req)
-                } else {
-                    cuzk_filecoin::decode_window_post(&req)
-                };
-                job.map_err(engine_error)?.into()
-            }
-            ProofKind::PorepSealCommit => cuzk_filecoin::decode_porep(&PorepRequest {
-                vanilla_proof: &p.vanilla_proof,
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                sector_number: p.sector_number,
-                miner_id: p.miner_id,
-                checks: self.checks,
-            })
-            .map_err(engine_error)?
-            .into(),
-            ProofKind::SnapDealsUpdate => cuzk_filecoin::decode_snap(&SnapRequest {
-                registered_proof: p.registered_proof,
-                sector_size: p.sector_size,
-                vanilla_proofs: &p.vanilla_proofs,
-                comm_r_old: &p.comm_r_old,
-                comm_r_new: &p.comm_r_new,
-                comm_d_new: &p.comm_d_new,
-                checks: self.checks,
-            })
-            .map_err(engine_error)?
-            .into(),
-            ProofKind::Synthetic => return Err(EngineError::InvalidArgument("not a Filecoin proof kind".into())),
-        };
+        let job: Arc<dyn FilecoinJob> = body.decode(self.checks).map_err(engine_error)?.into();
         let circuit = job.circuit();
         let header = self.header(circuit)?;
         let eval_len = header.domain_size;
@@ -311,7 +260,7 @@ impl KindHandler for FilecoinKind {
     }
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {
-        Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.circuit_kind())
+        Circuit::from_id(circuit_id).is_some_and(|c| c.kind == self.kind)
     }
 
     fn matrices_ready(&self, circuit_id: &str) -> bool {
@@ -398,22 +347,6 @@ impl cuzk_groth16::Progress for LogProgress {
         if tenth > *logged && tenth < 10 {
             *logged = tenth;
             tracing::info!(circuit_id = %self.circuit_id, stage = %name, percent = tenth * 10, "background compile");
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Request folders name the kind the way the engine does (cuzk-filecoin cannot
-    /// import the engine's names).
-    #[test]
-    fn proof_kind_names_agree_with_cuzk_filecoin() {
-        for kind in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-            let k = FilecoinKind::new(kind, PathBuf::new(), InputChecks::Full).unwrap();
-            assert_eq!(k.circuit_kind().proof_kind_name(), kind.name());
-            assert_eq!(CircuitKind::from_proof_kind_name(kind.name()), Some(k.circuit_kind()));
         }
     }
 }

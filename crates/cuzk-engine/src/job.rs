@@ -109,13 +109,13 @@ impl Job {
             seq,
             request_id: req.request_id.clone(),
             request_digest,
-            kind: req.kind,
+            kind: req.kind(),
             priority: req.priority,
             circuit_id: plan.circuit_id,
             num_partitions: n,
             eval_len: plan.eval_len,
             partition_bytes: plan.partition_bytes,
-            request_bytes: req.payload.bytes(),
+            request_bytes: req.body.bytes(),
             timing_note: plan.timing_note,
             submitted: Instant::now(),
             state: Mutex::new(JobState {
@@ -547,7 +547,7 @@ mod tests {
     }
 
     fn job() -> Arc<Job> {
-        let req = JobRequest { request_id: String::new(), kind: ProofKind::Synthetic, priority: Priority::Normal, payload: Default::default() };
+        let req = JobRequest::new("", Priority::Normal, crate::synthetic::SyntheticRequest(Vec::new()));
         let plan = JobPlan { circuit_id: "c".into(), partitions: Vec::new(), eval_len: 0, partition_bytes: 0, final_check: None, timing_note: None };
         Arc::new(Job::new(JobId("job-t".into()), 1, &req, req.digest(), plan, Arc::new(Timeline::new(16)), Arc::default()))
     }

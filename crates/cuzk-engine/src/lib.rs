@@ -54,7 +54,7 @@ pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork};
 pub use memory::MemoryBudget;
 pub use params::ParameterSetStatus;
 pub use pool::{BufferMaker, Buffers};
-pub use request::{label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Payload, Priority, ProofKind, JOB_LABEL_DIGITS};
+pub use request::{label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind, RequestBody, JOB_LABEL_DIGITS};
 pub use status::{BackendStatus, EngineStatus, QueueStatus};
 pub use store::{ProofStore, StoreError, StoredProof};
 pub use timeline::{EventKind, TimelineEvent};

@@ -1,39 +1,41 @@
-//! Requests: what a client asks for (a proof kind, a priority, the payload) and what
+//! Requests: what a client asks for (a priority and a kind's request body) and what
 //! it gets back (a job id, then the job's outcome). Plain data, used by every other
 //! module; it imports none of them.
 
+use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The kinds a client can ask for (the wire enum, plus cuzk's synthetic test kind).
+use cuzk_filecoin::{CircuitKind, FilecoinRequest};
+
+/// The kinds a client can ask for: the Filecoin kinds (cuzk-filecoin's one list of
+/// them) and cuzk's synthetic test kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProofKind {
-    PorepSealCommit,
-    SnapDealsUpdate,
-    WindowPostPartition,
-    WinningPost,
+    Filecoin(CircuitKind),
     /// C2-shaped synthetic circuits (cuzk's own; for tests, demos and load tests).
     Synthetic,
 }
 
 impl ProofKind {
-    pub const ALL: [ProofKind; 5] =
-        [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost, ProofKind::Synthetic];
+    /// Every kind: the Filecoin ones, then the synthetic one.
+    pub fn all() -> impl Iterator<Item = ProofKind> {
+        CircuitKind::ALL.into_iter().map(ProofKind::Filecoin).chain([ProofKind::Synthetic])
+    }
 
-    /// The name used in status and metrics.
+    /// The name used in status, metrics, configuration and the wire's enum (its value
+    /// names, lower-cased).
     pub fn name(self) -> &'static str {
         match self {
-            ProofKind::PorepSealCommit => "porep_seal_commit",
-            ProofKind::SnapDealsUpdate => "snap_deals_update",
-            ProofKind::WindowPostPartition => "window_post_partition",
-            ProofKind::WinningPost => "winning_post",
+            ProofKind::Filecoin(k) => k.proof_kind_name(),
             ProofKind::Synthetic => "synthetic",
         }
     }
 
     /// The kind of a [`ProofKind::name`].
     pub fn from_name(name: &str) -> Option<ProofKind> {
-        ProofKind::ALL.into_iter().find(|k| k.name() == name)
+        ProofKind::all().find(|k| k.name() == name)
     }
 }
 
@@ -104,29 +106,29 @@ impl fmt::Display for JobId {
     }
 }
 
-/// The payload fields of a request, as the client sent them; each proof kind reads
-/// the ones it needs.
-#[derive(Clone, Debug, Default)]
-pub struct Payload {
-    pub sector_size: u64,
-    pub registered_proof: u64,
-    pub vanilla_proof: Vec<u8>,
-    pub vanilla_proofs: Vec<Vec<u8>>,
-    pub sector_number: u64,
-    pub miner_id: u64,
-    pub randomness: Vec<u8>,
-    pub partition_index: u32,
-    pub comm_r_old: Vec<u8>,
-    pub comm_r_new: Vec<u8>,
-    pub comm_d_new: Vec<u8>,
-}
-
-impl Payload {
+/// What a request asks for, as its kind reads it: opaque to the engine but for its
+/// kind, its size and its digest. The kind's handler takes its own type back with
+/// [`JobRequest::body_as`].
+pub trait RequestBody: Any + Send + Sync + fmt::Debug {
+    fn kind(&self) -> ProofKind;
+    /// Feeds every field to `bytes`, each in its own call ([`JobRequest::digest`]).
+    fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8]));
     /// Bytes of its variable-length fields: about what the decoded request holds while
     /// its job is unfinished (admission.max_queued_request_bytes).
-    pub fn bytes(&self) -> u64 {
-        let lists = self.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
-        (self.vanilla_proof.len() + lists + self.randomness.len() + self.comm_r_old.len() + self.comm_r_new.len() + self.comm_d_new.len()) as u64
+    fn bytes(&self) -> u64;
+}
+
+impl RequestBody for FilecoinRequest {
+    fn kind(&self) -> ProofKind {
+        ProofKind::Filecoin(self.kind)
+    }
+
+    fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8])) {
+        FilecoinRequest::digest_fields(self, bytes)
+    }
+
+    fn bytes(&self) -> u64 {
+        FilecoinRequest::bytes(self)
     }
 }
 
@@ -138,15 +140,28 @@ pub struct JobRequest {
     /// failed or was cancelled); the same id with other content is another job, as
     /// Curio's WindowPoSt partitions of one deadline are. Empty means none.
     pub request_id: String,
-    pub kind: ProofKind,
     pub priority: Priority,
-    pub payload: Payload,
+    pub body: Arc<dyn RequestBody>,
 }
 
 impl JobRequest {
-    /// SHA-256 of everything but the request id (kind, priority, every payload field,
-    /// each length-prefixed so no two requests encode alike): with the request id, what
-    /// names a job.
+    pub fn new(request_id: impl Into<String>, priority: Priority, body: impl RequestBody) -> JobRequest {
+        JobRequest { request_id: request_id.into(), priority, body: Arc::new(body) }
+    }
+
+    pub fn kind(&self) -> ProofKind {
+        self.body.kind()
+    }
+
+    /// The body as its kind's type; `None` for another kind's.
+    pub fn body_as<T: RequestBody>(&self) -> Option<&T> {
+        (self.body.as_ref() as &dyn Any).downcast_ref::<T>()
+    }
+
+    /// SHA-256 of everything but the request id (kind, priority, every field of the
+    /// body, each length-prefixed so no two requests encode alike): with the request
+    /// id, what names a job. Stored beside completed proofs: the encoding must not
+    /// change (a test holds it to digests of earlier versions).
     pub fn digest(&self) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
@@ -154,19 +169,9 @@ impl JobRequest {
             h.update((b.len() as u64).to_le_bytes());
             h.update(b);
         };
-        let p = &self.payload;
-        bytes(self.kind.name().as_bytes());
+        bytes(self.kind().name().as_bytes());
         bytes(&[self.priority as u8]);
-        for n in [p.sector_size, p.registered_proof, p.sector_number, p.miner_id, p.partition_index as u64] {
-            bytes(&n.to_le_bytes());
-        }
-        for b in [&p.vanilla_proof, &p.randomness, &p.comm_r_old, &p.comm_r_new, &p.comm_d_new] {
-            bytes(b);
-        }
-        bytes(&(p.vanilla_proofs.len() as u64).to_le_bytes());
-        for b in &p.vanilla_proofs {
-            bytes(b);
-        }
+        self.body.digest_fields(&mut bytes);
         h.finalize().into()
     }
 }
@@ -220,42 +225,63 @@ pub(crate) fn ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synthetic::SyntheticRequest;
 
-    fn request() -> JobRequest {
-        JobRequest { request_id: "r".into(), kind: ProofKind::Synthetic, priority: Priority::Normal, payload: Payload::default() }
+    fn hex(d: [u8; 32]) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The digests of requests as cuzk computed them before the body became opaque
+    /// (bf7f4bd): completed proofs stored then are found again by a resubmission.
+    #[test]
+    fn digests_are_those_stored_by_earlier_versions() {
+        let synthetic = JobRequest::new("r", Priority::High, SyntheticRequest(br#"{"log_size": 8}"#.to_vec()));
+        assert_eq!(hex(synthetic.digest()), "dd966979efbf7005e32784b402f18ae7ceee9b0722214d9119afd651e2ef9674");
+        let window = FilecoinRequest {
+            sector_size: 2048,
+            registered_proof: 5,
+            vanilla_proofs: vec![vec![1, 2, 3], vec![4]],
+            miner_id: 1000,
+            randomness: vec![9; 32],
+            partition_index: 2,
+            ..FilecoinRequest::new(CircuitKind::WindowPost)
+        };
+        assert_eq!(hex(JobRequest::new("", Priority::Normal, window).digest()), "77044398ec5aad0a150d3fc4f2eee593d78e7514257ac6a1ceb7350624b09f04");
+        let porep = FilecoinRequest {
+            sector_size: 2048,
+            registered_proof: 8,
+            vanilla_proof: b"{}".to_vec(),
+            sector_number: 7,
+            miner_id: 1000,
+            ..FilecoinRequest::new(CircuitKind::Porep)
+        };
+        assert_eq!(hex(JobRequest::new("", Priority::Normal, porep).digest()), "c2d2e0f682ee7aa3d492190a622fd4deddd9d3e66ddd1a372ab79af2f45d26a9");
+        let snap = FilecoinRequest {
+            sector_size: 2048,
+            vanilla_proofs: vec![vec![5]],
+            comm_r_old: vec![1; 32],
+            comm_r_new: vec![2; 32],
+            comm_d_new: vec![3; 32],
+            ..FilecoinRequest::new(CircuitKind::Snap)
+        };
+        assert_eq!(hex(JobRequest::new("", Priority::Low, snap).digest()), "9374f82a5ede590da6bae367e86229e2b1a4cf664037e376a46e45c66a2917bc");
     }
 
     #[test]
-    fn the_digest_covers_everything_but_the_request_id() {
-        let base = request().digest();
-        assert_eq!(JobRequest { request_id: "other".into(), ..request() }.digest(), base);
-        let changed: Vec<fn(&mut JobRequest)> = vec![
-            |r| r.kind = ProofKind::WinningPost,
-            |r| r.priority = Priority::High,
-            |r| r.payload.sector_size = 1,
-            |r| r.payload.registered_proof = 1,
-            |r| r.payload.vanilla_proof = vec![0],
-            |r| r.payload.vanilla_proofs = vec![vec![]],
-            |r| r.payload.sector_number = 1,
-            |r| r.payload.miner_id = 1,
-            |r| r.payload.randomness = vec![0],
-            |r| r.payload.partition_index = 1,
-            |r| r.payload.comm_r_old = vec![0],
-            |r| r.payload.comm_r_new = vec![0],
-            |r| r.payload.comm_d_new = vec![0],
-            // Bytes moved from one field to the next: the length prefixes tell them apart.
-            |r| r.payload.vanilla_proofs = vec![vec![1, 2], vec![3]],
-        ];
-        let mut seen = vec![base];
-        for change in &changed {
-            let mut r = request();
-            change(&mut r);
-            let d = r.digest();
-            assert!(!seen.contains(&d), "{r:?} has a digest seen before");
-            seen.push(d);
+    fn the_digest_covers_the_kind_and_priority_but_not_the_request_id() {
+        let r = |id: &str, p, kind| JobRequest::new(id, p, FilecoinRequest::new(kind));
+        let base = r("a", Priority::Normal, CircuitKind::Porep).digest();
+        assert_eq!(r("b", Priority::Normal, CircuitKind::Porep).digest(), base);
+        assert_ne!(r("a", Priority::High, CircuitKind::Porep).digest(), base);
+        assert_ne!(r("a", Priority::Normal, CircuitKind::WinningPost).digest(), base);
+    }
+
+    #[test]
+    fn every_kind_has_its_own_name() {
+        let names: std::collections::BTreeSet<_> = ProofKind::all().map(ProofKind::name).collect();
+        assert_eq!(names.len(), ProofKind::all().count());
+        for k in ProofKind::all() {
+            assert_eq!(ProofKind::from_name(k.name()), Some(k));
         }
-        let mut split = request();
-        split.payload.vanilla_proofs = vec![vec![1], vec![2, 3]];
-        assert!(!seen.contains(&split.digest()));
     }
 }

@@ -211,10 +211,9 @@ impl Shared {
                 .map(|b| BackendStatus { name: b.backend.name(), device: b.backend.device(), current_job: lock(&b.current).clone() })
                 .collect(),
             parameter_sets: self.params.status(),
-            queues: ProofKind::ALL
-                .iter()
+            queues: ProofKind::all()
                 .filter(|k| self.handlers.contains_key(k))
-                .map(|&k| {
+                .map(|k| {
                     let (pending, in_progress) = queues.get(&k).copied().unwrap_or_default();
                     QueueStatus { kind: k, pending, in_progress }
                 })

@@ -271,13 +271,14 @@ impl ProofStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cuzk_filecoin::CircuitKind;
 
     fn proof(id: &str, age: Duration) -> StoredProof {
         StoredProof {
             job_id: JobId(id.into()),
             request_id: format!("req-{id}"),
             request_digest: [7; 32],
-            kind: ProofKind::PorepSealCommit,
+            kind: ProofKind::Filecoin(CircuitKind::Porep),
             proof: (0..=255u8).collect(),
             timings: JobTimings { queue_wait_ms: 1, parameter_load_ms: 2, synthesis_ms: 3, gpu_compute_ms: 4, total_ms: 5 },
             finished: SystemTime::now() - age,

@@ -25,7 +25,35 @@ use serde::Deserialize;
 
 use crate::error::EngineError;
 use crate::kind::{JobPlan, KindHandler, PartitionWork};
-use crate::request::{JobRequest, ProofKind};
+use crate::request::{JobRequest, ProofKind, RequestBody};
+
+/// A synthetic request: its JSON payload (the wire's `vanilla_proof`), e.g.
+/// `{"log_size": 10, "partitions": 1, "seed": 0}`.
+#[derive(Clone, Debug)]
+pub struct SyntheticRequest(pub Vec<u8>);
+
+impl RequestBody for SyntheticRequest {
+    fn kind(&self) -> ProofKind {
+        ProofKind::Synthetic
+    }
+
+    /// As a request of the wire's fields with only `vanilla_proof` set: the digests of
+    /// earlier versions.
+    fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8])) {
+        for _ in 0..5 {
+            bytes(&0u64.to_le_bytes());
+        }
+        bytes(&self.0);
+        for _ in 0..4 {
+            bytes(&[]);
+        }
+        bytes(&0u64.to_le_bytes());
+    }
+
+    fn bytes(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,8 +230,10 @@ impl KindHandler for SyntheticKind {
             ))
         };
         // An object only: serde would also take a struct from a JSON array (`[10]`).
-        let object: serde_json::Map<String, serde_json::Value> =
-            cuzk_filecoin::strict_json::from_slice(&request.payload.vanilla_proof).map_err(bad)?;
+        let body = request
+            .body_as::<SyntheticRequest>()
+            .ok_or_else(|| EngineError::Internal(format!("a {} request sent to the synthetic kind", request.kind())))?;
+        let object: serde_json::Map<String, serde_json::Value> = cuzk_filecoin::strict_json::from_slice(&body.0).map_err(bad)?;
         let p: SyntheticPayload = serde_json::from_value(serde_json::Value::Object(object)).map_err(bad)?;
         if !(1..=self.max_log_size).contains(&p.log_size) {
             return Err(EngineError::InvalidArgument(format!("synthetic payload: log_size {} is outside 1..={}", p.log_size, self.max_log_size)));

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 mod common;
 
-use common::{check_proof, synthetic};
+use common::{check_proof, synthetic, synthetic_json};
 use cuzk_engine::synthetic::SyntheticKind;
 use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Priority, ProofKind};
+use cuzk_filecoin::{CircuitKind, FilecoinRequest};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{
     synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, SCALAR_BYTES,
@@ -16,7 +17,8 @@ use cuzk_groth16::{
 
 fn config() -> EngineConfig {
     // Synthetic jobs stand in for every kind here, CRITICAL ones too.
-    let admission = AdmissionLimits { critical_kinds: vec![ProofKind::WinningPost, ProofKind::Synthetic], ..AdmissionLimits::default() };
+    let admission =
+        AdmissionLimits { critical_kinds: vec![ProofKind::Filecoin(CircuitKind::WinningPost), ProofKind::Synthetic], ..AdmissionLimits::default() };
     EngineConfig { memory_budget_bytes: 1 << 30, admission, ..EngineConfig::default() }
 }
 
@@ -132,17 +134,13 @@ fn cancel_drops_queued_work_and_unknown_ids_are_not_found() {
 #[test]
 fn bad_requests_get_clear_errors() {
     let e = engine_with(Arc::new(CpuBackend::new()), config());
-    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-    r.payload.vanilla_proof = b"{not json".to_vec();
-    let err = e.submit(r).unwrap_err();
+    let err = e.submit(synthetic_json(b"{not json", Priority::Normal, "")).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("JSON")), "{err}");
     let err = e.submit(synthetic(30, 1, 0, Priority::Normal, "")).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("log_size 30")), "{err}");
     let err = e.submit(synthetic(8, 0, 0, Priority::Normal, "")).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("partitions 0")), "{err}");
-    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-    r.kind = ProofKind::PorepSealCommit;
-    let err = e.submit(r).unwrap_err();
+    let err = e.submit(JobRequest::new("", Priority::Normal, FilecoinRequest::new(CircuitKind::Porep))).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("porep_seal_commit")), "{err}");
     assert!(matches!(e.preload("porep-32g"), Err(EngineError::NotFound(_))));
     // A partition larger than the whole budget is refused up front.
@@ -388,17 +386,13 @@ fn a_budget_for_one_partition_serializes_the_work_and_every_proof_verifies() {
 #[test]
 fn premade_partitions_prove_the_kept_witness() {
     let off = engine_with(Arc::new(CpuBackend::new()), config());
-    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-    r.payload.vanilla_proof = br#"{"log_size": 8, "premade": true}"#.to_vec();
-    let err = off.submit(r).unwrap_err();
+    let err = off.submit(synthetic_json(br#"{"log_size": 8, "premade": true}"#, Priority::Normal, "")).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("allow_premade")), "{err}");
     off.shutdown(Duration::from_secs(1));
     let kind = SyntheticKind::new(16).allowing_premade(true);
     let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)]).unwrap();
     let premade = |seed: u64| {
-        let mut r = synthetic(8, 3, seed, Priority::Normal, "");
-        r.payload.vanilla_proof = format!(r#"{{"log_size": 8, "partitions": 3, "seed": {seed}, "premade": true}}"#).into_bytes();
-        r
+        synthetic_json(format!(r#"{{"log_size": 8, "partitions": 3, "seed": {seed}, "premade": true}}"#).as_bytes(), Priority::Normal, "")
     };
     let params = SyntheticKind::parameters(8).unwrap();
     let pvk = PreparedVerifyingKey::new(&params.vk);
@@ -413,9 +407,7 @@ fn premade_partitions_prove_the_kept_witness() {
             assert!(verify_proof(&pvk, &proof, &inputs).unwrap(), "seed {seed}, partition {i} does not verify");
         }
     }
-    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-    r.payload.vanilla_proof = br#"{"log_size": 8, "c2": true}"#.to_vec();
-    let err = e.submit(r).unwrap_err();
+    let err = e.submit(synthetic_json(br#"{"log_size": 8, "c2": true}"#, Priority::Normal, "")).unwrap_err();
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("needs log_size 27")), "{err}");
     e.shutdown(Duration::from_secs(5));
 }
@@ -634,7 +626,7 @@ fn a_finished_job_drops_its_request_and_queued_request_bytes_are_capped() {
     assert_eq!(Arc::strong_count(&token), 2, "the finished job still holds its request (the test and the kind hold the other two)");
     e.shutdown(Duration::from_secs(5));
 
-    let payload = synthetic(10, 64, 0, Priority::Normal, "").payload.bytes();
+    let payload = synthetic(10, 64, 0, Priority::Normal, "").body.bytes();
     let admission = AdmissionLimits { max_queued_request_bytes: payload * 3 / 2, ..config().admission };
     let e = engine_with(Arc::new(CpuBackend::new()), EngineConfig { admission, ..config() });
     let first = e.submit(synthetic(10, 64, 0, Priority::Normal, "")).unwrap();

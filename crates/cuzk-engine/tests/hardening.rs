@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{check_proof, synthetic};
+use common::{check_proof, synthetic, synthetic_json};
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobStatus, Priority, ProofKind};
 use cuzk_groth16::CpuBackend;
 
 fn config() -> EngineConfig {
@@ -54,10 +54,8 @@ fn a_request_id_reused_with_other_content_is_another_job() {
         synthetic(9, 1, 1, Priority::Normal, "sector-1"),
         synthetic(8, 2, 1, Priority::Normal, "sector-1"),
         synthetic(8, 1, 1, Priority::High, "sector-1"),
-        JobRequest {
-            payload: Payload { miner_id: 7, ..synthetic(8, 1, 1, Priority::Normal, "").payload },
-            ..synthetic(8, 1, 1, Priority::Normal, "sector-1")
-        },
+        // The same circuit, other bytes.
+        synthetic_json(br#"{"seed": 1, "log_size": 8, "partitions": 1}"#, Priority::Normal, "sector-1"),
     ];
     let shapes = [(8, 1, 1), (8, 1, 2), (9, 1, 1), (8, 2, 1), (8, 1, 1), (8, 1, 1)];
     let mut ids = vec![a.job_id.clone()];
@@ -159,9 +157,7 @@ fn circuit_id_aliases_are_rejected() {
 fn a_synthetic_payload_must_be_a_json_object() {
     let e = engine(config());
     for bad in [&b"[10]"[..], b"[10, 1, 0]", b"10", b"\"x\"", b"null"] {
-        let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-        r.payload.vanilla_proof = bad.to_vec();
-        let err = e.submit(r).unwrap_err();
+        let err = e.submit(synthetic_json(bad, Priority::Normal, "")).unwrap_err();
         assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("JSON object")), "{}: {err}", String::from_utf8_lossy(bad));
     }
     e.shutdown(Duration::from_secs(1));
@@ -179,8 +175,7 @@ fn error_messages_do_not_grow_with_their_input() {
         let m = err.to_string();
         assert!(m.len() < 400 && m.contains("1048576 bytes"), "{} bytes: {}", m.len(), m.chars().take(100).collect::<String>());
     }
-    let mut r = synthetic(8, 1, 0, Priority::Normal, "");
-    r.payload.vanilla_proof = format!(r#"{{"log_size": 8, "{}": 1}}"#, "y".repeat(8 << 20)).into_bytes();
+    let r = synthetic_json(format!(r#"{{"log_size": 8, "{}": 1}}"#, "y".repeat(8 << 20)).as_bytes(), Priority::Normal, "");
     let m = e.submit(r).unwrap_err().to_string();
     // serde names the unknown field in full; the server cuts what it sends (crates/cuzk-server).
     assert!(m.contains("unknown field"), "{}", m.chars().take(200).collect::<String>());

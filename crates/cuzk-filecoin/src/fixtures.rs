@@ -469,7 +469,7 @@ fn porep_fixture(size: SectorSize, s: &Sealed, rng: &mut impl RngCore) -> anyhow
         registered_proof: proof.id,
         miner_id: MINER_ID,
         sector_number: s.id,
-        envelope: request.vanilla_proof,
+        envelope: request.request.vanilla_proof,
         c1: request.c1,
         comm_r: c1.comm_r,
         comm_d: c1.comm_d,

@@ -29,6 +29,7 @@ mod post;
 mod post_witness;
 pub mod reference;
 pub mod registered;
+mod request;
 pub mod request_files;
 pub mod setup;
 mod sha256_witness;
@@ -45,6 +46,7 @@ pub use job::{CheckedBy, FilecoinJob, InputChecks};
 pub use porep::PorepRequest;
 pub use post::PostRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+pub use request::FilecoinRequest;
 pub use snap::SnapRequest;
 
 /// Decodes a PoRep C2 request.

@@ -61,11 +61,11 @@ fn shape_true_2k_inputs_have_the_structure_and_shape_of_sealed_ones() {
             Some(c1) => {
                 let ours: serde_json::Value = serde_json::from_slice(&made.c1).unwrap();
                 assert_eq!(structure(&ours), structure(&c1), "{circuit}: C1 structure");
-                let envelope: serde_json::Value = serde_json::from_slice(&made.vanilla_proof).unwrap();
+                let envelope: serde_json::Value = serde_json::from_slice(&made.request.vanilla_proof).unwrap();
                 assert_eq!(envelope["SectorSize"], 2048);
             }
             // bincode with fixed-width integers: equal structure, equal length.
-            None => assert_eq!(made.vanilla_proofs.iter().map(Vec::len).collect::<Vec<_>>(), real_lens, "{circuit}: vanilla proof sizes"),
+            None => assert_eq!(made.request.vanilla_proofs.iter().map(Vec::len).collect::<Vec<_>>(), real_lens, "{circuit}: vanilla proof sizes"),
         }
 
         let why = refusal(made.decode(InputChecks::Full)).unwrap_or_else(|e| panic!("{circuit}: shape-true input with full checks: {e}"));

@@ -22,7 +22,7 @@ fn made(kind: CircuitKind, size: SectorSize, seed: u64) -> RequestFiles {
 /// Decodes with every check on: filecoin-proofs' vanilla verification must accept it.
 fn accepted(r: &RequestFiles) {
     let t = std::time::Instant::now();
-    let job = r.decode(InputChecks::Full).unwrap_or_else(|e| panic!("{}: {e}", r.fields.proof_kind));
+    let job = r.decode(InputChecks::Full).unwrap_or_else(|e| panic!("{:?}: {e}", r.request.kind));
     assert!(!job.timing_only());
     eprintln!("{}: vanilla proofs verified in {:.2} s", job.describe(), t.elapsed().as_secs_f64());
 }
@@ -32,7 +32,7 @@ fn valid_inputs_pass_filecoin_proofs_vanilla_verification_at_2_kib_and_8_mib() {
     for size in [SectorSize::S2KiB, SectorSize::S8MiB] {
         for kind in KINDS {
             let r = made(kind, size, 1);
-            assert_eq!(r.kind().unwrap(), kind);
+            assert_eq!(r.kind(), kind);
             assert_eq!(r.shape_true_seed, None, "a valid input is not a timing-only one");
             accepted(&r);
             assert_eq!(r, made(kind, size, 1), "{kind:?} at {size}: the same seed makes the same input");
@@ -47,12 +47,12 @@ fn changed(r: &RequestFiles, at: usize, xor: u8) -> RequestFiles {
     let mut r = r.clone();
     if !r.c1.is_empty() {
         r.c1[at] ^= xor;
-        let proof = cuzk_filecoin::SealProof::from_registered(r.fields.registered_proof).unwrap();
+        let proof = cuzk_filecoin::SealProof::from_registered(r.request.registered_proof).unwrap();
         let c1 = std::mem::take(&mut r.c1);
-        return RequestFiles::porep(proof, r.fields.sector_number, r.fields.miner_id, c1).unwrap();
+        return RequestFiles::porep(proof, r.request.sector_number, r.request.miner_id, c1).unwrap();
     }
     let mut at = at;
-    for v in &mut r.vanilla_proofs {
+    for v in &mut r.request.vanilla_proofs {
         if at < v.len() {
             v[at] ^= xor;
             break;
@@ -64,7 +64,7 @@ fn changed(r: &RequestFiles, at: usize, xor: u8) -> RequestFiles {
 
 fn payload_len(r: &RequestFiles) -> usize {
     if r.c1.is_empty() {
-        r.vanilla_proofs.iter().map(Vec::len).sum()
+        r.request.vanilla_proofs.iter().map(Vec::len).sum()
     } else {
         r.c1.len()
     }
@@ -99,7 +99,7 @@ fn changed_c1_numbers(r: &RequestFiles, rng: &mut impl Rng) -> Vec<(String, Requ
         let kind: Vec<&str> = p.iter().filter(|k| k.parse::<usize>().is_err()).map(String::as_str).collect();
         kinds.entry(kind.join(".")).or_default().push(p);
     }
-    let proof = cuzk_filecoin::SealProof::from_registered(r.fields.registered_proof).unwrap();
+    let proof = cuzk_filecoin::SealProof::from_registered(r.request.registered_proof).unwrap();
     let mut out = Vec::new();
     for (kind, places) in kinds {
         for _ in 0..3 {
@@ -114,7 +114,7 @@ fn changed_c1_numbers(r: &RequestFiles, rng: &mut impl Rng) -> Vec<(String, Requ
             let new = if old < 256 { (old + rng.gen_range(1..256)) % 256 } else { old + 1 };
             *n = serde_json::Value::from(new);
             let c1 = serde_json::to_vec(&v).unwrap();
-            let request = RequestFiles::porep(proof, r.fields.sector_number, r.fields.miner_id, c1).unwrap();
+            let request = RequestFiles::porep(proof, r.request.sector_number, r.request.miner_id, c1).unwrap();
             out.push((format!("{kind}: {} = {old} → {new}", path.join(".")), request));
         }
     }
@@ -172,11 +172,11 @@ fn porep_values(r: &RequestFiles) -> PorepFixture {
     let c1: serde_json::Value = serde_json::from_slice(&r.c1).unwrap();
     let bytes = |k: &str| -> [u8; 32] { serde_json::from_value(c1[k].clone()).unwrap() };
     PorepFixture {
-        sector_size: r.fields.sector_size,
-        registered_proof: r.fields.registered_proof,
-        miner_id: r.fields.miner_id,
-        sector_number: r.fields.sector_number,
-        envelope: r.vanilla_proof.clone(),
+        sector_size: r.request.sector_size,
+        registered_proof: r.request.registered_proof,
+        miner_id: r.request.miner_id,
+        sector_number: r.request.sector_number,
+        envelope: r.request.vanilla_proof.clone(),
         c1: r.c1.clone(),
         comm_r: bytes("comm_r"),
         comm_d: bytes("comm_d"),
@@ -187,27 +187,27 @@ fn porep_values(r: &RequestFiles) -> PorepFixture {
 
 /// The PoSt input's sectors and their comm_r, as filecoin-proofs' verifiers take them.
 fn post_values(r: &RequestFiles) -> PostFixture {
-    let sectors: Vec<FallbackPoStSectorProof<SectorShapeBase>> = r.vanilla_proofs.iter().map(|v| bincode::deserialize(v).unwrap()).collect();
+    let sectors: Vec<FallbackPoStSectorProof<SectorShapeBase>> = r.request.vanilla_proofs.iter().map(|v| bincode::deserialize(v).unwrap()).collect();
     PostFixture {
-        sector_size: r.fields.sector_size,
-        registered_proof: r.fields.registered_proof,
-        miner_id: r.fields.miner_id,
-        randomness: r.fields.randomness.clone().try_into().unwrap(),
+        sector_size: r.request.sector_size,
+        registered_proof: r.request.registered_proof,
+        miner_id: r.request.miner_id,
+        randomness: r.request.randomness.clone().try_into().unwrap(),
         sector_ids: sectors.iter().map(|s| u64::from(s.sector_id)).collect(),
         comm_rs: sectors.iter().map(|s| s.comm_r.into()).collect(),
-        vanilla_proofs: r.vanilla_proofs.clone(),
+        vanilla_proofs: r.request.vanilla_proofs.clone(),
     }
 }
 
 /// The SnapDeals input's commitments, as filecoin-proofs' verifier takes them.
 fn snap_values(r: &RequestFiles) -> SnapFixture {
     SnapFixture {
-        sector_size: r.fields.sector_size,
-        registered_proof: r.fields.registered_proof,
-        vanilla_proofs: r.vanilla_proofs.clone(),
-        comm_r_old: r.fields.comm_r_old.clone().try_into().unwrap(),
-        comm_r_new: r.fields.comm_r_new.clone().try_into().unwrap(),
-        comm_d_new: r.fields.comm_d_new.clone().try_into().unwrap(),
+        sector_size: r.request.sector_size,
+        registered_proof: r.request.registered_proof,
+        vanilla_proofs: r.request.vanilla_proofs.clone(),
+        comm_r_old: r.request.comm_r_old.clone().try_into().unwrap(),
+        comm_r_new: r.request.comm_r_new.clone().try_into().unwrap(),
+        comm_d_new: r.request.comm_d_new.clone().try_into().unwrap(),
     }
 }
 
@@ -265,9 +265,9 @@ fn repeated_json_keys_in_a_porep_input_are_refused() {
     accepted(&r);
     // The envelope: its SectorNum twice (the same value: still two readings of one key).
     let mut env = r.clone();
-    let text = String::from_utf8(env.vanilla_proof.clone()).unwrap();
-    let n = r.fields.sector_number;
-    env.vanilla_proof = format!("{},\"SectorNum\":{n}}}", text.trim_end().strip_suffix('}').unwrap()).into_bytes();
+    let text = String::from_utf8(env.request.vanilla_proof.clone()).unwrap();
+    let n = r.request.sector_number;
+    env.request.vanilla_proof = format!("{},\"SectorNum\":{n}}}", text.trim_end().strip_suffix('}').unwrap()).into_bytes();
     let e = refusal(env.decode(InputChecks::Full)).unwrap();
     assert!(e.contains("\"SectorNum\" appears twice"), "{e}");
     // The C1 output: its seed twice, then put in its envelope again.
@@ -275,8 +275,8 @@ fn repeated_json_keys_in_a_porep_input_are_refused() {
     let seed = &c1[c1.find("\"seed\"").unwrap()..];
     let seed = &seed[..seed.find(']').unwrap() + 1];
     let doubled = format!("{},{seed}}}", c1.trim_end().strip_suffix('}').unwrap());
-    let proof = cuzk_filecoin::SealProof::from_registered(r.fields.registered_proof).unwrap();
-    let twice = RequestFiles::porep(proof, r.fields.sector_number, r.fields.miner_id, doubled.into_bytes()).unwrap();
+    let proof = cuzk_filecoin::SealProof::from_registered(r.request.registered_proof).unwrap();
+    let twice = RequestFiles::porep(proof, r.request.sector_number, r.request.miner_id, doubled.into_bytes()).unwrap();
     let e = refusal(twice.decode(InputChecks::Full)).unwrap();
     assert!(e.contains("\"seed\" appears twice"), "{e}");
 }

@@ -289,7 +289,7 @@ fn positive_duration(key: &str, v: &toml::Value) -> Result<Duration, ConfigError
 
 /// A list of proof kind names ("winning_post", …).
 fn proof_kinds(key: &str, v: &toml::Value) -> Result<Vec<ProofKind>, ConfigError> {
-    let names: Vec<&str> = ProofKind::ALL.iter().map(|k| k.name()).collect();
+    let names: Vec<&str> = ProofKind::all().map(ProofKind::name).collect();
     let arr = v.as_array().ok_or_else(|| bad(key, format!("expected a list of proof kinds ({})", names.join(", "))))?;
     arr.iter()
         .map(|x| x.as_str().and_then(ProofKind::from_name).ok_or_else(|| bad(key, format!("{x} is not a proof kind ({})", names.join(", ")))))
@@ -520,6 +520,7 @@ impl DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cuzk_filecoin::CircuitKind;
 
     #[test]
     fn defaults_without_a_file() {
@@ -673,7 +674,7 @@ critical_kinds = ["winning_post", "window_post_partition"]
         );
         let (c, _) = DaemonConfig::from_toml(&text).unwrap();
         assert_eq!(c.socket, SocketSettings { mode: 0o600, group: Some("curio".into()) });
-        assert_eq!(c.admission.critical_kinds, [ProofKind::WinningPost, ProofKind::WindowPostPartition]);
+        assert_eq!(c.admission.critical_kinds, [ProofKind::Filecoin(CircuitKind::WinningPost), ProofKind::Filecoin(CircuitKind::WindowPost)]);
         assert_eq!(c.admission.max_queued_request_bytes, 3 << 30);
         let limits = ConnectionLimits {
             max_connections: 17,

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuzk_engine::{Engine, EngineError, EngineStatus, JobId, JobOutcome, JobRequest, JobStatus, Payload, Priority, ProofKind};
+use cuzk_engine::synthetic::SyntheticRequest;
+use cuzk_engine::{Engine, EngineError, EngineStatus, JobId, JobOutcome, JobRequest, JobStatus, Priority, ProofKind};
+use cuzk_filecoin::FilecoinRequest;
 use tonic::{Request, Response, Status};
 
 pub mod pb {
@@ -29,31 +31,25 @@ pub mod pb {
 
 use pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
 
-/// The SubmitProofRequest of a request folder (`cuzk fixture`), as Curio would send it.
-pub fn submit_request_of(files: &cuzk_filecoin::request_files::RequestFiles) -> Result<pb::SubmitProofRequest, cuzk_filecoin::FilecoinError> {
-    use cuzk_filecoin::CircuitKind;
-    let kind = match files.kind()? {
-        CircuitKind::Porep => pb::ProofKind::PorepSealCommit,
-        CircuitKind::Snap => pb::ProofKind::SnapDealsUpdate,
-        CircuitKind::WindowPost => pb::ProofKind::WindowPostPartition,
-        CircuitKind::WinningPost => pb::ProofKind::WinningPost,
-    };
-    let f = &files.fields;
-    Ok(pb::SubmitProofRequest {
-        proof_kind: kind as i32,
-        sector_size: f.sector_size,
-        registered_proof: f.registered_proof,
-        vanilla_proof: files.vanilla_proof.clone(),
-        vanilla_proofs: files.vanilla_proofs.clone(),
-        sector_number: f.sector_number,
-        miner_id: f.miner_id,
-        randomness: f.randomness.clone(),
-        partition_index: f.partition_index,
-        comm_r_old: f.comm_r_old.clone(),
-        comm_r_new: f.comm_r_new.clone(),
-        comm_d_new: f.comm_d_new.clone(),
+/// The wire's SubmitProofRequest of a Filecoin request (a request folder's, `cuzk
+/// fixture`), as Curio would send it: the inverse of [`request_of`].
+pub fn submit_request_of(r: &FilecoinRequest) -> pb::SubmitProofRequest {
+    let r = r.clone();
+    pb::SubmitProofRequest {
+        proof_kind: wire_kind(ProofKind::Filecoin(r.kind)) as i32,
+        registered_proof: r.registered_proof,
+        sector_size: r.sector_size,
+        vanilla_proof: r.vanilla_proof,
+        vanilla_proofs: r.vanilla_proofs,
+        sector_number: r.sector_number,
+        miner_id: r.miner_id,
+        randomness: r.randomness,
+        partition_index: r.partition_index,
+        comm_r_old: r.comm_r_old,
+        comm_r_new: r.comm_r_new,
+        comm_d_new: r.comm_d_new,
         ..Default::default()
-    })
+    }
 }
 
 /// Largest request or response, as the client uses (256 MiB).
@@ -152,43 +148,75 @@ fn status_of(e: EngineError) -> Status {
     }
 }
 
+/// The engine's kind of a wire value: the wire's value names are the engine's kind
+/// names upper-cased (POREP_SEAL_COMMIT is porep_seal_commit), so a kind added to both
+/// needs nothing here.
 fn kind_of(v: i32) -> Result<ProofKind, Status> {
     match pb::ProofKind::try_from(v) {
-        Ok(pb::ProofKind::PorepSealCommit) => Ok(ProofKind::PorepSealCommit),
-        Ok(pb::ProofKind::SnapDealsUpdate) => Ok(ProofKind::SnapDealsUpdate),
-        Ok(pb::ProofKind::WindowPostPartition) => Ok(ProofKind::WindowPostPartition),
-        Ok(pb::ProofKind::WinningPost) => Ok(ProofKind::WinningPost),
-        Ok(pb::ProofKind::Synthetic) => Ok(ProofKind::Synthetic),
         Ok(pb::ProofKind::Unspecified) => Err(Status::invalid_argument("proof_kind is unspecified")),
+        Ok(pb::ProofKind::Synthetic) => Ok(ProofKind::Synthetic),
+        Ok(k) => ProofKind::from_name(&k.as_str_name().to_ascii_lowercase())
+            .ok_or_else(|| Status::unimplemented(format!("proof_kind {} has no kind in this daemon", k.as_str_name()))),
         Err(_) => Err(Status::invalid_argument(format!("unknown proof_kind {v}"))),
     }
 }
 
+/// The wire value of an engine kind ([`kind_of`]'s inverse).
+pub fn wire_kind(k: ProofKind) -> pb::ProofKind {
+    match k {
+        ProofKind::Synthetic => pb::ProofKind::Synthetic,
+        ProofKind::Filecoin(_) => pb::ProofKind::from_str_name(&k.name().to_ascii_uppercase()).unwrap_or(pb::ProofKind::Unspecified),
+    }
+}
+
+/// The engine's request of a SubmitProofRequest: the one mapping from the wire (the
+/// destructuring names every field of the message, so a field added to proving.proto
+/// does not compile until it is mapped). A Filecoin kind's fields become its
+/// [`FilecoinRequest`]; the synthetic kind's `vanilla_proof` is its JSON payload.
 fn request_of(r: pb::SubmitProofRequest) -> Result<JobRequest, Status> {
-    let kind = kind_of(r.proof_kind)?;
-    let priority = Priority::from_wire(r.priority).ok_or_else(|| Status::invalid_argument(format!("unknown priority {}", r.priority)))?;
-    for (name, v) in [("randomness", &r.randomness), ("comm_r_old", &r.comm_r_old), ("comm_r_new", &r.comm_r_new), ("comm_d_new", &r.comm_d_new)] {
+    let pb::SubmitProofRequest {
+        request_id,
+        proof_kind,
+        priority,
+        sector_size,
+        registered_proof,
+        vanilla_proof,
+        vanilla_proofs,
+        sector_number,
+        miner_id,
+        randomness,
+        partition_index,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
+    } = r;
+    let kind = kind_of(proof_kind)?;
+    let priority = Priority::from_wire(priority).ok_or_else(|| Status::invalid_argument(format!("unknown priority {priority}")))?;
+    for (name, v) in [("randomness", &randomness), ("comm_r_old", &comm_r_old), ("comm_r_new", &comm_r_new), ("comm_d_new", &comm_d_new)] {
         if !v.is_empty() && v.len() != 32 {
             return Err(Status::invalid_argument(format!("{name} must be 32 bytes, got {}", v.len())));
         }
     }
-    Ok(JobRequest {
-        request_id: r.request_id,
-        kind,
-        priority,
-        payload: Payload {
-            sector_size: r.sector_size,
-            registered_proof: r.registered_proof,
-            vanilla_proof: r.vanilla_proof,
-            vanilla_proofs: r.vanilla_proofs,
-            sector_number: r.sector_number,
-            miner_id: r.miner_id,
-            randomness: r.randomness,
-            partition_index: r.partition_index,
-            comm_r_old: r.comm_r_old,
-            comm_r_new: r.comm_r_new,
-            comm_d_new: r.comm_d_new,
-        },
+    Ok(match kind {
+        ProofKind::Filecoin(kind) => JobRequest::new(
+            request_id,
+            priority,
+            FilecoinRequest {
+                kind,
+                registered_proof,
+                sector_size,
+                vanilla_proof,
+                vanilla_proofs,
+                sector_number,
+                miner_id,
+                randomness,
+                partition_index,
+                comm_r_old,
+                comm_r_new,
+                comm_d_new,
+            },
+        ),
+        ProofKind::Synthetic => JobRequest::new(request_id, priority, SyntheticRequest(vanilla_proof)),
     })
 }
 
@@ -455,4 +483,42 @@ pub async fn serve_service_tls(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_filecoin::CircuitKind;
+
+    #[test]
+    fn every_kind_maps_to_the_wire_and_back() {
+        for k in ProofKind::all() {
+            assert_eq!(kind_of(wire_kind(k) as i32).unwrap(), k, "{k}");
+        }
+        assert!(kind_of(pb::ProofKind::Unspecified as i32).is_err());
+        assert!(kind_of(99).is_err());
+    }
+
+    /// A request folder's request reaches the engine with every field as it was.
+    #[test]
+    fn a_filecoin_request_survives_the_wire() {
+        for kind in CircuitKind::ALL {
+            let r = FilecoinRequest {
+                registered_proof: 3,
+                sector_size: 2048,
+                vanilla_proof: vec![1],
+                vanilla_proofs: vec![vec![2], vec![3, 4]],
+                sector_number: 5,
+                miner_id: 6,
+                randomness: vec![7; 32],
+                partition_index: 8,
+                comm_r_old: vec![9; 32],
+                comm_r_new: vec![10; 32],
+                comm_d_new: vec![11; 32],
+                ..FilecoinRequest::new(kind)
+            };
+            let back = request_of(submit_request_of(&r)).unwrap();
+            assert_eq!(back.body_as::<FilecoinRequest>(), Some(&r));
+        }
+    }
 }

@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
+use cuzk_filecoin::CircuitKind;
 use cuzk_groth16::CpuBackend;
 use cuzk_server::pb::proving_engine_client::ProvingEngineClient;
 use cuzk_server::pb::{self, await_proof_response::Status, Priority, ProofKind};
@@ -33,9 +34,9 @@ fn fixtures() -> &'static Fixtures {
 }
 
 async fn daemon(f: &Fixtures) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
         .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }

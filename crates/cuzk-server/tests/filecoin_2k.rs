@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
+use cuzk_filecoin::CircuitKind;
 use cuzk_groth16::CpuBackend;
 use cuzk_server::pb::{self, await_proof_response::Status as JobStatus, ProofKind};
 use tonic::Code;
@@ -28,10 +29,10 @@ async fn daemon(param_dir: &std::path::Path) -> Daemon {
 
 /// The daemon; with `matrices_dir`, proving with compiled matrices kept there.
 async fn daemon_compiling(param_dir: &std::path::Path, matrices_dir: Option<&std::path::Path>) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
-            let kind = FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full).unwrap();
+            let kind = FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full);
             Arc::new(match matrices_dir {
                 Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
                 None => kind,
@@ -258,8 +259,7 @@ async fn a_circuit_without_matrices_gets_them_compiled_in_the_background() {
     let f = fixtures();
     let matrices = tempfile::tempdir().unwrap();
     let kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(
-        FilecoinKind::new(Kind::WinningPost, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)
-            .unwrap()
+        FilecoinKind::new(CircuitKind::WinningPost, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)
             .with_compiled_matrices_in_background(matrices.path().to_owned()),
     )];
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await;

@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_8m, Fixtures, PostFixture};
+use cuzk_filecoin::CircuitKind;
 use cuzk_filecoin::InputChecks;
 use cuzk_groth16::CpuBackend;
 use cuzk_server::pb::{self, await_proof_response::Status as JobStatus, ProofKind};
@@ -33,10 +34,10 @@ fn fixtures() -> &'static Fixtures {
 /// The daemon on the CPU; with `matrices`, proving with compiled matrices kept there
 /// (witness-only synthesis, a, b, c from the matrices).
 async fn daemon(f: &Fixtures, matrices: Option<&std::path::Path>) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
-            let kind = FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full).unwrap();
+            let kind = FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full);
             Arc::new(match matrices {
                 Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
                 None => kind,

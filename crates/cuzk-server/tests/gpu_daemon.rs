@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::{check_proof, config, synthetic, Daemon};
 use cuzk_cuda::{CudaBackend, Gpu};
+use cuzk_filecoin::CircuitKind;
 use cuzk_server::pb;
 use cuzk_server::pb::await_proof_response::Status as JobStatus;
 
@@ -75,12 +76,12 @@ async fn filecoin_proofs_with_streamed_parameter_points_are_accepted() {
 
 async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
     use cuzk_engine::filecoin::FilecoinKind;
-    use cuzk_engine::{KindHandler, ProofKind as Kind};
+    use cuzk_engine::KindHandler;
     use cuzk_filecoin::fixtures::fixtures_2k;
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::WindowPostPartition]
+    let kinds: Vec<Arc<dyn KindHandler>> = [CircuitKind::Porep, CircuitKind::WindowPost]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap()) as Arc<dyn KindHandler>)
+        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
         .collect();
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::Buffers::plain()).await;
     let mut c = d.client().await;
@@ -141,15 +142,15 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
 #[ignore = "needs a CUDA GPU"]
 async fn every_kind_on_a_small_cards_paths_with_two_workers_is_accepted() {
     use cuzk_engine::filecoin::FilecoinKind;
-    use cuzk_engine::{EngineConfig, KindHandler, ProofKind as Kind};
+    use cuzk_engine::{EngineConfig, KindHandler};
     use cuzk_filecoin::fixtures::fixtures_2k;
     let Some(gpu) = gpu() else { return };
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let matrices = tempfile::tempdir().unwrap();
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
+    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
-            let kind = FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full).unwrap();
+            let kind = FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full);
             Arc::new(kind.with_compiled_matrices(matrices.path().to_owned())) as Arc<dyn KindHandler>
         })
         .collect();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{setup, Circuit, CircuitKind, InputChecks, SectorSize};
 use cuzk_groth16::CpuBackend;
@@ -22,10 +22,8 @@ use tonic::Code;
 const WPOST_2K: Circuit = Circuit { kind: CircuitKind::WindowPost, size: SectorSize::S2KiB };
 
 async fn daemon(dir: &Path, checks: InputChecks) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
-        .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, dir.to_owned(), checks).unwrap()) as Arc<dyn KindHandler>)
-        .collect();
+    let kinds: Vec<Arc<dyn KindHandler>> =
+        CircuitKind::ALL.into_iter().map(|k| Arc::new(FilecoinKind::new(k, dir.to_owned(), checks)) as Arc<dyn KindHandler>).collect();
     let files = ParameterFiles { dir: dir.to_owned(), timing_points_allowed: checks == InputChecks::TimingOnly };
     Daemon::start_checking(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain(), Some(files)).await
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{KindHandler, ProofKind};
+use cuzk_engine::KindHandler;
+use cuzk_filecoin::CircuitKind;
 use cuzk_filecoin::{InputChecks, PorepRequest, PostRequest, SnapRequest};
 use cuzk_groth16::{CpuBackend, Proof};
 use cuzk_server::config::DaemonConfig;
@@ -264,8 +265,8 @@ fn request() -> impl Strategy<Value = pb::SubmitProofRequest> {
 async fn random_submissions_over_the_socket_get_clean_errors_and_the_daemon_keeps_serving() {
     let params = tempfile::tempdir().unwrap();
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(SyntheticKind::new(10))];
-    for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        kinds.push(Arc::new(FilecoinKind::new(k, params.path().to_path_buf(), InputChecks::Full).unwrap()));
+    for k in CircuitKind::ALL {
+        kinds.push(Arc::new(FilecoinKind::new(k, params.path().to_path_buf(), InputChecks::Full)));
     }
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await;
     let c = d.client().await;

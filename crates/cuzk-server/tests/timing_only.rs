@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::{KindHandler, ProofKind as Kind};
+use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{setup, shape_true, Circuit, CircuitKind, InputChecks, SectorSize};
 use cuzk_groth16::CpuBackend;
@@ -21,10 +21,8 @@ use rand::SeedableRng;
 use tonic::Code;
 
 async fn daemon(param_dir: &Path, checks: InputChecks) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = [Kind::PorepSealCommit, Kind::SnapDealsUpdate, Kind::WindowPostPartition, Kind::WinningPost]
-        .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), checks).unwrap()) as Arc<dyn KindHandler>)
-        .collect();
+    let kinds: Vec<Arc<dyn KindHandler>> =
+        CircuitKind::ALL.into_iter().map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), checks)) as Arc<dyn KindHandler>).collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 
@@ -36,7 +34,7 @@ fn timing_params(circuit: Circuit, dir: &Path) {
 }
 
 fn shape_true_request(kind: CircuitKind) -> pb::SubmitProofRequest {
-    submit_request_of(&shape_true::make(kind, SectorSize::S2KiB, 3).unwrap()).unwrap()
+    submit_request_of(&shape_true::make(kind, SectorSize::S2KiB, 3).unwrap().request)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

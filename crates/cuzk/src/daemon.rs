@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{Buffers, Engine, EngineError, KindHandler, ProofKind};
-use cuzk_filecoin::InputChecks;
+use cuzk_engine::{Buffers, Engine, EngineError, KindHandler};
+use cuzk_filecoin::{CircuitKind, InputChecks};
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::access::{check_exposure, check_socket_mode, AccessToken};
 use cuzk_server::config::{CompiledMatrices, DaemonConfig};
@@ -198,8 +198,8 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
         "proving backends ready"
     );
     let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
-    for k in [ProofKind::PorepSealCommit, ProofKind::SnapDealsUpdate, ProofKind::WindowPostPartition, ProofKind::WinningPost] {
-        let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks)?;
+    for k in CircuitKind::ALL {
+        let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks);
         let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
         kinds.push(Arc::new(match config.compiled_matrices {
             CompiledMatrices::On => kind.with_compiled_matrices(dir()),

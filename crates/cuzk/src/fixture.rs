@@ -69,14 +69,14 @@ pub fn run(args: &FixtureArgs) -> Result<()> {
     }
     let checked = t.elapsed() - made;
     request.write(&args.out)?;
-    let bytes = request.vanilla_proof.len() + request.c1.len() + request.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
+    let bytes = request.request.vanilla_proof.len() + request.c1.len() + request.request.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
     println!(
         "{what} {} input for {} (seed {}) in {}: {} payload file(s), {:.1} MB; made in {:.2} s{}, written in {:.2} s",
-        request.fields.proof_kind,
+        request.kind().proof_kind_name(),
         request.circuit()?,
         args.seed,
         args.out.display(),
-        request.vanilla_proofs.len() + usize::from(!request.vanilla_proof.is_empty()),
+        request.request.vanilla_proofs.len() + usize::from(!request.request.vanilla_proof.is_empty()),
         bytes as f64 / 1e6,
         made.as_secs_f64(),
         if args.valid { format!(", vanilla proofs verified in {:.2} s", checked.as_secs_f64()) } else { String::new() },

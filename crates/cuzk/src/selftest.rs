@@ -131,7 +131,7 @@ async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<St
         .await
         .map_err(|s| anyhow::anyhow!("loading the parameters: {}", s.message()))?;
     let loaded = t.elapsed();
-    let submit = cuzk_server::submit_request_of(&request)?;
+    let submit = cuzk_server::submit_request_of(&request.request);
     let t = Instant::now();
     let r = service
         .prove(tonic::Request::new(pb::ProveRequest { submit: Some(submit) }))

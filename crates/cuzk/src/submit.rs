@@ -108,7 +108,7 @@ fn filecoin_request(dir: &std::path::Path) -> Result<pb::SubmitProofRequest> {
     if files.shape_true_seed.is_some() {
         println!("{}: a shape-true input; only a timing-only daemon (daemon.timing_only) proves it", dir.display());
     }
-    Ok(cuzk_server::submit_request_of(&files)?)
+    Ok(cuzk_server::submit_request_of(&files.request))
 }
 
 async fn submit(args: &SubmitArgs, base: pb::SubmitProofRequest) -> Result<()> {

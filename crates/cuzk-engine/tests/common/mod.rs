@@ -1,20 +1,18 @@
 //! What the engine's test files share: synthetic requests and the check of their proofs.
 
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{JobRequest, Payload, Priority, ProofKind};
+use cuzk_engine::synthetic::SyntheticRequest;
+use cuzk_engine::{JobRequest, Priority};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{synthesize, Proof};
 
 pub fn synthetic(log_size: u32, partitions: u32, seed: u64, priority: Priority, request_id: &str) -> JobRequest {
-    JobRequest {
-        request_id: request_id.into(),
-        kind: ProofKind::Synthetic,
-        priority,
-        payload: Payload {
-            vanilla_proof: format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).into_bytes(),
-            ..Payload::default()
-        },
-    }
+    synthetic_json(format!(r#"{{"log_size": {log_size}, "partitions": {partitions}, "seed": {seed}}}"#).as_bytes(), priority, request_id)
+}
+
+/// A synthetic request of the JSON payload `json`, as given.
+pub fn synthetic_json(json: &[u8], priority: Priority, request_id: &str) -> JobRequest {
+    JobRequest::new(request_id, priority, SyntheticRequest(json.to_vec()))
 }
 
 /// Checks each 192-byte partition proof against the synthetic circuit's inputs.

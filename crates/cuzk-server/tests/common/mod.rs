@@ -124,7 +124,7 @@ impl Daemon {
 pub fn config() -> EngineConfig {
     // Synthetic jobs stand in for every kind here, CRITICAL ones too.
     let admission = cuzk_engine::AdmissionLimits {
-        critical_kinds: vec![cuzk_engine::ProofKind::WinningPost, cuzk_engine::ProofKind::Synthetic],
+        critical_kinds: vec![cuzk_engine::ProofKind::Filecoin(cuzk_filecoin::CircuitKind::WinningPost), cuzk_engine::ProofKind::Synthetic],
         ..Default::default()
     };
     EngineConfig { memory_budget_bytes: 2 << 30, admission, ..EngineConfig::default() }

@@ -55,7 +55,7 @@ pub(crate) struct Job {
     pub num_partitions: usize,
     pub eval_len: usize,
     pub partition_bytes: u64,
-    /// The request's payload bytes ([`crate::Payload::bytes`]), counted against
+    /// The request's payload bytes ([`crate::RequestBody::bytes`]), counted against
     /// admission.max_queued_request_bytes while the job is unfinished.
     pub request_bytes: u64,
     /// Why the job is timing-only (its proofs are neither checked nor returned).

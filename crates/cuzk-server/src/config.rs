@@ -1,19 +1,21 @@
 //! The daemon's TOML configuration. It accepts the reference daemon's layout (so an
 //! operator's existing file keeps working); keys that mean nothing to cuzk draw a
 //! warning, not an error. `cuzk.example.toml` at the repository root documents every
-//! key with its default. The reference keys are mapped onto cuzk's names here, in
-//! [`DaemonConfig::from_toml`] and nowhere else (each field says its key).
+//! key with its default. The file's form is `file`'s serde structs, one per section and
+//! one field per key; they are laid onto [`DaemonConfig`] (each field says its key) there
+//! and nowhere else.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cuzk_engine::{AdmissionLimits, EngineConfig, ProofKind};
+use cuzk_engine::{AdmissionLimits, EngineConfig};
 
 use crate::access::TlsFiles;
 use crate::connections::ConnectionLimits;
 use crate::unix_socket::SocketSettings;
 use crate::ListenAddr;
 
+mod file;
 mod render;
 
 /// The variable Curio, Lotus and filecoin-proofs read the parameter directory from
@@ -164,10 +166,6 @@ pub enum ConfigError {
     Value { key: String, message: String },
 }
 
-fn bad(key: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Value { key: key.to_string(), message: message.into() }
-}
-
 /// "256GiB", "5 GiB", "512MiB", "10GB", "4096" (bytes).
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -204,17 +202,6 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     })
 }
 
-fn as_str<'a>(key: &str, v: &'a toml::Value) -> Result<&'a str, ConfigError> {
-    v.as_str().ok_or_else(|| bad(key, format!("expected a string, found {}", v.type_str())))
-}
-
-fn as_count(key: &str, v: &toml::Value) -> Result<usize, ConfigError> {
-    match v.as_integer() {
-        Some(i) if i >= 0 => Ok(i as usize),
-        _ => Err(bad(key, format!("expected a non-negative integer, found {v}"))),
-    }
-}
-
 /// synthesis.compiled_matrices: when Filecoin circuits are proven with compiled matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompiledMatrices {
@@ -230,15 +217,6 @@ pub enum CompiledMatrices {
 }
 
 impl CompiledMatrices {
-    fn from_toml(key: &str, v: &toml::Value) -> Result<Self, ConfigError> {
-        match v {
-            toml::Value::Boolean(true) => Ok(CompiledMatrices::On),
-            toml::Value::Boolean(false) => Ok(CompiledMatrices::Off),
-            toml::Value::String(s) if s == "auto" => Ok(CompiledMatrices::Auto),
-            _ => Err(bad(key, format!("expected true, false or \"auto\", found {v}"))),
-        }
-    }
-
     fn to_toml(self) -> &'static str {
         match self {
             CompiledMatrices::Off => "false",
@@ -246,54 +224,6 @@ impl CompiledMatrices {
             CompiledMatrices::On => "true",
         }
     }
-}
-
-fn as_bool(key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
-    v.as_bool().ok_or_else(|| bad(key, format!("expected true or false, found {v}")))
-}
-
-/// A file mode: a string of octal digits ("0660") or a TOML integer (0o660).
-fn socket_mode(key: &str, v: &toml::Value) -> Result<u32, ConfigError> {
-    let mode = match v {
-        toml::Value::String(s) => {
-            u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|_| bad(key, format!("{s:?} is not an octal mode like \"0660\"")))?
-        }
-        toml::Value::Integer(i) => u32::try_from(*i).map_err(|_| bad(key, format!("{i} is not a file mode")))?,
-        other => return Err(bad(key, format!("expected an octal mode like \"0660\", found {other}"))),
-    };
-    if mode > 0o777 {
-        return Err(bad(key, format!("{mode:o} has bits beyond 0777")));
-    }
-    Ok(mode)
-}
-
-/// A path, or None for "".
-fn path_or_none(key: &str, v: &toml::Value) -> Result<Option<PathBuf>, ConfigError> {
-    let s = as_str(key, v)?;
-    Ok((!s.is_empty()).then(|| PathBuf::from(s)))
-}
-
-/// A part of the base configuration's TLS files (None without TLS).
-fn base_tls_part(c: &DaemonConfig, part: impl Fn(&TlsFiles) -> Option<PathBuf>) -> Option<PathBuf> {
-    c.tls.as_ref().and_then(part)
-}
-
-/// A duration above zero ("10s").
-fn positive_duration(key: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
-    let s = as_str(key, v)?;
-    match parse_duration(s) {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err(bad(key, format!("{s:?} is not a duration above zero like \"10s\""))),
-    }
-}
-
-/// A list of proof kind names ("winning_post", …).
-fn proof_kinds(key: &str, v: &toml::Value) -> Result<Vec<ProofKind>, ConfigError> {
-    let names: Vec<&str> = ProofKind::all().map(ProofKind::name).collect();
-    let arr = v.as_array().ok_or_else(|| bad(key, format!("expected a list of proof kinds ({})", names.join(", "))))?;
-    arr.iter()
-        .map(|x| x.as_str().and_then(ProofKind::from_name).ok_or_else(|| bad(key, format!("{x} is not a proof kind ({})", names.join(", ")))))
-        .collect()
 }
 
 /// [`PARAMETER_CACHE_ENV`] of this process, when set and not empty.
@@ -335,184 +265,16 @@ impl DaemonConfig {
     /// Parses a configuration; keys it does not set keep their values in `base`
     /// ([`DaemonConfig::defaults_with`]).
     pub fn from_toml_over(text: &str, base: DaemonConfig) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
-        let root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
-        let mut c = base;
+        let mut root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
         let mut warnings = Vec::new();
-        let mut pipeline_enabled = true;
-        // daemon.tls_*: checked together once every key is read.
-        let (mut tls_cert, mut tls_key, mut tls_client_ca) =
-            (base_tls_part(&c, |t| Some(t.cert.clone())), base_tls_part(&c, |t| Some(t.key.clone())), base_tls_part(&c, |t| t.client_ca.clone()));
-        let mut max_parallel_synthesis: Option<usize> = None;
-        for (section, body) in &root {
-            let Some(table) = body.as_table() else {
-                warnings.push(format!("top-level key {section:?} is not a section; ignored"));
-                continue;
-            };
-            for (key, v) in table {
-                let full = format!("{section}.{key}");
-                let k = full.as_str();
-                match k {
-                    "daemon.listen" => c.listen = as_str(k, v)?.parse().map_err(|e: String| bad(k, e))?,
-                    "daemon.status_listen" => {
-                        let s = as_str(k, v)?;
-                        c.status_listen =
-                            if s.is_empty() { None } else { Some(s.parse().map_err(|e| bad(k, format!("{s:?} is not host:port ({e})")))?) };
-                    }
-                    "daemon.timing_only" => c.timing_only = as_bool(k, v)?,
-                    "daemon.socket_mode" => c.socket.mode = socket_mode(k, v)?,
-                    "daemon.socket_group" => {
-                        let g = as_str(k, v)?;
-                        c.socket.group = (!g.is_empty()).then(|| g.to_string());
-                    }
-                    "daemon.auth_token_file" => {
-                        let f = as_str(k, v)?;
-                        c.auth_token_file = (!f.is_empty()).then(|| PathBuf::from(f));
-                    }
-                    "daemon.allow_insecure" => c.allow_insecure = as_bool(k, v)?,
-                    "daemon.state_dir" => c.state_dir = path_or_none(k, v)?,
-                    "daemon.job_retention" => c.job_retention = positive_duration(k, v)?,
-                    "daemon.tls_cert_file" => tls_cert = path_or_none(k, v)?,
-                    "daemon.tls_key_file" => tls_key = path_or_none(k, v)?,
-                    "daemon.tls_client_ca_file" => tls_client_ca = path_or_none(k, v)?,
-                    "daemon.max_connections" => {
-                        c.connections.max_connections = as_count(k, v)?;
-                        if c.connections.max_connections == 0 {
-                            return Err(bad(k, "must be at least 1"));
-                        }
-                    }
-                    "daemon.handshake_timeout" => c.connections.handshake_timeout = positive_duration(k, v)?,
-                    "daemon.idle_timeout" => c.connections.idle_timeout = positive_duration(k, v)?,
-                    "daemon.max_request_bytes_in_flight" => {
-                        let s = as_str(k, v)?;
-                        let n = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"1GiB\"")))?;
-                        if n < crate::MAX_MESSAGE_BYTES as u64 {
-                            return Err(bad(k, format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20)));
-                        }
-                        c.connections.max_request_bytes_in_flight = n;
-                    }
-                    "admission.max_queued_jobs" => c.admission.max_queued_jobs = as_count(k, v)?,
-                    "admission.max_queued_jobs_per_kind" => c.admission.max_queued_jobs_per_kind = as_count(k, v)?,
-                    "admission.max_queued_partitions" => c.admission.max_queued_partitions = as_count(k, v)?,
-                    "admission.max_queued_partitions_per_kind" => c.admission.max_queued_partitions_per_kind = as_count(k, v)?,
-                    "admission.max_queued_request_bytes" => {
-                        let s = as_str(k, v)?;
-                        c.admission.max_queued_request_bytes = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"2GiB\"")))?;
-                    }
-                    "admission.critical_kinds" => c.admission.critical_kinds = proof_kinds(k, v)?,
-                    "srs.param_cache" => {
-                        let s = as_str(k, v)?;
-                        if s.is_empty() {
-                            return Err(bad(k, "is empty; leave the key out for the default"));
-                        }
-                        c.parameter_dir = s.into();
-                        c.parameter_dir_origin = ParameterDirOrigin::File;
-                    }
-                    "srs.preload" => {
-                        let arr = v.as_array().ok_or_else(|| bad(k, "expected a list of circuit ids like [\"porep-32g\", \"wpost-32g\"]"))?;
-                        c.preload = arr
-                            .iter()
-                            .map(|x| match x.as_str() {
-                                Some(id) if cuzk_filecoin::Circuit::from_id(id).is_some() => Ok(id.to_string()),
-                                _ => Err(bad(
-                                    k,
-                                    format!("{x} is not a Filecoin circuit id (porep-, snap-, wpost-, winning- and 2k, 8m, 512m, 32g, 64g)"),
-                                )),
-                            })
-                            .collect::<Result<_, _>>()?;
-                    }
-                    "memory.total_budget" => {
-                        let s = as_str(k, v)?;
-                        c.memory_budget = if s.eq_ignore_ascii_case("auto") {
-                            None
-                        } else {
-                            Some(parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not \"auto\" or a size like \"256GiB\"")))?)
-                        };
-                    }
-                    "memory.safety_margin" => {
-                        let s = as_str(k, v)?;
-                        c.safety_margin = parse_size(s).ok_or_else(|| bad(k, format!("{s:?} is not a size like \"5GiB\"")))?;
-                    }
-                    "memory.eviction_min_idle" => {
-                        let s = as_str(k, v)?;
-                        c.eviction_min_idle = parse_duration(s).ok_or_else(|| bad(k, format!("{s:?} is not a duration like \"5m\"")))?;
-                    }
-                    "gpus.devices" => {
-                        let arr = v.as_array().ok_or_else(|| bad(k, "expected a list of device ordinals"))?;
-                        c.gpu_devices = arr
-                            .iter()
-                            .map(|x| match x.as_integer() {
-                                Some(i) if (0..=u32::MAX as i64).contains(&i) => Ok(i as u32),
-                                _ => Err(bad(k, format!("{x} is not a device ordinal"))),
-                            })
-                            .collect::<Result<_, _>>()?;
-                    }
-                    "gpus.gpu_threads" | "synthesis.threads" => {
-                        let n = as_count(k, v)?;
-                        if n > 0 {
-                            c.cpu_threads = n;
-                        }
-                    }
-                    "gpus.device_memory_limit" => {
-                        let one = |x: &toml::Value| -> Result<u64, ConfigError> {
-                            let s = x.as_str().ok_or_else(|| bad(k, format!("{x} is not a size like \"24GiB\"")))?;
-                            match parse_size(s) {
-                                Some(n) if n >= 1 << 30 => Ok(n),
-                                Some(_) => Err(bad(k, format!("{s:?} is below 1 GiB: no Filecoin circuit proves in that"))),
-                                None => Err(bad(k, format!("{s:?} is not \"all\" or a size like \"24GiB\""))),
-                            }
-                        };
-                        c.device_memory_limit = match v {
-                            toml::Value::String(s) if s.eq_ignore_ascii_case("all") => Vec::new(),
-                            toml::Value::Array(a) => a.iter().map(one).collect::<Result<_, _>>()?,
-                            x => vec![one(x)?],
-                        };
-                    }
-                    "gpus.gpu_workers_per_device" => {
-                        c.workers_per_backend = as_count(k, v)?;
-                        if c.workers_per_backend == 0 {
-                            return Err(bad(k, "must be at least 1"));
-                        }
-                    }
-                    "pipeline.enabled" => pipeline_enabled = as_bool(k, v)?,
-                    "pipeline.synthesis_lookahead" => c.synthesis_lookahead = as_count(k, v)?.max(1),
-                    "pipeline.synthesis_concurrency" => c.synthesis_workers = as_count(k, v)?.max(1),
-                    "pipeline.max_parallel_synthesis" => max_parallel_synthesis = Some(as_count(k, v)?.max(1)),
-                    "scheduler.max_batch_size" | "scheduler.max_batch_wait_ms" | "scheduler.sort_by_type" => {
-                        warnings.push(format!("{k}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
-                    }
-                    "logging.level" => c.log_level = as_str(k, v)?.to_string(),
-                    "synthetic.max_log_size" => {
-                        let n = as_count(k, v)?;
-                        if !(1..=27).contains(&n) {
-                            return Err(bad(k, "must be within 1..=27"));
-                        }
-                        c.synthetic_max_log_size = n as u32;
-                    }
-                    "synthetic.allow_premade" => c.synthetic_allow_premade = as_bool(k, v)?,
-                    "synthesis.compiled_matrices" => c.compiled_matrices = CompiledMatrices::from_toml(k, v)?,
-                    "synthesis.matrices_dir" => {
-                        let s = as_str(k, v)?;
-                        c.matrices_dir = (!s.is_empty()).then(|| PathBuf::from(s));
-                    }
-                    _ => warnings.push(format!("{k}: unknown key; ignored")),
-                }
+        root.retain(|key, body| {
+            let section = body.is_table();
+            if !section {
+                warnings.push(format!("top-level key {key:?} is not a section; ignored"));
             }
-        }
-        c.tls = match (tls_cert, tls_key) {
-            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_ca: tls_client_ca }),
-            (None, None) if tls_client_ca.is_none() => None,
-            (None, None) => return Err(bad("daemon.tls_client_ca_file", "needs daemon.tls_cert_file and daemon.tls_key_file")),
-            (Some(_), None) => return Err(bad("daemon.tls_key_file", "is missing: daemon.tls_cert_file needs it")),
-            (None, Some(_)) => return Err(bad("daemon.tls_cert_file", "is missing: daemon.tls_key_file needs it")),
-        };
-        if !pipeline_enabled {
-            // Without the pipeline the reference proves one partition at a time.
-            warnings.push("pipeline.enabled = false: synthesis and proving still overlap in cuzk; lookahead set to 1".into());
-            c.synthesis_lookahead = 1;
-        }
-        if let Some(cap) = max_parallel_synthesis {
-            c.synthesis_workers = c.synthesis_workers.min(cap);
-        }
+            section
+        });
+        let c = file::ConfigFile::read(root, &mut warnings)?.over(base, &mut warnings)?;
         Ok((c, warnings))
     }
 }
@@ -520,6 +282,7 @@ impl DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cuzk_engine::ProofKind;
     use cuzk_filecoin::CircuitKind;
 
     #[test]
@@ -722,6 +485,25 @@ critical_kinds = ["winning_post", "window_post_partition"]
         assert!(e.to_string().contains("winning_post"), "{e}");
         let (c, _) = DaemonConfig::from_toml("[admission]\ncritical_kinds = []").unwrap();
         assert!(c.admission.critical_kinds.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_are_warned_of_wherever_they_are() {
+        let text = "stray = 1\n[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"\n[daemon.extra]\na = 1\n[gpu]\nold_key = 1\nother = \"x\"\n[memory]\n";
+        let (c, mut w) = DaemonConfig::from_toml(text).unwrap();
+        assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:1".parse().unwrap()));
+        w.sort();
+        let want = [
+            "daemon.extra: unknown key; ignored",
+            "daemon.lisen: unknown key; ignored",
+            "gpu.old_key: unknown key; ignored",
+            "gpu.other: unknown key; ignored",
+            "top-level key \"stray\" is not a section; ignored",
+        ];
+        assert_eq!(w, want);
+        // A known key's bad value is an error naming it, also next to unknown keys.
+        let e = DaemonConfig::from_toml("[gpu]\nx = 1\n[synthetic]\nmax_log_size = 40").unwrap_err();
+        assert_eq!(e, ConfigError::Value { key: "synthetic.max_log_size".into(), message: "must be within 1..=27".into() });
     }
 
     #[test]

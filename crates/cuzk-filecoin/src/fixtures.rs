@@ -30,12 +30,12 @@ use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::sector::SectorId;
 
 use crate::ids::{porep_config, post_config, prover_id};
-use crate::porep::PorepRequest;
-use crate::post::PostRequest;
+use crate::kinds::porep::PorepRequest;
+use crate::kinds::post::PostRequest;
+use crate::kinds::snap::SnapRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 use crate::request_files::{hex, RequestFiles};
 use crate::setup;
-use crate::snap::SnapRequest;
 use crate::{FilecoinError, FilecoinJob, InputChecks};
 
 /// 2 KiB and 8 MiB sectors share one tree shape.

@@ -14,18 +14,18 @@
 mod compound;
 pub mod env;
 mod error;
+mod family;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod ids;
 mod job;
+mod kinds;
 pub mod matrices;
 mod merkle_witness;
 pub mod param_check;
 mod payload;
-mod porep;
 mod porep_witness;
 mod poseidon_witness;
-mod post;
 mod post_witness;
 pub mod reference;
 pub mod registered;
@@ -34,7 +34,6 @@ pub mod request_files;
 pub mod setup;
 mod sha256_witness;
 pub mod shape_true;
-mod snap;
 mod snap_witness;
 mod sparse_tree;
 pub mod strict_json;
@@ -43,28 +42,28 @@ mod vanilla_check;
 
 pub use error::FilecoinError;
 pub use job::{CheckedBy, FilecoinJob, InputChecks};
-pub use porep::PorepRequest;
-pub use post::PostRequest;
+pub use kinds::porep::PorepRequest;
+pub use kinds::post::PostRequest;
+pub use kinds::snap::SnapRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 pub use request::FilecoinRequest;
-pub use snap::SnapRequest;
 
 /// Decodes a PoRep C2 request.
 pub fn decode_porep(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    porep::decode(req)
+    kinds::porep::decode(req)
 }
 
 /// Decodes a SnapDeals (empty sector update) request.
 pub fn decode_snap(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    snap::decode(req)
+    kinds::snap::decode(req)
 }
 
 /// Decodes a WindowPoSt partition request.
 pub fn decode_window_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    post::decode(true, req)
+    kinds::post::decode(true, req)
 }
 
 /// Decodes a WinningPoSt request.
 pub fn decode_winning_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    post::decode(false, req)
+    kinds::post::decode(false, req)
 }

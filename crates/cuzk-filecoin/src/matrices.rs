@@ -13,7 +13,8 @@ use cuzk_groth16::matrix_file::{read_matrices, write_matrices, MatrixFileError};
 use cuzk_groth16::Progress;
 
 use crate::error::FilecoinError;
-use crate::setup::{with_blank, WithBlank};
+use crate::family::WithBlank;
+use crate::kinds::with_blank;
 
 /// `<dir>/<stem>.cuzk-matrices`.
 pub fn matrices_path(circuit: crate::Circuit, dir: &Path) -> Result<PathBuf, FilecoinError> {

@@ -198,18 +198,36 @@ impl UpdateProof {
     }
 }
 
-/// The four families of Filecoin circuits; each size has its own parameter file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CircuitKind {
-    Porep,
-    Snap,
-    WindowPost,
-    WinningPost,
+/// Declares [`CircuitKind`] and its `ALL` from one list, so that no variant can be left
+/// out of `ALL` (what iterates kinds — the daemon's engine kinds, the server's wire
+/// mapping, the parameter checks — reads `ALL`).
+macro_rules! circuit_kinds {
+    ($($(#[$doc:meta])* $v:ident),+ $(,)?) => {
+        /// The families of Filecoin circuits; each size has its own parameter file. Each
+        /// is one module of `crate::kinds`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum CircuitKind {
+            $($(#[$doc])* $v),+
+        }
+
+        impl CircuitKind {
+            pub const ALL: [CircuitKind; [$(CircuitKind::$v),+].len()] = [$(CircuitKind::$v),+];
+        }
+    };
 }
 
-impl CircuitKind {
-    pub const ALL: [CircuitKind; 4] = [CircuitKind::Porep, CircuitKind::Snap, CircuitKind::WindowPost, CircuitKind::WinningPost];
+circuit_kinds!(
+    /// PoRep C2 (seal commit).
+    Porep,
+    /// SnapDeals (empty sector update).
+    Snap,
+    /// One WindowPoSt partition.
+    WindowPost,
+    /// WinningPoSt.
+    WinningPost,
+);
 
+impl CircuitKind {
     /// The engine's name of the proof kind that proves this circuit (cuzk-engine's
     /// `ProofKind::name`; a test there checks they agree).
     pub fn proof_kind_name(self) -> &'static str {
@@ -223,6 +241,20 @@ impl CircuitKind {
 
     pub fn from_proof_kind_name(name: &str) -> Option<CircuitKind> {
         CircuitKind::ALL.into_iter().find(|k| k.proof_kind_name() == name)
+    }
+
+    /// The kind's name on cuzk's command line (`cuzk fixture porep`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            CircuitKind::Porep => "porep",
+            CircuitKind::Snap => "snap",
+            CircuitKind::WindowPost => "window-post",
+            CircuitKind::WinningPost => "winning-post",
+        }
+    }
+
+    pub fn from_cli_name(name: &str) -> Option<CircuitKind> {
+        CircuitKind::ALL.into_iter().find(|k| k.cli_name() == name)
     }
 
     fn prefix(self) -> &'static str {

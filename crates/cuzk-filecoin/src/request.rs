@@ -6,9 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::FilecoinError;
 use crate::registered::CircuitKind;
-use crate::{FilecoinJob, InputChecks, PorepRequest, PostRequest, SnapRequest};
 
 /// What a client sends for one Filecoin proof (the wire's SubmitProofRequest without
 /// the request id and priority). Each kind reads the fields it needs; the others are
@@ -62,46 +60,6 @@ impl FilecoinRequest {
             comm_r_old: Vec::new(),
             comm_r_new: Vec::new(),
             comm_d_new: Vec::new(),
-        }
-    }
-
-    /// Decodes and checks the request with its kind's decoder; errors name what is
-    /// wrong with it.
-    pub fn decode(&self, checks: InputChecks) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-        match self.kind {
-            CircuitKind::Porep => crate::decode_porep(&PorepRequest {
-                vanilla_proof: &self.vanilla_proof,
-                registered_proof: self.registered_proof,
-                sector_size: self.sector_size,
-                sector_number: self.sector_number,
-                miner_id: self.miner_id,
-                checks,
-            }),
-            CircuitKind::Snap => crate::decode_snap(&SnapRequest {
-                registered_proof: self.registered_proof,
-                sector_size: self.sector_size,
-                vanilla_proofs: &self.vanilla_proofs,
-                comm_r_old: &self.comm_r_old,
-                comm_r_new: &self.comm_r_new,
-                comm_d_new: &self.comm_d_new,
-                checks,
-            }),
-            CircuitKind::WindowPost | CircuitKind::WinningPost => {
-                let req = PostRequest {
-                    registered_proof: self.registered_proof,
-                    sector_size: self.sector_size,
-                    vanilla_proofs: &self.vanilla_proofs,
-                    randomness: &self.randomness,
-                    miner_id: self.miner_id,
-                    partition_index: self.partition_index,
-                    checks,
-                };
-                if self.kind == CircuitKind::WindowPost {
-                    crate::decode_window_post(&req)
-                } else {
-                    crate::decode_winning_post(&req)
-                }
-            }
         }
     }
 
@@ -170,7 +128,7 @@ mod hex_field {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::hex(v))
+        s.serialize_str(&crate::request::hex(v))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {

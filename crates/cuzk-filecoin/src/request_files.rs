@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::FilecoinError;
 use crate::registered::{CircuitKind, PostProof, SealProof, UpdateProof};
 use crate::request::FilecoinRequest;
-use crate::{Circuit, FilecoinJob, InputChecks};
 
 const REQUEST: &str = "request.json";
 const ENVELOPE: &str = "envelope.json";
@@ -108,21 +107,6 @@ impl RequestFiles {
 
     pub fn kind(&self) -> CircuitKind {
         self.request.kind
-    }
-
-    /// Decodes the request as the daemon would.
-    pub fn decode(&self, checks: InputChecks) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-        self.request.decode(checks)
-    }
-
-    /// The circuit the request is proved with.
-    pub fn circuit(&self) -> Result<Circuit, FilecoinError> {
-        let n = self.request.registered_proof;
-        Ok(match self.kind() {
-            CircuitKind::Porep => SealProof::from_registered(n)?.circuit(),
-            CircuitKind::Snap => UpdateProof::from_registered(n)?.circuit(),
-            CircuitKind::WindowPost | CircuitKind::WinningPost => PostProof::from_registered(n)?.circuit(),
-        })
     }
 
     /// Writes `request.json` and the payload files into `dir` (made if missing).

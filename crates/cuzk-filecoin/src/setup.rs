@@ -12,24 +12,10 @@ use blstrs::Scalar;
 use cuzk_groth16::generator::{generate_parameters_with, FixedBaseMul, ToxicWaste};
 use cuzk_groth16::shape::{count_shape, CircuitShape};
 use cuzk_groth16::{ParameterSet, Progress};
-use filecoin_hashers::sha256::Sha256Hasher;
-use storage_proofs_core::api_version::ApiVersion;
-use storage_proofs_core::compound_proof::CompoundProof;
-use storage_proofs_core::merkle::MerkleTreeTrait;
-use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound, StackedDrg};
-use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
-use storage_proofs_update::constants::TreeRHasher;
-use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicParams as UpdatePublicParams};
 
-use crate::error::{guarded, FilecoinError};
-use crate::ids::{porep_config, post_config, post_public_params};
-use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize};
-
-/// Something done with a circuit kind's blank circuit (no witness), whatever its type.
-pub(crate) trait WithBlank {
-    type Out;
-    fn run<C: Circuit<Scalar>>(self, blank: C) -> Result<Self::Out, FilecoinError>;
-}
+use crate::error::FilecoinError;
+use crate::family::WithBlank;
+use crate::kinds::with_blank;
 
 /// A setup from the secrets `tw`.
 struct Setup<'a> {
@@ -54,43 +40,6 @@ impl WithBlank for Count {
     fn run<C: Circuit<Scalar>>(self, blank: C) -> Result<CircuitShape, FilecoinError> {
         count_shape(blank).map_err(|e| FilecoinError::Synthesis { partition: 0, message: format!("counting the blank circuit: {e}") })
     }
-}
-
-fn post_blank<Tree: 'static + MerkleTreeTrait, W: WithBlank>(proof: PostProof, w: W) -> Result<W::Out, FilecoinError> {
-    let cfg = post_config(proof);
-    let params = post_public_params::<Tree>(&cfg)?;
-    w.run(<FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&params))
-}
-
-fn porep_blank<Tree: 'static + MerkleTreeTrait, W: WithBlank>(proof: SealProof, w: W) -> Result<W::Out, FilecoinError> {
-    let params =
-        filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?).map_err(FilecoinError::rejected("PoRep public parameters"))?;
-    w.run(
-        <StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(
-            &params,
-        ),
-    )
-}
-
-fn snap_blank<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, W: WithBlank>(size: SectorSize, w: W) -> Result<W::Out, FilecoinError> {
-    let params = UpdatePublicParams::from_sector_size(size.bytes());
-    w.run(<EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&params))
-}
-
-/// Runs `w` on `circuit`'s blank circuit.
-pub(crate) fn with_blank<W: WithBlank>(circuit: crate::Circuit, w: W) -> Result<W::Out, FilecoinError> {
-    guarded(&format!("the blank circuit of {circuit}"), || match circuit.kind {
-        CircuitKind::WindowPost | CircuitKind::WinningPost => {
-            let proof = PostProof { window: circuit.kind == CircuitKind::WindowPost, size: circuit.size, api_version: ApiVersion::V1_2_0 };
-            with_shape!(circuit.size, post_blank::<W>, proof, w)
-        }
-        CircuitKind::Porep => {
-            // Every seal proof type of a size shares its circuit; V1_1 stands for them.
-            let proof = SealProof::v1_1(circuit.size);
-            with_shape!(circuit.size, porep_blank::<W>, proof, w)
-        }
-        CircuitKind::Snap => with_shape!(circuit.size, snap_blank::<W>, circuit.size, w),
-    })
 }
 
 /// Generates a parameter set for `circuit` from the secrets `tw`.

@@ -16,9 +16,8 @@
 use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::{FallbackPoStSectorProof, PartitionProof, SectorUpdateConfig, VanillaSealProof};
-use rand::{RngCore, SeedableRng};
+use rand::RngCore;
 use rand_chacha::ChaCha20Rng;
-use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::drgraph::Graph;
 use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::sector::SectorId;
@@ -32,7 +31,7 @@ use storage_proofs_update::{phi, rho, ChallengeProof, Challenges, PublicParams a
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, prover_id};
 use crate::payload::domain_bytes;
-use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+use crate::registered::{PostProof, SealProof, SectorSize, UpdateProof};
 use crate::request_files::RequestFiles;
 
 /// The miner every shape-true request is for.
@@ -45,20 +44,6 @@ pub(crate) type TreeProof<Tree> = MerkleProof<
     <Tree as MerkleTreeTrait>::SubTreeArity,
     <Tree as MerkleTreeTrait>::TopTreeArity,
 >;
-
-/// A shape-true request of `kind` at `size`, its random values drawn from `seed`.
-pub fn make(kind: CircuitKind, size: SectorSize, seed: u64) -> Result<RequestFiles, FilecoinError> {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut request = match kind {
-        CircuitKind::Porep => with_shape!(size, porep, size, &mut rng),
-        CircuitKind::Snap => with_shape!(size, snap, size, &mut rng),
-        CircuitKind::WindowPost => with_shape!(size, post, PostProof { window: true, size, api_version: ApiVersion::V1_2_0 }, &mut rng),
-        // WinningPoSt has registered numbers of API V1_0 only.
-        CircuitKind::WinningPost => with_shape!(size, post, PostProof { window: false, size, api_version: ApiVersion::V1_0_0 }, &mut rng),
-    }?;
-    request.shape_true_seed = Some(seed);
-    Ok(request)
-}
 
 /// 32 random bytes that are a canonical field element (the top two bits cleared), as
 /// tickets, seeds and randomness are.
@@ -127,7 +112,7 @@ fn tree_proof<Tree: MerkleTreeTrait>(
 }
 
 /// PoRep C1 output: the seal proof type V1_1 of the size (what Curio seals), sector 1.
-fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let proof = SealProof::v1_1(size);
     let cfg = porep_config(proof)?;
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
@@ -243,7 +228,10 @@ pub(crate) type DomainOfProof<P> = <<P as MerkleProofTrait>::Hasher as Hasher>::
 /// replica leaf the encoding of its old leaf and data leaf, and the tree D paths of a
 /// partition's challenges sharing the levels above the partition's subtree (the
 /// circuit asserts both while it synthesizes).
-fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    size: SectorSize,
+    rng: &mut ChaCha20Rng,
+) -> Result<RequestFiles, FilecoinError> {
     let proof = UpdateProof::from_registered(size as u64)?;
     let cfg = porep_config(SealProof::v1_1(size))?;
     let update = SectorUpdateConfig::from_porep_config(&cfg);
@@ -284,7 +272,7 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize,
 
 /// WindowPoSt (one full partition: every sector the size's partition holds) or
 /// WinningPoSt (one sector), sectors numbered from 1.
-fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let cfg = post_config(proof);
     let sectors = if proof.window { cfg.sector_count } else { 1 };
     let per_sector = if proof.window { cfg.challenge_count } else { cfg.challenge_count * cfg.sector_count };

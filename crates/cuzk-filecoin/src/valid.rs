@@ -36,10 +36,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::{FallbackPoStSectorProof, PartitionProof, SectorUpdateConfig, VanillaSealProof};
-use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
-use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::drgraph::Graph;
 use storage_proofs_core::merkle::{MerkleProof, MerkleTreeTrait};
 use storage_proofs_core::sector::SectorId;
@@ -51,23 +49,10 @@ use storage_proofs_update::{phi, rho, ChallengeProof, Challenges, PublicParams a
 use crate::error::FilecoinError;
 use crate::ids::{porep_config, post_config, prover_id};
 use crate::payload::domain_bytes;
-use crate::registered::{with_shape, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+use crate::registered::{PostProof, SealProof, SectorSize, UpdateProof};
 use crate::request_files::RequestFiles;
 use crate::shape_true::{fr32_bytes, labeling_proofs, porep_request, C1Values, DomainOf, TreeProof, MINER_ID};
 use crate::sparse_tree::{arities, arities_of, BlockTree, SparseTree};
-
-/// A valid request of `kind` at `size`, its tickets, seeds, randomness and fillers drawn
-/// from `seed`.
-pub fn make(kind: CircuitKind, size: SectorSize, seed: u64) -> Result<RequestFiles, FilecoinError> {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    match kind {
-        CircuitKind::Porep => with_shape!(size, porep, size, &mut rng),
-        CircuitKind::WindowPost => with_shape!(size, post, PostProof { window: true, size, api_version: ApiVersion::V1_2_0 }, &mut rng),
-        // WinningPoSt has registered numbers of API V1_0 only.
-        CircuitKind::WinningPost => with_shape!(size, post, PostProof { window: false, size, api_version: ApiVersion::V1_0_0 }, &mut rng),
-        CircuitKind::Snap => with_shape!(size, snap, size, &mut rng),
-    }
-}
 
 /// storage-proofs' label of `node` in `layer`: SHA-256 of the replica id, the layer (u32)
 /// and node (u64) big-endian, zeros to 64 bytes, then the parents' labels; the top two
@@ -98,7 +83,7 @@ fn zero_tree_d(nodes: usize, opened: &BTreeSet<usize>) -> Result<SparseTree<Tree
 }
 
 /// PoRep C1 output for sector 1 of a committed-capacity (zero data) sector, V1_1.
-fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let proof = SealProof::v1_1(size);
     let cfg = porep_config(proof)?;
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
@@ -193,7 +178,7 @@ fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut ChaCha20Rn
 
 /// WindowPoSt (one full partition: every sector the size's partition holds, numbered
 /// from 1) or WinningPoSt (sector 1).
-fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let cfg = post_config(proof);
     let sectors = if proof.window { cfg.sector_count } else { 1 };
     let randomness = fr32_bytes(rng);
@@ -225,7 +210,10 @@ fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng
 /// A SnapDeals update of a sector whose data nodes are all d and old replica nodes all
 /// o (see the module's notes): trees D, R old and R new built whole as block trees, one
 /// partition proof per partition of the size's update.
-fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+pub(crate) fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    size: SectorSize,
+    rng: &mut ChaCha20Rng,
+) -> Result<RequestFiles, FilecoinError> {
     let proof = UpdateProof::from_registered(size as u64)?;
     let update = SectorUpdateConfig::from_porep_config(&porep_config(SealProof::v1_1(size))?);
     let pp = UpdatePublicParams::from_sector_size(size.bytes());

@@ -7,7 +7,7 @@
 
 use cuzk_filecoin::fixtures::{fixtures_2k, refusal, Fixtures};
 use cuzk_filecoin::request_files::RequestFiles;
-use cuzk_filecoin::{setup, shape_true, Circuit, CircuitKind, FilecoinJob, InputChecks, SectorSize};
+use cuzk_filecoin::{setup, Circuit, CircuitKind, FilecoinJob, InputChecks, SectorSize};
 use cuzk_groth16::synthesis::EvalBuffers;
 
 /// A JSON value with every number and string blanked: what is left is the structure
@@ -47,14 +47,14 @@ fn shape_true_2k_inputs_have_the_structure_and_shape_of_sealed_ones() {
     let dir = tempfile::tempdir().unwrap();
     for kind in CircuitKind::ALL {
         let circuit = Circuit { kind, size: SectorSize::S2KiB };
-        let made = shape_true::make(kind, SectorSize::S2KiB, 1).unwrap();
+        let made = kind.shape_true_request(SectorSize::S2KiB, 1).unwrap();
         assert_eq!(made.circuit().unwrap(), circuit);
         // Through a folder, as `cuzk fixture` writes it.
         let sub = dir.path().join(circuit.id());
         made.write(&sub).unwrap();
         let made = RequestFiles::read(&sub).unwrap();
         assert_eq!(made.shape_true_seed, Some(1));
-        assert_eq!(made, shape_true::make(kind, SectorSize::S2KiB, 1).unwrap(), "{circuit}: the same seed makes the same input");
+        assert_eq!(made, kind.shape_true_request(SectorSize::S2KiB, 1).unwrap(), "{circuit}: the same seed makes the same input");
 
         let (real, real_lens, real_c1) = real_2k(f, kind);
         match real_c1 {
@@ -115,7 +115,7 @@ fn real_size_circuits_have_the_published_constraint_counts() {
                     let published = circuit.published_constraints().unwrap();
                     let (constraints, with_inputs) = (published.constraints, published.with_input_constraints);
                     let t = std::time::Instant::now();
-                    let job = shape_true::make(kind, size, 1).unwrap().decode(InputChecks::TimingOnly).unwrap();
+                    let job = kind.shape_true_request(size, 1).unwrap().decode(InputChecks::TimingOnly).unwrap();
                     let made = t.elapsed();
                     let shape = job.shape(0).unwrap();
                     let counted = t.elapsed() - made;
@@ -148,7 +148,7 @@ fn real_size_circuits_have_the_published_constraint_counts() {
 /// witness-only through its own gadgets, value for value (~4 GB each at 32 GiB; run
 /// alone on a small host). PoRep and SnapDeals at partition 1, PoSt at its only one.
 fn native_witness_equals_the_gadgets(kind: CircuitKind, size: SectorSize) {
-    let job = shape_true::make(kind, size, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
+    let job = kind.shape_true_request(size, 3).unwrap().decode(InputChecks::TimingOnly).unwrap();
     let k = job.partitions().min(2) - 1;
     let t = std::time::Instant::now();
     let gadget = job.gadget_witness(k).expect("a native witness").unwrap();

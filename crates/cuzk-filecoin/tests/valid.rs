@@ -6,7 +6,7 @@
 
 use cuzk_filecoin::fixtures::{fixtures_2k, prove_on_cpu, refusal, PorepFixture, PostFixture, SnapFixture};
 use cuzk_filecoin::request_files::RequestFiles;
-use cuzk_filecoin::{valid, CircuitKind, InputChecks, SectorSize};
+use cuzk_filecoin::{CircuitKind, InputChecks, SectorSize};
 use filecoin_proofs::{FallbackPoStSectorProof, SectorShapeBase};
 use rand::{Rng, SeedableRng};
 
@@ -14,7 +14,7 @@ const KINDS: [CircuitKind; 4] = [CircuitKind::Porep, CircuitKind::Snap, CircuitK
 
 fn made(kind: CircuitKind, size: SectorSize, seed: u64) -> RequestFiles {
     let t = std::time::Instant::now();
-    let r = valid::make(kind, size, seed).unwrap_or_else(|e| panic!("{kind:?} at {size}: {e}"));
+    let r = kind.valid_request(size, seed).unwrap_or_else(|e| panic!("{kind:?} at {size}: {e}"));
     eprintln!("valid {kind:?} at {size}: made in {:.2} s", t.elapsed().as_secs_f64());
     r
 }

@@ -306,16 +306,19 @@ impl SynthesizedCircuit {
     }
 }
 
-/// Proves the circuits one by one with `prove_one(circuit, r_s, timings)`, after the
-/// contract's checks, collecting the proofs in order: the loop every backend shares.
+/// Proves the circuits one by one with `prove_one(circuit, r_s, timings)`, collecting
+/// the proofs in order: the loop every backend shares. `checked` says the contract's
+/// checks passed for these inputs ([`check_inputs`]: once per call, before anything
+/// long).
 pub fn prove_each(
+    checked: InputsChecked,
     params: &ParameterSet,
     circuits: &mut [SynthesizedCircuit],
     randomness: &[ProofRandomness],
     mut timings: StageTimings,
     mut prove_one: impl FnMut(&mut SynthesizedCircuit, &ProofRandomness, &mut StageTimings) -> Result<Proof, ProveError>,
 ) -> Result<ProveOutput, ProveError> {
-    check_inputs(params, circuits, randomness)?;
+    let InputsChecked(()) = checked;
     let mut proofs = Vec::with_capacity(circuits.len());
     for (c, rs) in circuits.iter_mut().zip(randomness) {
         proofs.push(prove_one(c, rs, &mut timings)?);
@@ -323,8 +326,13 @@ pub fn prove_each(
     Ok(ProveOutput { proofs, timings, device: None })
 }
 
+/// That [`check_inputs`] passed: [`prove_each`] takes it, so a backend runs the checks
+/// once per call and cannot prove without them.
+#[must_use = "prove_each takes it"]
+pub struct InputsChecked(());
+
 /// Checks the parts of the contract every backend must check before proving.
-pub fn check_inputs(params: &ParameterSet, circuits: &[SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<(), ProveError> {
+pub fn check_inputs(params: &ParameterSet, circuits: &[SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<InputsChecked, ProveError> {
     if circuits.len() != randomness.len() {
         return Err(ProveError::RandomnessCount { circuits: circuits.len(), randomness: randomness.len() });
     }
@@ -342,5 +350,5 @@ pub fn check_inputs(params: &ParameterSet, circuits: &[SynthesizedCircuit], rand
             return Err(ProveError::MixedShapes { index });
         }
     }
-    Ok(())
+    Ok(InputsChecked(()))
 }

@@ -13,7 +13,7 @@ use blstrs::{G1Affine, G1Projective, G2Projective};
 use group::prime::PrimeCurveAffine;
 use group::Curve;
 
-use crate::backend::{prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use crate::backend::{check_inputs, prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
 use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::{HostQueries, ParameterSet};
@@ -55,7 +55,8 @@ impl ProvingBackend for CpuBackend {
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         // Once, before any work: a set whose points are still in their file is refused.
         let q = params.host().map_err(|e| ProveError::Backend(e.to_string()))?;
-        prove_each(params, circuits, randomness, StageTimings::default(), |c, rs, t| {
+        let checked = check_inputs(params, circuits, randomness)?;
+        prove_each(checked, params, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
             let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
             prove_one(params, q, &domain, c, rs, t)

@@ -255,28 +255,6 @@ impl DaemonConfig {
             None => DaemonConfig::default(),
         }
     }
-
-    /// Parses a configuration over the plain defaults (the environment not consulted);
-    /// returns it with warnings for keys it ignores.
-    pub fn from_toml(text: &str) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
-        Self::from_toml_over(text, DaemonConfig::default())
-    }
-
-    /// Parses a configuration; keys it does not set keep their values in `base`
-    /// ([`DaemonConfig::defaults_with`]).
-    pub fn from_toml_over(text: &str, base: DaemonConfig) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
-        let mut root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
-        let mut warnings = Vec::new();
-        root.retain(|key, body| {
-            let section = body.is_table();
-            if !section {
-                warnings.push(format!("top-level key {key:?} is not a section; ignored"));
-            }
-            section
-        });
-        let c = file::ConfigFile::read(root, &mut warnings)?.over(base, &mut warnings)?;
-        Ok((c, warnings))
-    }
 }
 
 #[cfg(test)]
@@ -489,7 +467,8 @@ critical_kinds = ["winning_post", "window_post_partition"]
 
     #[test]
     fn unknown_keys_are_warned_of_wherever_they_are() {
-        let text = "stray = 1\n[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"\n[daemon.extra]\na = 1\n[gpu]\nold_key = 1\nother = \"x\"\n[memory]\n";
+        let text =
+            "stray = 1\n[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"\n[daemon.extra]\na = 1\n[gpu]\nold_key = 1\nother = \"x\"\n[memory]\n";
         let (c, mut w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:1".parse().unwrap()));
         w.sort();

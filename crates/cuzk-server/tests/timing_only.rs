@@ -13,7 +13,7 @@ use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::fixtures_2k;
-use cuzk_filecoin::{setup, shape_true, Circuit, CircuitKind, InputChecks, SectorSize};
+use cuzk_filecoin::{setup, Circuit, CircuitKind, InputChecks, SectorSize};
 use cuzk_groth16::CpuBackend;
 use cuzk_server::pb::{self, await_proof_response::Status as JobStatus};
 use cuzk_server::submit_request_of;
@@ -34,7 +34,7 @@ fn timing_params(circuit: Circuit, dir: &Path) {
 }
 
 fn shape_true_request(kind: CircuitKind) -> pb::SubmitProofRequest {
-    submit_request_of(&shape_true::make(kind, SectorSize::S2KiB, 3).unwrap().request)
+    submit_request_of(&kind.shape_true_request(SectorSize::S2KiB, 3).unwrap().request)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

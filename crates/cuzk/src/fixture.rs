@@ -10,33 +10,22 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
-use cuzk_filecoin::{shape_true, valid, CircuitKind, InputChecks, SectorSize};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
+use cuzk_filecoin::{CircuitKind, InputChecks, SectorSize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum FixtureKind {
-    Porep,
-    Snap,
-    WindowPost,
-    WinningPost,
-}
-
-impl FixtureKind {
-    pub fn circuit_kind(self) -> CircuitKind {
-        match self {
-            FixtureKind::Porep => CircuitKind::Porep,
-            FixtureKind::Snap => CircuitKind::Snap,
-            FixtureKind::WindowPost => CircuitKind::WindowPost,
-            FixtureKind::WinningPost => CircuitKind::WinningPost,
-        }
-    }
+/// A Filecoin kind by its command-line name ("porep", "snap", "window-post",
+/// "winning-post"); `--help` lists them.
+pub fn kind_parser() -> impl TypedValueParser<Value = CircuitKind> {
+    PossibleValuesParser::new(CircuitKind::ALL.map(CircuitKind::cli_name))
+        .try_map(|name| CircuitKind::from_cli_name(&name).ok_or_else(|| format!("{name:?} is not a Filecoin kind")))
 }
 
 #[derive(Args, Debug)]
 pub struct FixtureArgs {
     /// The proof kind.
-    #[arg(value_enum)]
-    pub kind: FixtureKind,
+    #[arg(value_parser = kind_parser())]
+    pub kind: CircuitKind,
     /// 2KiB, 8MiB, 512MiB, 32GiB or 64GiB (or the size in bytes).
     #[arg(long, value_parser = parse_sector_size)]
     pub sector_size: SectorSize,
@@ -58,9 +47,9 @@ pub fn parse_sector_size(s: &str) -> Result<SectorSize, String> {
 
 pub fn run(args: &FixtureArgs) -> Result<()> {
     let t = Instant::now();
-    let kind = args.kind.circuit_kind();
+    let kind = args.kind;
     let what = if args.valid { "valid" } else { "shape-true" };
-    let made = if args.valid { valid::make(kind, args.sector_size, args.seed) } else { shape_true::make(kind, args.sector_size, args.seed) };
+    let made = if args.valid { kind.valid_request(args.sector_size, args.seed) } else { kind.shape_true_request(args.sector_size, args.seed) };
     let request = made.with_context(|| format!("making a {what} {kind:?} input at {}", args.sector_size))?;
     let made = t.elapsed();
     if args.valid {

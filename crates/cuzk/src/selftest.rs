@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cuzk_filecoin::param_check;
 use cuzk_filecoin::request_files::RequestFiles;
-use cuzk_filecoin::{valid, Circuit, InputChecks};
+use cuzk_filecoin::{Circuit, InputChecks};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::pb;
 use cuzk_server::pb::await_proof_response::Status;
@@ -119,7 +119,7 @@ fn backends(engine: &cuzk_engine::Engine) -> String {
 async fn one(service: &ProvingService, circuit: Circuit, seed: u64) -> Result<String> {
     let t = Instant::now();
     let (request, other) = tokio::task::spawn_blocking(move || -> Result<(RequestFiles, RequestFiles)> {
-        let make = |seed| valid::make(circuit.kind, circuit.size, seed).with_context(|| format!("making a valid {circuit} input"));
+        let make = |seed| circuit.kind.valid_request(circuit.size, seed).with_context(|| format!("making a valid {circuit} input"));
         Ok((make(seed)?, make(seed + 1)?))
     })
     .await

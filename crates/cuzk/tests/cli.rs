@@ -155,7 +155,7 @@ fn timeline_renders_a_trace_and_a_gantt_chart() {
 #[test]
 fn fixture_valid_writes_inputs_that_verify_and_shape_true_ones_that_do_not() {
     use cuzk_filecoin::request_files::RequestFiles;
-    use cuzk_filecoin::{valid, InputChecks, SectorSize};
+    use cuzk_filecoin::{InputChecks, SectorSize};
     let dir = tempfile::tempdir().unwrap();
     for kind in ["porep", "snap", "window-post", "winning-post"] {
         let out = dir.path().join(kind);
@@ -164,7 +164,7 @@ fn fixture_valid_writes_inputs_that_verify_and_shape_true_ones_that_do_not() {
         assert!(text(&o).contains("vanilla proofs verified in"), "{kind}: {}", text(&o));
         let r = RequestFiles::read(&out).unwrap();
         r.decode(InputChecks::Full).unwrap_or_else(|e| panic!("{kind}: the written input does not verify: {e}"));
-        assert_eq!(r, valid::make(r.kind(), SectorSize::S2KiB, 3).unwrap(), "{kind}: written as made");
+        assert_eq!(r, r.kind().valid_request(SectorSize::S2KiB, 3).unwrap(), "{kind}: written as made");
 
         let shaped = dir.path().join(format!("{kind}-shape-true"));
         let o = cuzk(&["fixture", kind, "--sector-size", "2KiB", "--out", s(&shaped)]);

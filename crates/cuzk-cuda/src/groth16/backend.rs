@@ -335,11 +335,11 @@ impl ProvingBackend for CudaBackend {
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
-        check_inputs(params, circuits, randomness)?;
+        let checked = check_inputs(params, circuits, randomness)?;
         let matrices = circuits.first().and_then(|c| c.pending_products().cloned());
         let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
-        let mut out = prove_each(params, circuits, randomness, timings, |c, rs, t| {
+        let mut out = prove_each(checked, params, circuits, randomness, timings, |c, rs, t| {
             let (proof, report) = self.prove_one(params, &d, &points, c, rs, t)?;
             device.add(&report);
             Ok(proof)

@@ -1,5 +1,5 @@
-//! The configuration file's form: one serde struct per section and one field per key,
-//! named as in the file; each value's type checks it and says what is wrong, and
+//! The configuration file's form and [`DaemonConfig::from_toml`]: one serde struct per
+//! section and one field per key, named as in the file; each value's type checks it and says what is wrong, and
 //! [`ConfigFile::read`] puts the key in front (serde_path_to_error) and warns of every key
 //! no struct takes (serde_ignored). [`ConfigFile::over`] then lays the keys present over
 //! a base configuration; it destructures every section, so a key added here and not
@@ -191,6 +191,30 @@ value_type!(
     }
 );
 
+impl DaemonConfig {
+    /// Parses a configuration over the plain defaults (the environment not consulted);
+    /// returns it with warnings for keys it ignores.
+    pub fn from_toml(text: &str) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
+        Self::from_toml_over(text, DaemonConfig::default())
+    }
+
+    /// Parses a configuration; keys it does not set keep their values in `base`
+    /// ([`DaemonConfig::defaults_with`]).
+    pub fn from_toml_over(text: &str, base: DaemonConfig) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
+        let mut root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
+        let mut warnings = Vec::new();
+        root.retain(|key, body| {
+            let section = body.is_table();
+            if !section {
+                warnings.push(format!("top-level key {key:?} is not a section; ignored"));
+            }
+            section
+        });
+        let c = ConfigFile::read(root, &mut warnings)?.over(base, &mut warnings)?;
+        Ok((c, warnings))
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Daemon {
@@ -289,7 +313,7 @@ struct Synthesis {
 /// The file: the reference daemon's sections and cuzk's own.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-pub(super) struct ConfigFile {
+struct ConfigFile {
     daemon: Daemon,
     admission: Admission,
     srs: Srs,
@@ -312,7 +336,7 @@ fn set<T>(target: &mut T, value: Option<T>) {
 impl ConfigFile {
     /// Reads the file's sections (`root`, its top-level keys all tables); a key no
     /// section takes adds "KEY: unknown key; ignored" to `warnings`.
-    pub(super) fn read(root: toml::Table, warnings: &mut Vec<String>) -> Result<ConfigFile, ConfigError> {
+    fn read(root: toml::Table, warnings: &mut Vec<String>) -> Result<ConfigFile, ConfigError> {
         let mut ignored = Vec::new();
         let value = toml::Value::Table(root.clone());
         let file = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut |path: serde_ignored::Path| {
@@ -330,7 +354,7 @@ impl ConfigFile {
     }
 
     /// `base` with every key present in the file laid over it.
-    pub(super) fn over(self, base: DaemonConfig, warnings: &mut Vec<String>) -> Result<DaemonConfig, ConfigError> {
+    fn over(self, base: DaemonConfig, warnings: &mut Vec<String>) -> Result<DaemonConfig, ConfigError> {
         let mut c = base;
         let ConfigFile { daemon, admission, srs, memory, gpus, pipeline, scheduler, logging, synthetic, synthesis } = self;
 
@@ -438,7 +462,8 @@ impl ConfigFile {
         let Scheduler { max_batch_size, max_batch_wait_ms, sort_by_type } = scheduler;
         for (key, value) in [("max_batch_size", max_batch_size), ("max_batch_wait_ms", max_batch_wait_ms), ("sort_by_type", sort_by_type)] {
             if value.is_some() {
-                warnings.push(format!("scheduler.{key}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
+                warnings
+                    .push(format!("scheduler.{key}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
             }
         }
 

@@ -16,8 +16,10 @@ use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{as_safe_commitment, PoRepConfig, VanillaSealProof};
+use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
 use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
@@ -25,13 +27,18 @@ use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, S
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
+use crate::family::{Family, WithBlank};
 use crate::ids::{porep_config, prover_id};
 use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::kinds::post::check_partition;
 use crate::payload::field_element;
 use crate::porep_witness::{challenge_proofs, PorepWitnessCircuit};
-use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
-use crate::registered::{check_sector_size, with_shape, Circuit, SealProof};
+use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize};
+use crate::request::FilecoinRequest;
+use crate::request_files::RequestFiles;
+use crate::shape_true::porep as shape_true_porep;
+use crate::valid::porep as valid_porep;
 use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
@@ -76,6 +83,52 @@ struct C1<Tree: MerkleTreeTrait> {
     replica_id: DomainOf<Tree>,
     seed: [u8; 32],
     ticket: [u8; 32],
+}
+
+/// PoRep C2 ([`Family`]): registered seal proofs 0–19; every seal proof type of a size
+/// shares its circuit, parameters and cache id, so V1_1 stands for them where only the
+/// size matters.
+pub(crate) struct Porep;
+
+impl Family for Porep {
+    fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {
+        Ok(SealProof::from_registered(registered_proof)?.circuit())
+    }
+
+    fn decode(r: &FilecoinRequest, checks: InputChecks) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+        decode(&PorepRequest {
+            vanilla_proof: &r.vanilla_proof,
+            registered_proof: r.registered_proof,
+            sector_size: r.sector_size,
+            sector_number: r.sector_number,
+            miner_id: r.miner_id,
+            checks,
+        })
+    }
+
+    fn cache_id(size: SectorSize) -> anyhow::Result<String> {
+        fn of<Tree: 'static + MerkleTreeTrait>(cfg: &PoRepConfig) -> anyhow::Result<String> {
+            cfg.get_cache_identifier::<Tree>()
+        }
+        with_shape!(size, of, &porep_config(SealProof::v1_1(size))?)
+    }
+
+    fn with_blank<W: WithBlank>(size: SectorSize, w: W) -> Result<W::Out, FilecoinError> {
+        fn blank<Tree: 'static + MerkleTreeTrait, W: WithBlank>(proof: SealProof, w: W) -> Result<W::Out, FilecoinError> {
+            let params = filecoin_proofs::parameters::public_params::<Tree>(&porep_config(proof)?)
+                .map_err(FilecoinError::rejected("PoRep public parameters"))?;
+            w.run(<StackedCompound<Tree, Sha256Hasher> as CompoundProof<StackedDrg<'_, Tree, Sha256Hasher>, StackedCircuit<Tree, Sha256Hasher>>>::blank_circuit(&params))
+        }
+        with_shape!(size, blank::<W>, SealProof::v1_1(size), w)
+    }
+
+    fn shape_true(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, shape_true_porep, size, rng)
+    }
+
+    fn valid(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, valid_porep, size, rng)
+    }
 }
 
 pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {

@@ -11,20 +11,28 @@ use cuzk_groth16::witness::{synthesize_witness_split, AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceDomain, PartitionProof, PoRepConfig, SectorUpdateConfig};
+use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::TreeRHasher;
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PublicInputs, PublicParams};
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
+use crate::family::{Family, WithBlank};
 use crate::ids::porep_config;
 use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::kinds::post::check_partition;
 use crate::payload::{bincode_decode, field_element};
-use crate::post::check_partition;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
-use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, UpdateProof};
+use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize, UpdateProof};
+use crate::request::FilecoinRequest;
+use crate::request_files::RequestFiles;
+use crate::shape_true::snap as shape_true_snap;
 use crate::snap_witness::SnapWitnessCircuit;
+use crate::valid::snap as valid_snap;
 use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
@@ -37,6 +45,51 @@ pub struct SnapRequest<'a> {
     pub comm_r_new: &'a [u8],
     pub comm_d_new: &'a [u8],
     pub checks: InputChecks,
+}
+
+/// SnapDeals, the empty sector update ([`Family`]): registered update proofs 0–4.
+pub(crate) struct Snap;
+
+impl Family for Snap {
+    fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {
+        Ok(UpdateProof::from_registered(registered_proof)?.circuit())
+    }
+
+    fn decode(r: &FilecoinRequest, checks: InputChecks) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+        decode(&SnapRequest {
+            registered_proof: r.registered_proof,
+            sector_size: r.sector_size,
+            vanilla_proofs: &r.vanilla_proofs,
+            comm_r_old: &r.comm_r_old,
+            comm_r_new: &r.comm_r_new,
+            comm_d_new: &r.comm_d_new,
+            checks,
+        })
+    }
+
+    fn cache_id(size: SectorSize) -> anyhow::Result<String> {
+        fn of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(size: SectorSize) -> anyhow::Result<String> {
+            let pp = PublicParams::from_sector_size(size.bytes());
+            Ok(<EmptySectorUpdateCompound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, PublicParams>>::cache_identifier(&pp))
+        }
+        with_shape!(size, of, size)
+    }
+
+    fn with_blank<W: WithBlank>(size: SectorSize, w: W) -> Result<W::Out, FilecoinError> {
+        fn blank<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, W: WithBlank>(size: SectorSize, w: W) -> Result<W::Out, FilecoinError> {
+            let params = PublicParams::from_sector_size(size.bytes());
+            w.run(<EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&params))
+        }
+        with_shape!(size, blank::<W>, size, w)
+    }
+
+    fn shape_true(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, shape_true_snap, size, rng)
+    }
+
+    fn valid(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, valid_snap, size, rng)
+    }
 }
 
 pub(crate) fn decode(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {

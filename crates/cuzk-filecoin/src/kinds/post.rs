@@ -16,7 +16,9 @@ use cuzk_groth16::witness::{synthesize_witness_split, AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{as_safe_commitment, FallbackPoStSectorProof, PoStConfig, PublicReplicaInfo};
+use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::api_version::ApiVersion;
+use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
@@ -24,12 +26,17 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Fal
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
+use crate::family::{Family, WithBlank};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::{bincode_decode, domain_bytes, field_bytes};
 use crate::post_witness::PostWitnessCircuit;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
-use crate::registered::{check_sector_size, with_shape, Circuit, PostProof};
+use crate::registered::{check_sector_size, with_shape, Circuit, PostProof, SectorSize};
+use crate::request::FilecoinRequest;
+use crate::request_files::RequestFiles;
+use crate::shape_true::post as shape_true_post;
+use crate::valid::post as valid_post;
 use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
@@ -50,6 +57,71 @@ pub struct PostRequest<'a> {
     /// WindowPoSt only: which partition of the deadline these sectors are.
     pub partition_index: u32,
     pub checks: InputChecks,
+}
+
+/// Window and Winning PoSt ([`Family`]), one circuit family told apart by `WINDOW`:
+/// registered PoSt proofs 0–4 Winning, 5–14 Window. The cache id and blank circuit do
+/// not depend on the API version (V1_2 stands for both); WinningPoSt has registered
+/// numbers of API V1_0 only.
+pub(crate) struct Post<const WINDOW: bool>;
+pub(crate) type WindowPost = Post<true>;
+pub(crate) type WinningPost = Post<false>;
+
+impl<const WINDOW: bool> Post<WINDOW> {
+    fn proof(size: SectorSize, api_version: ApiVersion) -> PostProof {
+        PostProof { window: WINDOW, size, api_version }
+    }
+
+    /// The API version of the fixtures' requests.
+    fn fixture_proof(size: SectorSize) -> PostProof {
+        Self::proof(size, if WINDOW { ApiVersion::V1_2_0 } else { ApiVersion::V1_0_0 })
+    }
+}
+
+impl<const WINDOW: bool> Family for Post<WINDOW> {
+    /// Any PoSt number's circuit: a number of the other PoSt kind is refused by the
+    /// decoder, which names both.
+    fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {
+        Ok(PostProof::from_registered(registered_proof)?.circuit())
+    }
+
+    fn decode(r: &FilecoinRequest, checks: InputChecks) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
+        decode(
+            WINDOW,
+            &PostRequest {
+                registered_proof: r.registered_proof,
+                sector_size: r.sector_size,
+                vanilla_proofs: &r.vanilla_proofs,
+                randomness: &r.randomness,
+                miner_id: r.miner_id,
+                partition_index: r.partition_index,
+                checks,
+            },
+        )
+    }
+
+    fn cache_id(size: SectorSize) -> anyhow::Result<String> {
+        fn of<Tree: 'static + MerkleTreeTrait>(cfg: &PoStConfig) -> anyhow::Result<String> {
+            cfg.get_cache_identifier::<Tree>()
+        }
+        with_shape!(size, of, &post_config(Self::proof(size, ApiVersion::V1_2_0)))
+    }
+
+    fn with_blank<W: WithBlank>(size: SectorSize, w: W) -> Result<W::Out, FilecoinError> {
+        fn blank<Tree: 'static + MerkleTreeTrait, W: WithBlank>(proof: PostProof, w: W) -> Result<W::Out, FilecoinError> {
+            let params = post_public_params::<Tree>(&post_config(proof))?;
+            w.run(<FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(&params))
+        }
+        with_shape!(size, blank::<W>, Self::proof(size, ApiVersion::V1_2_0), w)
+    }
+
+    fn shape_true(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, shape_true_post, Self::fixture_proof(size), rng)
+    }
+
+    fn valid(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+        with_shape!(size, valid_post, Self::fixture_proof(size), rng)
+    }
 }
 
 pub(crate) fn decode(window: bool, req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {

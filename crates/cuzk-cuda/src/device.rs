@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
+
+use crate::kernels::{CurveKernels, Kernels};
 
 #[cfg(cuzk_kernels)]
 static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cuzk.fatbin"));
@@ -85,151 +87,6 @@ pub fn gpu_for_tests() -> Option<Arc<Gpu>> {
     }
 }
 
-/// The curve kernels of one group: the MSM's (kernels/msm/pippenger.cuh,
-/// msm_<phase>_<group>), the fixed-base multiplication's (kernels/ec/fixed_base.cuh) and
-/// the `.params` point decoder (kernels/ec/decode.cuh).
-pub struct CurveKernels {
-    pub(crate) accumulate: CudaFunction,
-    pub(crate) partials_scan: CudaFunction,
-    pub(crate) fixup: CudaFunction,
-    pub(crate) bucket_segments: CudaFunction,
-    pub(crate) pair_segments: CudaFunction,
-    pub(crate) combine_windows: CudaFunction,
-    pub(crate) sum_indexed: CudaFunction,
-    pub(crate) sum_pairs: CudaFunction,
-    pub(crate) affine_offsets: CudaFunction,
-    pub(crate) affine_prefix: CudaFunction,
-    pub(crate) affine_invert: CudaFunction,
-    pub(crate) affine_apply: CudaFunction,
-    pub(crate) fixed_base_mul: CudaFunction,
-    pub(crate) fixed_base_to_affine: CudaFunction,
-    /// kernels/ec/decode.cuh: points as `.params` files store them, decoded in place.
-    pub(crate) decode_points: CudaFunction,
-}
-
-impl CurveKernels {
-    fn all(&self) -> [&CudaFunction; 15] {
-        [
-            &self.accumulate,
-            &self.partials_scan,
-            &self.fixup,
-            &self.bucket_segments,
-            &self.pair_segments,
-            &self.combine_windows,
-            &self.sum_indexed,
-            &self.sum_pairs,
-            &self.affine_offsets,
-            &self.affine_prefix,
-            &self.affine_invert,
-            &self.affine_apply,
-            &self.fixed_base_mul,
-            &self.fixed_base_to_affine,
-            &self.decode_points,
-        ]
-    }
-
-    fn load(m: &Arc<CudaModule>, group: &str) -> Result<Self, DriverError> {
-        let f = |phase: &str| m.load_function(&format!("msm_{phase}_{group}"));
-        Ok(CurveKernels {
-            accumulate: f("accumulate")?,
-            partials_scan: f("partials_scan")?,
-            fixup: f("fixup")?,
-            bucket_segments: f("bucket_segments")?,
-            pair_segments: f("pair_segments")?,
-            combine_windows: f("combine_windows")?,
-            sum_indexed: f("sum_indexed")?,
-            sum_pairs: f("sum_pairs")?,
-            affine_offsets: f("affine_offsets")?,
-            affine_prefix: f("affine_prefix")?,
-            affine_invert: f("affine_invert")?,
-            affine_apply: f("affine_apply")?,
-            fixed_base_mul: m.load_function(&format!("fixed_base_mul_{group}"))?,
-            fixed_base_to_affine: m.load_function(&format!("fixed_base_to_affine_{group}"))?,
-            decode_points: m.load_function(&format!("decode_points_{group}"))?,
-        })
-    }
-}
-
-/// The kernels of the fatbin, looked up once.
-pub(crate) struct Kernels {
-    pub bit_reverse: CudaFunction,
-    pub bit_reverse_tiled: CudaFunction,
-    pub ntt_block: CudaFunction,
-    pub ntt_strided: CudaFunction,
-    pub scale_by_powers: CudaFunction,
-    pub fill_stage_twiddles: CudaFunction,
-    pub to_twiddles: CudaFunction,
-    pub fr_binary_op: CudaFunction,
-    pub fp_binary_op: CudaFunction,
-    pub msm_count: CudaFunction,
-    pub msm_tile_sums: CudaFunction,
-    pub msm_scan: CudaFunction,
-    pub msm_tile_scan: CudaFunction,
-    pub msm_scatter: CudaFunction,
-    pub msm_split_lists: CudaFunction,
-    pub compact_word_offsets: CudaFunction,
-    pub compact_expand: CudaFunction,
-    pub csr_products: CudaFunction,
-    pub msm_g1: CurveKernels,
-    pub msm_g2: CurveKernels,
-}
-
-impl Kernels {
-    /// The most local memory (register spills, stack) a thread of any kernel takes.
-    fn max_local_bytes(&self) -> Result<usize, DriverError> {
-        let own = [
-            &self.bit_reverse,
-            &self.bit_reverse_tiled,
-            &self.ntt_block,
-            &self.ntt_strided,
-            &self.scale_by_powers,
-            &self.fill_stage_twiddles,
-            &self.to_twiddles,
-            &self.fr_binary_op,
-            &self.fp_binary_op,
-            &self.msm_count,
-            &self.msm_tile_sums,
-            &self.msm_scan,
-            &self.msm_tile_scan,
-            &self.msm_scatter,
-            &self.msm_split_lists,
-            &self.compact_word_offsets,
-            &self.compact_expand,
-            &self.csr_products,
-        ];
-        let mut most = 0;
-        for f in own.into_iter().chain(self.msm_g1.all()).chain(self.msm_g2.all()) {
-            most = most.max(f.local_size_bytes()?.max(0) as usize);
-        }
-        Ok(most)
-    }
-
-    fn load(m: &Arc<CudaModule>) -> Result<Self, DriverError> {
-        Ok(Kernels {
-            bit_reverse: m.load_function("ntt_bit_reverse")?,
-            bit_reverse_tiled: m.load_function("ntt_bit_reverse_tiled")?,
-            ntt_block: m.load_function("ntt_block")?,
-            ntt_strided: m.load_function("ntt_strided")?,
-            scale_by_powers: m.load_function("scale_by_powers")?,
-            fill_stage_twiddles: m.load_function("fill_stage_twiddles")?,
-            to_twiddles: m.load_function("to_twiddles")?,
-            fr_binary_op: m.load_function("fr_binary_op")?,
-            fp_binary_op: m.load_function("fp_binary_op")?,
-            msm_count: m.load_function("msm_count")?,
-            msm_tile_sums: m.load_function("msm_tile_sums")?,
-            msm_scan: m.load_function("msm_scan")?,
-            msm_tile_scan: m.load_function("msm_tile_scan")?,
-            msm_scatter: m.load_function("msm_scatter")?,
-            msm_split_lists: m.load_function("msm_split_lists")?,
-            compact_word_offsets: m.load_function("compact_word_offsets")?,
-            compact_expand: m.load_function("compact_expand")?,
-            csr_products: m.load_function("csr_products")?,
-            msm_g1: CurveKernels::load(m, "g1")?,
-            msm_g2: CurveKernels::load(m, "g2")?,
-        })
-    }
-}
-
 /// Device buffers are stream-ordered allocations from the device's default memory
 /// pool. By default the pool hands freed memory back to the driver at every
 /// synchronisation, so each MSM would map its gigabytes of scratch anew; keeping it
@@ -275,13 +132,13 @@ fn default_pool(ctx: &CudaContext) -> Result<Option<cudarc::driver::sys::CUmemor
 /// any kernel takes per thread), so that free-memory figures read later already leave
 /// it out; returns its size and what the driver may still take for it later (none
 /// where the limit reserved it: the free memory fell by as much).
-fn reserve_local_memory(ctx: &CudaContext, k: &Kernels) -> Result<(usize, usize), GpuError> {
+fn reserve_local_memory(ctx: &CudaContext, most_local: usize) -> Result<(usize, usize), GpuError> {
     use cudarc::driver::sys::{CUdevice_attribute, CUlimit};
     // Never below the driver's own stack size (1 KiB by default): the kernels' calls
     // (the out-of-line Fp product) live on that stack, which the function attribute
     // does not count; a smaller limit faulted with an illegal address on an H100.
     let stack = ctx.get_limit(CUlimit::CU_LIMIT_STACK_SIZE)?;
-    let per_thread = k.max_local_bytes()?.max(stack).next_multiple_of(16);
+    let per_thread = most_local.max(stack).next_multiple_of(16);
     let threads = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?.max(0) as usize
         * ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as usize;
     let whole = per_thread * threads;
@@ -325,7 +182,11 @@ pub struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     /// Host↔device transfers, ordered against `stream` with events.
     pub(crate) copy: Arc<CudaStream>,
+    /// The fatbin's kernels (crate::kernels): the field, NTT, MSM sorting, list and
+    /// product kernels, and each curve group's.
     pub(crate) k: Kernels,
+    pub(crate) g1: CurveKernels,
+    pub(crate) g2: CurveKernels,
     /// The kernels' local memory (register spills, stack: the most any kernel takes
     /// per thread, for every thread the device holds), which the driver reserves outside
     /// every allocation of ours; and of it, what it may still take later (when the
@@ -345,13 +206,17 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal)?;
         keep_pool_memory(&ctx)?;
         let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
-        let k = Kernels::load(&module)?;
+        let (k, g1, g2) = (Kernels::load(&module, "")?, CurveKernels::load(&module, "g1")?, CurveKernels::load(&module, "g2")?);
+        let mut most_local = 0;
+        for f in k.all().into_iter().chain(g1.all()).chain(g2.all()) {
+            most_local = most_local.max(f.local_size_bytes()?.max(0) as usize);
+        }
         let name = ctx.name()?;
         let stream = ctx.new_stream()?;
         let copy = ctx.new_stream()?;
-        let (local_memory, lazy_reserve) = reserve_local_memory(&ctx, &k)?;
+        let (local_memory, lazy_reserve) = reserve_local_memory(&ctx, most_local)?;
         tracing::info!(ordinal, %name, archs = built_architectures(), local_memory_mb = local_memory >> 20, lazy_mb = lazy_reserve >> 20, "CUDA device opened");
-        Ok(Arc::new(Gpu { ordinal, name, ctx, stream, copy, k, local_memory, lazy_reserve }))
+        Ok(Arc::new(Gpu { ordinal, name, ctx, stream, copy, k, g1, g2, local_memory, lazy_reserve }))
     }
 
     /// (free, total) device memory in bytes.

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use cuzk_groth16::generator::{BatchAffine, FixedBase, FixedBaseMul, SetupError};
 use cuzk_groth16::Progress;
 use ff::PrimeField;
@@ -99,17 +99,11 @@ impl GpuFixedBase {
             };
             let n = k.len() as u32;
             s.memcpy_htod(as_device(k), &mut scalars.slice_mut(..k.len()))?;
-            let mut b = s.launch_builder(&ck.fixed_base_mul);
-            b.arg(&table.device).arg(&WINDOW_BITS).arg(&windows).arg(&scalars).arg(&n).arg(&mut xyzz);
-            // SAFETY: matches `fixed_base_mul(const affine*, u32, u32, const fr*, u32,
-            // xyzz*)`; the table holds windows·2^c points and every digit is below 2^c;
+            // SAFETY: the table holds windows·2^c points and every digit is below 2^c;
             // scalars and xyzz hold at least n entries.
-            unsafe { b.launch(blocks(n as u64, CURVE_BLOCK))? };
-            let mut b = s.launch_builder(&ck.fixed_base_to_affine);
-            b.arg(&xyzz).arg(&n).arg(&mut affine);
-            // SAFETY: matches `fixed_base_to_affine(const xyzz*, u32, affine*)`; reads and
-            // writes n entries, which both buffers hold.
-            unsafe { b.launch(blocks(k.len().div_ceil(BATCH) as u64, CURVE_BLOCK))? };
+            unsafe { ck.fixed_base_mul::<G>(s, blocks(n as u64, CURVE_BLOCK), &table.device, WINDOW_BITS, windows, &scalars, n, &mut xyzz)? };
+            // SAFETY: reads and writes n entries, which both buffers hold.
+            unsafe { ck.fixed_base_to_affine::<G>(s, blocks(k.len().div_ceil(BATCH) as u64, CURVE_BLOCK), &xyzz, n, &mut affine)? };
             // Into pageable memory: the copy has finished when the call returns, so an
             // early return cannot leave the device writing into `out`.
             s.memcpy_dtoh(&affine.slice(..k.len()), G::as_device_mut(o))?;

@@ -12,10 +12,12 @@
 //! [`groth16`] is the prover built on them ([`CudaBackend`]); [`fixed_base`] makes a
 //! setup's points ([`GpuFixedBase`]).
 
+mod arith;
 mod device;
 pub mod field;
 pub mod fixed_base;
 pub mod groth16;
+mod kernels;
 pub mod msm;
 pub mod ntt;
 pub mod params_file;
@@ -25,6 +27,7 @@ pub mod queries;
 pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
 pub use groth16::{CudaBackend, DevicePlan, Overrides};
+pub use kernels::CurveTypes;
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};
 pub use pinned::PinnedScalars;

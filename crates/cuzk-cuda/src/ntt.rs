@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut, LaunchConfig};
 use cuzk_groth16::domain::{coset_shift, powers, Domain};
 use ff::{Field, PrimeField};
 
@@ -225,10 +225,8 @@ impl GpuNtt {
         // SAFETY: fully written by to_twiddles below before any read.
         let mut col_tw = unsafe { s.alloc::<f64>(col.len() * TWIDDLE_WORDS)? };
         let len = col.len() as u64;
-        let mut b = s.launch_builder(&self.gpu.k.to_twiddles);
-        b.arg(&mut col_tw).arg(&col_elems).arg(&len);
-        // SAFETY: matches `to_twiddles(twiddle*, const fr*, u64)`; both buffers hold len entries.
-        unsafe { b.launch(grid_1d(len))? };
+        // SAFETY: both buffers hold len entries.
+        unsafe { self.gpu.k.to_twiddles(s, grid_1d(len), &mut col_tw, &col_elems, len)? };
         Ok(BitReversedPowers { col: col_tw, row: s.clone_htod(as_device(&row))? })
     }
 
@@ -245,11 +243,9 @@ impl GpuNtt {
         // SAFETY: fully written by fill_stage_twiddles below before any read (each
         // entry is one fr::twiddle of at most TWIDDLE_WORDS doubles).
         let mut out = unsafe { s.alloc::<f64>(len as usize * TWIDDLE_WORDS)? };
-        let mut b = s.launch_builder(&self.gpu.k.fill_stage_twiddles);
-        b.arg(&mut out).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&log_n).arg(&table_log);
-        // SAFETY: argument types match the kernel's signature; the grid-stride loop
-        // stays within 2^table_log − 1 = len, table_log ≤ log_n.
-        unsafe { b.launch(grid_1d(len))? };
+        // SAFETY: the grid-stride loop stays within 2^table_log − 1 = len, table_log ≤
+        // log_n.
+        unsafe { self.gpu.k.fill_stage_twiddles(s, grid_1d(len), &mut out, &t.lo, &t.hi, t.lo_bits, log_n, table_log)? };
         Ok((out, t))
     }
 
@@ -335,15 +331,11 @@ impl GpuNtt {
                 block_dim: (1 << block_log.saturating_sub(2), 1, 1),
                 shared_mem_bytes: 32u32 << block_log,
             };
-            let mut b = s.launch_builder(&k.ntt_block);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&block_log).arg(&dif_flag).arg(&block_fuse);
-            b.arg(pre_mul).arg(&scale.col).arg(&scale.row).arg(sub).arg(&sub_factor);
-            // SAFETY: matches `ntt_block(fr*, const twiddle*, u32, u32, u32, u32, const fr*,
-            // const twiddle*, const fr*, const fr*, fr)`; one block per 2^k elements, shared
-            // memory for 2^k elements; its stages are below k ≤ table_log (table_log_within),
-            // so twiddle indices < 2^table_log − 1; pre_mul and sub hold n
-            // elements when their flags are set, the scale tables 2^k and n/2^k.
-            unsafe { b.launch(cfg)? };
+            // SAFETY: one block per 2^k elements, shared memory for 2^k elements; its stages
+            // are below k ≤ table_log (table_log_within), so twiddle indices <
+            // 2^table_log − 1; pre_mul and sub hold n elements when their flags are set, the
+            // scale tables 2^k and n/2^k.
+            unsafe { k.ntt_block(s, cfg, &mut *v, tw, log_n, block_log, dif_flag, block_fuse, pre_mul, &scale.col, &scale.row, sub, sub_factor)? };
             Ok(())
         };
         let strided = |v: &mut CudaViewMut<'_, DeviceFr>, s0: u32, m: u32, fuse: u32| -> Result<(), GpuError> {
@@ -355,15 +347,11 @@ impl GpuNtt {
                 block_dim: ((1u32 << m.saturating_sub(2)) << cols, 1, 1),
                 shared_mem_bytes: 32u32 << (m + cols),
             };
-            let mut b = s.launch_builder(&k.ntt_strided);
-            b.arg(&mut *v).arg(tw).arg(&log_n).arg(&s0).arg(&m).arg(&cols).arg(&dif_flag).arg(&fuse).arg(pre_mul);
-            b.arg(&pow.lo).arg(&pow.hi).arg(&pow.lo_bits).arg(&d.table_log);
-            // SAFETY: matches `ntt_strided(fr*, const twiddle*, u32, u32, u32, u32, u32, u32,
-            // const fr*, const fr*, const fr*, u32, u32)`; s0 ≥ BLOCK_LOG ≥ cols, so column
-            // groups tile 2^s0; blocks cover n exactly; pre_mul holds n elements when its
-            // flag is set; the table holds the stages below table_log, the power tables
-            // ω's (or ω^{-1}'s) powers below 2^(log n − 1), the exponents the others take.
-            unsafe { b.launch(cfg)? };
+            // SAFETY: s0 ≥ BLOCK_LOG ≥ cols, so column groups tile 2^s0; blocks cover n
+            // exactly; pre_mul holds n elements when its flag is set; the table holds the
+            // stages below table_log, the power tables ω's (or ω^{-1}'s) powers below
+            // 2^(log n − 1), the exponents the others take.
+            unsafe { k.ntt_strided(s, cfg, &mut *v, tw, log_n, s0, m, cols, dif_flag, fuse, pre_mul, &pow.lo, &pow.hi, pow.lo_bits, d.table_log)? };
             Ok(())
         };
         if dif {
@@ -382,17 +370,13 @@ impl GpuNtt {
 
     fn bit_reverse(&self, v: &mut CudaViewMut<'_, DeviceFr>, log_n: u32) -> Result<(), GpuError> {
         if log_n >= 2 * BIT_REVERSE_TILE_LOG {
-            let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse_tiled);
-            b.arg(&mut *v).arg(&log_n);
             let cfg = LaunchConfig { grid_dim: (1u32 << (log_n - 2 * BIT_REVERSE_TILE_LOG), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `ntt_bit_reverse_tiled(fr*, u32)`; one block per middle
-            // index, every index formed stays below n = 2^log_n = v.len().
-            unsafe { b.launch(cfg)? };
+            // SAFETY: one block per middle index, every index formed stays below n =
+            // 2^log_n = v.len().
+            unsafe { self.gpu.k.bit_reverse_tiled(&self.gpu.stream, cfg, &mut *v, log_n)? };
         } else {
-            let mut b = self.gpu.stream.launch_builder(&self.gpu.k.bit_reverse);
-            b.arg(&mut *v).arg(&log_n);
-            // SAFETY: matches `ntt_bit_reverse(fr*, u32)`; indices stay below n = v.len().
-            unsafe { b.launch(grid_1d(1u64 << log_n))? };
+            // SAFETY: indices stay below n = v.len().
+            unsafe { self.gpu.k.bit_reverse(&self.gpu.stream, grid_1d(1u64 << log_n), &mut *v, log_n)? };
         }
         Ok(())
     }
@@ -406,11 +390,8 @@ impl GpuNtt {
     /// v[i] *= t(i).
     fn scale(&self, v: &mut CudaViewMut<'_, DeviceFr>, t: &PowerTable) -> Result<(), GpuError> {
         let n = v.len() as u64;
-        let mut b = self.gpu.stream.launch_builder(&self.gpu.k.scale_by_powers);
-        b.arg(&mut *v).arg(&t.lo).arg(&t.hi).arg(&t.lo_bits).arg(&n);
-        // SAFETY: matches `scale_by_powers(fr*, const fr*, const fr*, u32, u64)`; the
-        // tables cover indices < n.
-        unsafe { b.launch(grid_1d(n))? };
+        // SAFETY: the tables cover indices < n.
+        unsafe { self.gpu.k.scale_by_powers(&self.gpu.stream, grid_1d(n), &mut *v, &t.lo, &t.hi, t.lo_bits, n)? };
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
 use cuzk_groth16::format::{map_file, rejected_point, FormatError, Section};
 use cuzk_groth16::params::FileQueries;
 use cuzk_groth16::Progress;
@@ -201,13 +201,9 @@ fn enqueue_decode<G: MsmGroup>(
     first_bad: &mut CudaSlice<u32>,
 ) -> Result<(), LoadError> {
     let (n32, first32) = (points.len() as u32, first as u32);
-    let mut b = stream.launch_builder(&G::kernels(gpu).decode_points);
-    b.arg(points).arg(&n32).arg(&first32).arg(first_bad);
     let cfg = LaunchConfig { grid_dim: (n32.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: matches `decode_points_<g>(uint32_t *points, uint32_t n, uint32_t
-    // first_index, uint32_t *first_bad)`: `points` holds n points of the group's size,
-    // first_bad one word.
-    unsafe { b.launch(cfg)? };
+    // SAFETY: `points` holds n points of the group's size, first_bad one word.
+    unsafe { G::kernels(gpu).decode_points::<G>(stream, cfg, points, n32, first32, first_bad)? };
     Ok(())
 }
 

@@ -28,7 +28,7 @@ impl DeviceQueries {
     /// Device bytes of the points.
     pub fn bytes(&self) -> usize {
         let (g1, g2) =
-            (std::mem::size_of::<<G1 as crate::msm::MsmGroup>::DeviceAffine>(), std::mem::size_of::<<G2 as crate::msm::MsmGroup>::DeviceAffine>());
+            (std::mem::size_of::<<G1 as crate::CurveTypes>::DeviceAffine>(), std::mem::size_of::<<G2 as crate::CurveTypes>::DeviceAffine>());
         (self.h.len() + self.l.len() + self.a.len() + self.b_g1.len()) * g1 + self.b_g2.len() * g2
     }
 }

@@ -312,7 +312,6 @@ impl SynthesizedCircuit {
 /// long).
 pub fn prove_each(
     checked: InputsChecked,
-    params: &ParameterSet,
     circuits: &mut [SynthesizedCircuit],
     randomness: &[ProofRandomness],
     mut timings: StageTimings,

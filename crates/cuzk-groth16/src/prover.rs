@@ -56,7 +56,7 @@ impl ProvingBackend for CpuBackend {
         // Once, before any work: a set whose points are still in their file is refused.
         let q = params.host().map_err(|e| ProveError::Backend(e.to_string()))?;
         let checked = check_inputs(params, circuits, randomness)?;
-        prove_each(checked, params, circuits, randomness, StageTimings::default(), |c, rs, t| {
+        prove_each(checked, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
             let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
             prove_one(params, q, &domain, c, rs, t)

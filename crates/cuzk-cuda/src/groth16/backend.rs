@@ -339,7 +339,7 @@ impl ProvingBackend for CudaBackend {
         let matrices = circuits.first().and_then(|c| c.pending_products().cloned());
         let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
-        let mut out = prove_each(checked, params, circuits, randomness, timings, |c, rs, t| {
+        let mut out = prove_each(checked, circuits, randomness, timings, |c, rs, t| {
             let (proof, report) = self.prove_one(params, &d, &points, c, rs, t)?;
             device.add(&report);
             Ok(proof)

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use cuzk_groth16::matrices::{ConstraintMatrices, SparseMatrix};
 use cuzk_groth16::CompactWitness;
 use ff::Field;
@@ -179,17 +179,30 @@ pub(crate) unsafe fn launch_rows(
     }
     let others = z.others.as_ref().ok_or_else(|| GpuError::Invalid("a, b, c on the device need the witness's other values there".into()))?;
     let (n_in, n_aux, one_mont) = (z.lead.len() as u64, z.layout.len as u64, to_device(&Scalar::ONE));
-    let mut b = stream.launch_builder(&gpu.k.csr_products);
-    b.arg(&rows.row_starts).arg(&rows.base).arg(&rows.columns).arg(&rows.coefficients).arg(dictionary);
-    b.arg(&z.lead).arg(&n_in).arg(&z.one).arg(&z.zero).arg(&z.offsets).arg(others).arg(&n_aux).arg(&one_mont);
-    b.arg(&n).arg(&mut *out);
-    // SAFETY: matches `csr_products(const u64*, u64, const u32*, const u16*, const fr*,
-    // const fr*, u64, const u64*, const u64*, const u32*, const fr*, u64, fr (by value),
-    // u64, fr*)`; the rows' offsets, columns and coefficients are valid (the caller's
-    // contract); the inputs hold num_inputs values, the bitmaps and offsets ⌈num_aux /
-    // 64⌉ words and the other values every one they mark (CompactView); `out` holds n
-    // values.
-    unsafe { b.launch(blocks(n, THREADS))? };
+    // SAFETY: the rows' offsets, columns and coefficients are valid (the caller's
+    // contract); the inputs hold num_inputs values, the bitmaps and offsets ⌈num_aux / 64⌉
+    // words and the other values every one they mark (CompactView); `out` holds n values.
+    unsafe {
+        gpu.k.csr_products(
+            stream,
+            blocks(n, THREADS),
+            &rows.row_starts,
+            rows.base,
+            &rows.columns,
+            &rows.coefficients,
+            dictionary,
+            &z.lead,
+            n_in,
+            &z.one,
+            &z.zero,
+            &z.offsets,
+            others,
+            n_aux,
+            one_mont,
+            n,
+            &mut *out,
+        )?
+    };
     Ok(())
 }
 
@@ -232,12 +245,9 @@ impl DeviceWitness {
             let others = v.others.as_ref().ok_or_else(|| GpuError::Invalid("a device witness without its other values".into()))?;
             let (n64, one_mont) = (n as u64, to_device(&Scalar::ONE));
             let mut aux = out.slice_mut(v.lead.len()..);
-            let mut b = stream.launch_builder(&gpu.k.compact_expand);
-            b.arg(&v.one).arg(&v.zero).arg(&v.offsets).arg(others).arg(&n64).arg(&one_mont).arg(&mut aux);
-            // SAFETY: matches `compact_expand(const u64*, const u64*, const u32*, const fr*,
-            // u64, fr (by value), fr*)`; `aux` holds n values; the bitmaps, offsets and
-            // other values are the layout's (CompactView).
-            unsafe { b.launch(blocks(n64, THREADS))? };
+            // SAFETY: `aux` holds n values; the bitmaps, offsets and other values are the
+            // layout's (CompactView).
+            unsafe { gpu.k.compact_expand(stream, blocks(n64, THREADS), &v.one, &v.zero, &v.offsets, others, n64, one_mont, &mut aux)? };
         }
         read_back(&out)
     }

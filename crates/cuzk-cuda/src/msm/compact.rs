@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 use cuzk_groth16::synthesis::ScalarClasses;
 
 use super::pippenger::blocks;
@@ -204,12 +204,9 @@ impl HostCompact<'_> {
             // the offsets part holds `words` u32, each written by the kernel below.
             let (first, mut offsets) =
                 unsafe { (first.transmute::<u32>(block_first.len()).ok_or_else(short)?, off_place.transmute_mut::<u32>(words).ok_or_else(short)?) };
-            let mut b = stream.launch_builder(&gpu.k.compact_word_offsets);
-            b.arg(&one).arg(&zero).arg(&n64).arg(&first).arg(&mut offsets);
-            // SAFETY: matches `compact_word_offsets(const u64*, const u64*, u64, const u32*,
-            // u32*)`; the bitmaps hold ⌈n/64⌉ words, block_first one entry per block of
-            // 256 words, offsets ⌈n/64⌉ entries.
-            unsafe { b.launch(blocks(words as u64, OFFSET_WORDS as u32))? };
+            // SAFETY: the bitmaps hold ⌈n/64⌉ words, block_first one entry per block of 256
+            // words, offsets ⌈n/64⌉ entries.
+            unsafe { gpu.k.compact_word_offsets(stream, blocks(words as u64, OFFSET_WORDS as u32), &one, &zero, n64, &first, &mut offsets)? };
         }
         Ok(sent)
     }

@@ -12,7 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBi
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
-use crate::device::{CurveKernels, Gpu, GpuError};
+use crate::device::{Gpu, GpuError};
+use crate::kernels::{CurveKernels, CurveTypes};
 
 /// N 32-bit words of device memory: affine and XYZZ points of either group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,16 +46,9 @@ const _: () = assert!(std::mem::size_of::<G1Affine>() == 96 && std::mem::align_o
 const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_of::<G2Affine>() == 8);
 
 /// A group the GPU MSM runs in: its host and device point types.
-pub trait MsmGroup {
+pub trait MsmGroup: CurveTypes {
     type Affine: Copy + cuzk_groth16::format::FilePoint;
     type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
-    /// The affine point's bytes as the device reads them (x then y, coordinates as
-    /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
-    type DeviceAffine: DeviceRepr + ValidAsZeroBits + Copy + Unpin + Send + Sync;
-    /// An XYZZ point (x, y, zz, zzz).
-    type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
-    /// One coordinate (Fp or Fp2, Montgomery form): the batch-affine rounds' products.
-    type DeviceField: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
     const NAME: &'static str;
     /// The most batch-affine rounds [`affine_rounds`] picks for this group.
     const DEFAULT_AFFINE_ROUNDS: u32;
@@ -85,12 +79,15 @@ fn not_in_group(name: &str) -> GpuError {
     GpuError::Invalid(format!("the device's {name} MSM result is not a point of {name}"))
 }
 
-impl MsmGroup for G1 {
-    type Affine = G1Affine;
-    type Projective = G1Projective;
+impl CurveTypes for G1 {
     type DeviceAffine = Words<24>;
     type DeviceXyzz = Words<48>;
     type DeviceField = Words<12>;
+}
+
+impl MsmGroup for G1 {
+    type Affine = G1Affine;
+    type Projective = G1Projective;
     const NAME: &'static str = "G1";
     /// None: on the H200 the rounds cost more than the XYZZ additions they replace
     /// (2^24: one round 173.9–187.8 ms against 170.6 without; bench/README.md).
@@ -111,7 +108,7 @@ impl MsmGroup for G1 {
     }
 
     fn kernels(gpu: &Gpu) -> &CurveKernels {
-        &gpu.k.msm_g1
+        &gpu.g1
     }
 
     fn to_affine(p: &Words<48>) -> Result<G1Affine, GpuError> {
@@ -138,12 +135,15 @@ impl MsmGroup for G1 {
     }
 }
 
-impl MsmGroup for G2 {
-    type Affine = G2Affine;
-    type Projective = G2Projective;
+impl CurveTypes for G2 {
     type DeviceAffine = Words<48>;
     type DeviceXyzz = Words<96>;
     type DeviceField = Words<24>;
+}
+
+impl MsmGroup for G2 {
+    type Affine = G2Affine;
+    type Projective = G2Projective;
     const NAME: &'static str = "G2";
     /// Three: 2^24 in 492.5 ms against 602.3 without, and four or five gain < 1 %.
     const DEFAULT_AFFINE_ROUNDS: u32 = 3;
@@ -163,7 +163,7 @@ impl MsmGroup for G2 {
     }
 
     fn kernels(gpu: &Gpu) -> &CurveKernels {
-        &gpu.k.msm_g2
+        &gpu.g2
     }
 
     fn to_affine(p: &Words<96>) -> Result<G2Affine, GpuError> {

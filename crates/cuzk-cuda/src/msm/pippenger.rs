@@ -7,12 +7,13 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig};
 
 use super::group::{device_address, BasesAt, MsmGroup};
 use super::plan::{affine_rounds, window_bits, windows, words_of, AffinePlan, ScratchLayout, AFFINE_SPAN, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};
 use crate::device::{Gpu, GpuError};
 use crate::field::DeviceFr;
+use crate::kernels::At;
 
 /// Device time of one MSM's phases, from CUDA events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -343,31 +344,20 @@ impl GpuMsm {
 
         // SAFETY: see `sorted` above.
         let mut digits = unsafe { rest.transmute_mut::<u32>(max_entries as usize) }.ok_or_else(too_small)?;
-        let mut b = s.launch_builder(&k.msm_count);
-        b.arg(d_scalars).arg(&n32).arg(&c).arg(&w).arg(&mut counts).arg(&mut digits);
-        // SAFETY: matches `msm_count(const fr*, u32, u32, u32, u32*, u32*)`; counts holds
-        // windows·2^(c−1) entries and every (window, bucket) index is below that; digits
-        // holds windows·n entries.
-        unsafe { b.launch(blocks(n as u64, 256))? };
+        // SAFETY: counts holds windows·2^(c−1) entries and every (window, bucket) index is
+        // below that; digits holds windows·n entries.
+        unsafe { k.msm_count(s, blocks(n as u64, 256), d_scalars, n32, c, w, &mut counts, &mut digits)? };
         phases.mark(s)?;
         let tiles = len.div_ceil(SCAN_TILE);
         let mut tile_sums = s.alloc_zeros::<u32>(tiles as usize)?;
         let mut tile_offsets = s.alloc_zeros::<u32>(tiles as usize + 1)?;
-        let mut b = s.launch_builder(&k.msm_tile_sums);
-        b.arg(&counts).arg(&len).arg(&mut tile_sums);
-        // SAFETY: matches `msm_tile_sums(const u32*, u32, u32*)`; one block per tile of
-        // SCAN_TILE counts, tile_sums holds `tiles` entries.
-        unsafe { b.launch(blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS))? };
-        let mut b = s.launch_builder(&k.msm_scan);
-        b.arg(&tile_sums).arg(&tiles).arg(&mut tile_offsets);
-        // SAFETY: matches `msm_scan(const u32*, u32, u32*)`; one block of 1024 threads;
-        // tile_offsets holds tiles + 1 entries.
-        unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 })? };
-        let mut b = s.launch_builder(&k.msm_tile_scan);
-        b.arg(&counts).arg(&len).arg(&tile_offsets).arg(&tiles).arg(&mut offsets);
-        // SAFETY: matches `msm_tile_scan(const u32*, u32, const u32*, u32, u32*)`; one block
-        // per tile; offsets holds len + 1 entries, tile_offsets tiles + 1.
-        unsafe { b.launch(blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS))? };
+        // SAFETY: one block per tile of SCAN_TILE counts, tile_sums holds `tiles` entries.
+        unsafe { k.msm_tile_sums(s, blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS), &counts, len, &mut tile_sums)? };
+        let one_block = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one block of 1024 threads; tile_offsets holds tiles + 1 entries.
+        unsafe { k.msm_scan(s, one_block, &tile_sums, tiles, &mut tile_offsets)? };
+        // SAFETY: one block per tile; offsets holds len + 1 entries, tile_offsets tiles + 1.
+        unsafe { k.msm_tile_scan(s, blocks(tiles as u64 * SCAN_THREADS as u64, SCAN_THREADS), &counts, len, &tile_offsets, tiles, &mut offsets)? };
         let mut cursor = s.clone_dtod(&offsets)?;
         // An unread stand-in when the scalars are not indexed.
         let index_dummy = s.alloc_zeros::<u32>(1)?;
@@ -375,14 +365,24 @@ impl GpuMsm {
         let indexed = base_index.is_some() as u32;
         let digits = digits.as_view();
         for window in 0..w {
-            let mut b = s.launch_builder(&k.msm_scatter);
-            b.arg(&digits).arg(&n32).arg(&c).arg(&window).arg(&mut cursor).arg(&mut sorted).arg(base_index.unwrap_or(&index_dummy)).arg(&indexed);
-            // SAFETY: matches `msm_scatter(const u32*, u32, u32, u32, u32*, u32*, const u32*,
-            // u32)`; reads digits[window·n .. window·n + n); each bucket's cursor runs from
+            // SAFETY: reads digits[window·n .. window·n + n); each bucket's cursor runs from
             // its offset to the next one, all below the total ≤ n·windows = sorted.len();
             // base_index (read when `indexed`) holds n indices below bases.len(), checked
             // by the caller.
-            unsafe { b.launch(blocks(n as u64, 256))? };
+            unsafe {
+                k.msm_scatter(
+                    s,
+                    blocks(n as u64, 256),
+                    &digits,
+                    n32,
+                    c,
+                    window,
+                    &mut cursor,
+                    &mut sorted,
+                    base_index.unwrap_or(&index_dummy),
+                    indexed,
+                )?
+            };
         }
         phases.mark(s)?;
 
@@ -396,13 +396,12 @@ impl GpuMsm {
         phases.mark(s)?;
 
         let log_m0 = m0.trailing_zeros();
-        let mut b = s.launch_builder(&ck.bucket_segments);
-        b.arg(&bucket_sums).arg(&m0).arg(&log_m0).arg(&reduce_threads);
-        b.arg(&mut pairs[0].0).arg(&mut pairs[0].1);
-        // SAFETY: matches `msm_bucket_segments(const xyzz*, u32, u32, u32, xyzz*, xyzz*)`;
-        // m0 divides 2^(c−1), so reduce_threads·m0 = len buckets are read; the outputs
-        // hold reduce_threads pairs.
-        unsafe { b.launch(blocks(reduce_threads as u64, CURVE_BLOCK))? };
+        let [(sums0, weighted0), _] = &mut pairs;
+        // SAFETY: m0 divides 2^(c−1), so reduce_threads·m0 = len buckets are read; the
+        // outputs hold reduce_threads pairs.
+        unsafe {
+            ck.bucket_segments::<G>(s, blocks(reduce_threads as u64, CURVE_BLOCK), &bucket_sums, m0, log_m0, reduce_threads, sums0, weighted0)?
+        };
         // Later levels: per_window pairs per window, divided by m each time.
         let mut per_window = buckets_per_window / m0;
         let mut cur = 0;
@@ -411,20 +410,16 @@ impl GpuMsm {
             let (log_m, count) = (m.trailing_zeros(), w * (per_window / m));
             let [p0, p1] = &mut pairs;
             let (src, dst) = if cur == 0 { (&*p0, p1) } else { (&*p1, p0) };
-            let mut b = s.launch_builder(&ck.pair_segments);
-            b.arg(&src.0).arg(&src.1).arg(&m).arg(&log_m).arg(&count).arg(&mut dst.0).arg(&mut dst.1);
-            // SAFETY: matches `msm_pair_segments(const xyzz*, const xyzz*, u32, u32, u32,
-            // xyzz*, xyzz*)`; reads count·m = w·per_window pairs (what the previous level
-            // wrote), writes count ≤ reduce_threads / 2 pairs (m ≥ 2).
-            unsafe { b.launch(blocks(count as u64, CURVE_BLOCK))? };
+            let (dst_sums, dst_weighted) = (&mut dst.0, &mut dst.1);
+            // SAFETY: reads count·m = w·per_window pairs (what the previous level wrote),
+            // writes count ≤ reduce_threads / 2 pairs (m ≥ 2).
+            unsafe { ck.pair_segments::<G>(s, blocks(count as u64, CURVE_BLOCK), &src.0, &src.1, m, log_m, count, dst_sums, dst_weighted)? };
             per_window /= m;
             cur = 1 - cur;
         }
         let window_sum = &pairs[cur].0;
-        let mut b = s.launch_builder(&ck.combine_windows);
-        b.arg(window_sum).arg(&w).arg(&c).arg(&mut result);
-        // SAFETY: matches `msm_combine_windows(const xyzz*, u32, u32, xyzz*)`; one thread.
-        unsafe { b.launch(blocks(1, 32))? };
+        // SAFETY: one thread, reading w window sums.
+        unsafe { ck.combine_windows::<G>(s, blocks(1, 32), window_sum, w, c, &mut result)? };
         phases.mark(s)?;
         Ok(result)
     }
@@ -449,35 +444,42 @@ impl GpuMsm {
         let mut left_bucket = s.alloc_zeros::<u32>(segments as usize)?;
         let mut right = s.alloc_zeros::<G::DeviceXyzz>(segments as usize)?;
         let mut right_bucket = s.alloc_zeros::<u32>(segments as usize)?;
-        let mut b = s.launch_builder(&ck.accumulate);
-        b.arg(&points).arg(sorted.0).arg(&sorted.1).arg(offsets).arg(&len).arg(&seg_len).arg(&segments);
-        b.arg(&mut *buckets).arg(&mut left).arg(&mut left_bucket).arg(&mut right).arg(&mut right_bucket);
-        // SAFETY: matches `msm_accumulate(const affine*, const u32*, u32, const u32*, u32,
-        // u32, u32, xyzz*, xyzz*, u32*, xyzz*, u32*)`; offsets holds len + 1 entries whose
-        // total is at most max_total ≤ seg_len·segments; entries (or, unindexed,
-        // positions) are indices of points held at `points` (the callers' bases or
-        // round outputs); bucket ids are < len = buckets.len(); the partial
-        // arrays hold `segments` entries.
-        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+        // SAFETY: offsets holds len + 1 entries whose total is at most max_total ≤
+        // seg_len·segments; entries (or, unindexed, positions) are indices of points held
+        // at `points` (the callers' bases or round outputs); bucket ids are < len =
+        // buckets.len(); the partial arrays hold `segments` entries.
+        unsafe {
+            ck.accumulate::<G>(
+                s,
+                blocks(segments as u64, CURVE_BLOCK),
+                At::new(points),
+                sorted.0,
+                sorted.1,
+                offsets,
+                len,
+                seg_len,
+                segments,
+                &mut *buckets,
+                &mut left,
+                &mut left_bucket,
+                &mut right,
+                &mut right_bucket,
+            )?
+        };
         // Segmented suffix sums of the left partials, ping-ponging between two buffers.
         let mut d = 1u32;
         let mut in_left = true;
         while d < segments {
             let (src, dst) = if in_left { (&left, &mut left_scan) } else { (&left_scan, &mut left) };
-            let mut b = s.launch_builder(&ck.partials_scan);
-            b.arg(src).arg(dst).arg(&left_bucket).arg(&segments).arg(&d);
-            // SAFETY: matches `msm_partials_scan(const xyzz*, xyzz*, const u32*, u32, u32)`;
-            // all arrays hold `segments` entries.
-            unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+            // SAFETY: all arrays hold `segments` entries.
+            unsafe { ck.partials_scan::<G>(s, blocks(segments as u64, CURVE_BLOCK), src, dst, &left_bucket, segments, d)? };
             in_left = !in_left;
             d *= 2;
         }
         let left_sums = if in_left { &left } else { &left_scan };
-        let mut b = s.launch_builder(&ck.fixup);
-        b.arg(&segments).arg(&mut *buckets).arg(&right).arg(&right_bucket).arg(left_sums).arg(&left_bucket);
-        // SAFETY: matches `msm_fixup(u32, xyzz*, const xyzz*, const u32*, const xyzz*,
-        // const u32*)`; bucket ids written by msm_accumulate are < len.
-        unsafe { b.launch(blocks(segments as u64, CURVE_BLOCK))? };
+        // SAFETY: bucket ids written by msm_accumulate are < len; the partial arrays hold
+        // `segments` entries.
+        unsafe { ck.fixup::<G>(s, blocks(segments as u64, CURVE_BLOCK), segments, &mut *buckets, &right, &right_bucket, left_sums, &left_bucket)? };
         Ok(())
     }
 
@@ -552,38 +554,57 @@ impl GpuMsm {
                 } else {
                     (device_address(src, s), unindexed.slice(..), 0u32, src_off.slice(..nb as usize + 1))
                 };
-                let mut b = s.launch_builder(&ck.affine_offsets);
-                b.arg(&in_off).arg(&nb).arg(&mut *dst_off).arg(&mut *dst);
-                // SAFETY: matches `msm_affine_offsets(const u32*, u32, u32*, affine*)`; in_off
-                // holds nb + 1 offsets, dst_off nb + 1 entries; the gap slots are below
-                // (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity (out_caps).
-                unsafe { b.launch(blocks(nb as u64 + 1, 256))? };
-                let mut b = s.launch_builder(&ck.affine_prefix);
-                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
-                b.arg(&*dst_off).arg(&mut prefix).arg(&mut prod).arg(&mut *dst);
-                // SAFETY: matches `msm_affine_prefix(const affine*, const u32*, u32, const u32*,
-                // u32, u32, u32, const u32*, field*, field*, affine*)`; threads·SPAN covers the
-                // input's positions (caps[r] at most); prefix slots (p − p0)/2 < max_in/2 + 1,
-                // prod holds max_threads ≥ threads; entries address bases (the caller's
-                // invariant: see enqueue_pippenger),
-                // output slots are below the round's total ≤ the buffer's capacity.
-                unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
+                // SAFETY: in_off holds nb + 1 offsets, dst_off nb + 1 entries; the gap slots
+                // are below (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity
+                // (out_caps).
+                unsafe { ck.affine_offsets::<G>(s, blocks(nb as u64 + 1, 256), &in_off, nb, &mut *dst_off, &mut *dst)? };
+                let dst_offsets = &*dst_off;
+                // SAFETY: threads·SPAN covers the input's positions (caps[r] at most); prefix
+                // slots (p − p0)/2 < max_in/2 + 1, prod holds max_threads ≥ threads; entries
+                // address bases (the caller's invariant: see enqueue_pippenger), output slots
+                // are below the round's total ≤ the buffer's capacity.
+                unsafe {
+                    ck.affine_prefix::<G>(
+                        s,
+                        blocks(threads as u64, CURVE_BLOCK),
+                        At::new(points),
+                        &entries,
+                        indexed,
+                        &in_off,
+                        nb,
+                        AFFINE_SPAN,
+                        threads,
+                        dst_offsets,
+                        &mut prefix,
+                        &mut prod,
+                        &mut *dst,
+                    )?
+                };
                 let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
                 let prod_in = prod.as_view();
-                let mut b = s.launch_builder(&ck.affine_invert);
-                b.arg(&prod_in).arg(&threads).arg(&AFFINE_INVERT_GROUP).arg(&mut inv);
-                // SAFETY: matches `msm_affine_invert(const field*, u32, u32, field*)`; both
-                // arrays hold at least `threads` elements.
-                unsafe { b.launch(blocks(inverters, 64))? };
+                // SAFETY: both arrays hold at least `threads` elements.
+                unsafe { ck.affine_invert::<G>(s, blocks(inverters, 64), &prod_in, threads, AFFINE_INVERT_GROUP, &mut inv)? };
                 let (prefix_in, inv_in) = (prefix.as_view(), inv.as_view());
-                let mut b = s.launch_builder(&ck.affine_apply);
-                b.arg(&points).arg(&entries).arg(&indexed).arg(&in_off).arg(&nb).arg(&AFFINE_SPAN).arg(&threads);
-                b.arg(&*dst_off).arg(&prefix_in).arg(&inv_in).arg(&mut *dst);
-                // SAFETY: matches `msm_affine_apply(const affine*, const u32*, u32, const u32*,
-                // u32, u32, u32, const u32*, const field*, const field*, affine*)`; positions,
-                // entries and output slots as for the prefix kernel; inv[t] for t < threads ≤
-                // max_threads; prefix read only at the slots the prefix kernel stored.
-                unsafe { b.launch(blocks(threads as u64, CURVE_BLOCK))? };
+                // SAFETY: positions, entries and output slots as for the prefix kernel;
+                // inv[t] for t < threads ≤ max_threads; prefix read only at the slots the
+                // prefix kernel stored.
+                unsafe {
+                    ck.affine_apply::<G>(
+                        s,
+                        blocks(threads as u64, CURVE_BLOCK),
+                        At::new(points),
+                        &entries,
+                        indexed,
+                        &in_off,
+                        nb,
+                        AFFINE_SPAN,
+                        threads,
+                        dst_offsets,
+                        &prefix_in,
+                        &inv_in,
+                        &mut *dst,
+                    )?
+                };
             }
             if let (Some(start), Some(end)) = (start, phases.event(s)?) {
                 phases.affine.push((start, end));
@@ -611,21 +632,14 @@ impl GpuMsm {
         let threads = count.div_ceil(per);
         let mut a = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
         let mut b = s.alloc_zeros::<G::DeviceXyzz>(threads as usize)?;
-        let mut l = s.launch_builder(&ck.sum_indexed);
-        l.arg(&bases.origin).arg(idx).arg(&count).arg(&per).arg(&threads).arg(&mut a);
-        // SAFETY: matches `msm_sum_indexed(const affine*, const u32*, u32, u32, u32, xyzz*)`;
-        // indices are in bases.first..bases.end (the caller's invariant: checked for
-        // lists from the host; for a streamed chunk it holds by the list builder's
-        // checkpoints, see crate::streamed); `a` holds
-        // `threads` sums.
-        unsafe { l.launch(blocks(threads as u64, CURVE_BLOCK))? };
+        // SAFETY: indices are in bases.first..bases.end (the caller's invariant: checked
+        // for lists from the host; for a streamed chunk it holds by the list builder's
+        // checkpoints, see crate::streamed); `a` holds `threads` sums.
+        unsafe { ck.sum_indexed::<G>(s, blocks(threads as u64, CURVE_BLOCK), At::new(bases.origin), idx, count, per, threads, &mut a)? };
         let mut m = threads;
         while m > 1 {
-            let mut l = s.launch_builder(&ck.sum_pairs);
-            l.arg(&a).arg(&m).arg(&mut b);
-            // SAFETY: matches `msm_sum_pairs(const xyzz*, u32, xyzz*)`; reads m < len
-            // values, writes (m + 1) / 2.
-            unsafe { l.launch(blocks(m.div_ceil(2) as u64, CURVE_BLOCK))? };
+            // SAFETY: reads m < len values, writes (m + 1) / 2.
+            unsafe { ck.sum_pairs::<G>(s, blocks(m.div_ceil(2) as u64, CURVE_BLOCK), &a, m, &mut b)? };
             std::mem::swap(&mut a, &mut b);
             m = m.div_ceil(2);
         }

@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use blstrs::Scalar;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice};
 use cuzk_groth16::synthesis::{Density, ScalarClasses};
 use ff::Field;
 use rayon::prelude::*;
@@ -26,6 +26,7 @@ use super::group::{device_address, BasesAt, MsmGroup};
 use super::pippenger::{blocks, GpuMsm, PhaseEvents, Scratch};
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
+use crate::kernels::At;
 
 /// A split MSM's lists on the device, uploaded from the host ([`GpuMsm::upload_split`]).
 pub struct DeviceSplit {
@@ -373,25 +374,33 @@ pub fn build_piece<'r>(
     let index_at = (base + 4 * parts[1].start as u64).wrapping_sub(4 * piece.sig.start as u64);
     let sig_at = (base + 4 * parts[2].start as u64).wrapping_sub(32 * piece.sig.start as u64);
     let c = &src.compact;
-    let (n64, first_chunk, null) = (n as u64, piece.chunks.start as u64, 0u64);
+    let (n64, first_chunk) = (n as u64, piece.chunks.start as u64);
     let table = src.chunk_table.slice(3 * piece.chunks.start..3 * piece.chunks.end);
     if !piece.chunks.is_empty() {
-        let mut b = stream.launch_builder(&gpu.k.msm_split_lists);
-        b.arg(&c.one).arg(&c.zero).arg(&c.offsets).arg(&others_at).arg(&n64);
-        match src.density {
-            Some(d) => b.arg(d),
-            None => b.arg(&null),
+        // SAFETY: one block of 256 threads per chunk of the piece, `table` its chunks'
+        // three starts each; the bitmaps and offsets hold ⌈n/64⌉ words (CompactView); the
+        // density (null where there is none) ⌈n/64⌉ words; the piece's chunks write
+        // exactly the entries piece.ones / piece.sig of the whole lists, which the shifted
+        // addresses put at the starts of their parts, each sized for them (piece_parts);
+        // the other values they read are those of the piece's positions, in the window
+        // (or in the resident values).
+        unsafe {
+            gpu.k.msm_split_lists(
+                stream,
+                blocks(piece.chunks.len() as u64 * 256, 256),
+                &c.one,
+                &c.zero,
+                &c.offsets,
+                At::new(others_at),
+                n64,
+                src.density,
+                &table,
+                first_chunk,
+                At::new(ones_at),
+                At::new(index_at),
+                At::new(sig_at),
+            )?
         };
-        b.arg(&table).arg(&first_chunk).arg(&ones_at).arg(&index_at).arg(&sig_at);
-        // SAFETY: matches `msm_split_lists(const u64*, const u64*, const u32*, const fr*,
-        // u64, const u64* (nullable), const u32*, u64, u32*, u32*, fr*)`; one block of 256
-        // threads per chunk of the piece, `table` its chunks' three starts each; the
-        // bitmaps and offsets hold ⌈n/64⌉ words (CompactView); the density ⌈n/64⌉ words;
-        // the piece's chunks write exactly the entries piece.ones / piece.sig of the
-        // whole lists, which the shifted addresses put at the starts of their parts, each
-        // sized for them (piece_parts); the other values they read are those of the
-        // piece's positions, in the window (or in the resident values).
-        unsafe { b.launch(blocks(piece.chunks.len() as u64 * 256, 256))? };
     }
     piece_view(src, piece, region)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 
-use crate::kernels::{CurveKernels, Kernels};
+use crate::kernels::{CurveKernels, CurveTypes, Kernels, G1, G2};
 
 #[cfg(cuzk_kernels)]
 static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cuzk.fatbin"));
@@ -185,8 +185,8 @@ pub struct Gpu {
     /// The fatbin's kernels (crate::kernels): the field, NTT, MSM sorting, list and
     /// product kernels, and each curve group's.
     pub(crate) k: Kernels,
-    pub(crate) g1: CurveKernels,
-    pub(crate) g2: CurveKernels,
+    pub(crate) g1: CurveKernels<G1>,
+    pub(crate) g2: CurveKernels<G2>,
     /// The kernels' local memory (register spills, stack: the most any kernel takes
     /// per thread, for every thread the device holds), which the driver reserves outside
     /// every allocation of ours; and of it, what it may still take later (when the
@@ -206,7 +206,7 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal)?;
         keep_pool_memory(&ctx)?;
         let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
-        let (k, g1, g2) = (Kernels::load(&module, "")?, CurveKernels::load(&module, "g1")?, CurveKernels::load(&module, "g2")?);
+        let (k, g1, g2) = (Kernels::load(&module, "")?, CurveKernels::load(&module, G1::SUFFIX)?, CurveKernels::load(&module, G2::SUFFIX)?);
         let mut most_local = 0;
         for f in k.all().into_iter().chain(g1.all()).chain(g2.all()) {
             most_local = most_local.max(f.local_size_bytes()?.max(0) as usize);

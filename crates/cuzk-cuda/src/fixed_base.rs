@@ -101,9 +101,9 @@ impl GpuFixedBase {
             s.memcpy_htod(as_device(k), &mut scalars.slice_mut(..k.len()))?;
             // SAFETY: the table holds windows·2^c points and every digit is below 2^c;
             // scalars and xyzz hold at least n entries.
-            unsafe { ck.fixed_base_mul::<G>(s, blocks(n as u64, CURVE_BLOCK), &table.device, WINDOW_BITS, windows, &scalars, n, &mut xyzz)? };
+            unsafe { ck.fixed_base_mul(s, blocks(n as u64, CURVE_BLOCK), &table.device, WINDOW_BITS, windows, &scalars, n, &mut xyzz)? };
             // SAFETY: reads and writes n entries, which both buffers hold.
-            unsafe { ck.fixed_base_to_affine::<G>(s, blocks(k.len().div_ceil(BATCH) as u64, CURVE_BLOCK), &xyzz, n, &mut affine)? };
+            unsafe { ck.fixed_base_to_affine(s, blocks(k.len().div_ceil(BATCH) as u64, CURVE_BLOCK), &xyzz, n, &mut affine)? };
             // Into pageable memory: the copy has finished when the call returns, so an
             // early return cannot leave the device writing into `out`.
             s.memcpy_dtoh(&affine.slice(..k.len()), G::as_device_mut(o))?;

@@ -19,7 +19,7 @@ use cudarc::driver::{
 use crate::field::{DeviceFp, DeviceFr};
 
 /// A curve group's device types, as its kernels read and write them (the MSM's groups,
-/// `crate::msm::MsmGroup`, are these and more).
+/// `crate::msm::MsmGroup`, are these and more), and the suffix of its kernels' names.
 pub trait CurveTypes {
     /// The affine point's bytes as the device reads them (x then y, coordinates as
     /// 12-limb Fp elements, c0 before c1 in Fp2): exactly the host type's bytes.
@@ -28,6 +28,43 @@ pub trait CurveTypes {
     type DeviceXyzz: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
     /// One coordinate (Fp or Fp2, Montgomery form): the batch-affine rounds' products.
     type DeviceField: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
+    /// "g1", "g2": the kernels are `msm_accumulate_g1`, `fixed_base_mul_g2`, ….
+    const SUFFIX: &'static str;
+}
+
+/// N 32-bit words of device memory: affine and XYZZ points of either group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(8))]
+pub struct Words<const N: usize>(pub [u32; N]);
+
+impl<const N: usize> Default for Words<N> {
+    fn default() -> Self {
+        Words([0; N])
+    }
+}
+
+// SAFETY: plain old data; the kernels' ec::affine / ec::xyzz have these layouts.
+unsafe impl<const N: usize> DeviceRepr for Words<N> {}
+// SAFETY: all-zero bits are the point at infinity in both forms.
+unsafe impl<const N: usize> ValidAsZeroBits for Words<N> {}
+
+/// G1 over Fp.
+pub struct G1;
+/// G2 over Fp2.
+pub struct G2;
+
+impl CurveTypes for G1 {
+    type DeviceAffine = Words<24>;
+    type DeviceXyzz = Words<48>;
+    type DeviceField = Words<12>;
+    const SUFFIX: &'static str = "g1";
+}
+
+impl CurveTypes for G2 {
+    type DeviceAffine = Words<48>;
+    type DeviceXyzz = Words<96>;
+    type DeviceField = Words<24>;
+    const SUFFIX: &'static str = "g2";
 }
 
 /// A `const T*` argument: a slice, a view, an address ([`At`]), or an optional one of
@@ -121,12 +158,12 @@ macro_rules! arg_push {
 }
 
 /// Declares a table of kernels: a struct of `CudaFunction`s loaded by name (the name
-/// followed by the table's suffix), and one launch method per kernel with its argument
-/// types; `[G: CurveTypes]` makes the methods generic over a group's device types, `[]`
-/// not.
+/// followed by a suffix), and one launch method per kernel with its argument types.
+/// `[G: CurveTypes]` makes the table one group's (`CurveKernels<G1>`: its methods take
+/// that group's device types, its names end in `G::SUFFIX`); `[]` makes a plain one.
 macro_rules! kernel_table {
     (
-        $generics:tt
+        [$($g:ident: $bound:path)?]
         $(#[$doc:meta])*
         $vis:vis struct $table:ident {
             $(
@@ -136,13 +173,14 @@ macro_rules! kernel_table {
         }
     ) => {
         $(#[$doc])*
-        $vis struct $table {
+        $vis struct $table $(<$g: $bound>)? {
             $( $field: CudaFunction, )*
+            _group: PhantomData<($($g,)?)>,
         }
 
-        impl $table {
+        impl $(<$g: $bound>)? $table $(<$g>)? {
             pub(crate) fn load(m: &Arc<CudaModule>, suffix: &str) -> Result<Self, DriverError> {
-                Ok($table { $( $field: m.load_function(&format!("{}{suffix}", $name))?, )* })
+                Ok($table { $( $field: m.load_function(&format!("{}{suffix}", $name))?, )* _group: PhantomData })
             }
 
             /// Every kernel of the table.
@@ -150,21 +188,21 @@ macro_rules! kernel_table {
                 vec![$( &self.$field ),*]
             }
 
-            $( kernel_method! { $generics $(#[$kdoc])* $field ( $( $arg : $mode $t ),* ) } )*
+            $( kernel_method! { $(#[$kdoc])* $field ( $( $arg : $mode $t ),* ) } )*
         }
     };
 }
 
 /// One launch method of a [`kernel_table!`].
 macro_rules! kernel_method {
-    ([$($g:tt)*] $(#[$kdoc:meta])* $field:ident ( $( $arg:ident : $mode:ident $t:ty ),* )) => {
+    ($(#[$kdoc:meta])* $field:ident ( $( $arg:ident : $mode:ident $t:ty ),* )) => {
         $(#[$kdoc])*
         ///
         /// # Safety
         /// The grid must keep within what every pointer argument holds (each launch
         /// site says why it does).
         #[allow(clippy::too_many_arguments, unused_mut)]
-        pub(crate) unsafe fn $field<$($g)*>(&self, stream: &CudaStream, cfg: LaunchConfig, $( mut $arg: arg_type!($mode $t) ),*) -> Result<(), DriverError> {
+        pub(crate) unsafe fn $field(&self, stream: &CudaStream, cfg: LaunchConfig, $( mut $arg: arg_type!($mode $t) ),*) -> Result<(), DriverError> {
             let mut b = stream.launch_builder(&self.$field);
             $( arg_push!($mode $arg, b); )*
             // SAFETY: the arguments are those of the kernel's signature, in its order
@@ -177,7 +215,7 @@ macro_rules! kernel_method {
 
 kernel_table! {
     [G: CurveTypes]
-    /// The kernels of one curve group (suffix `g1`, `g2`): the MSM's
+    /// The kernels of one curve group (names ending in `G::SUFFIX`): the MSM's
     /// (kernels/msm/pippenger.cuh), the fixed-base multiplication's
     /// (kernels/ec/fixed_base.cuh) and the `.params` point decoder (kernels/ec/decode.cuh).
     pub struct CurveKernels {

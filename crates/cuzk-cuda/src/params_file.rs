@@ -203,7 +203,7 @@ fn enqueue_decode<G: MsmGroup>(
     let (n32, first32) = (points.len() as u32, first as u32);
     let cfg = LaunchConfig { grid_dim: (n32.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: `points` holds n points of the group's size, first_bad one word.
-    unsafe { G::kernels(gpu).decode_points::<G>(stream, cfg, points, n32, first32, first_bad)? };
+    unsafe { G::kernels(gpu).decode_points(stream, cfg, points, n32, first32, first_bad)? };
     Ok(())
 }
 

@@ -318,6 +318,11 @@ pub fn prove_each(
     mut prove_one: impl FnMut(&mut SynthesizedCircuit, &ProofRandomness, &mut StageTimings) -> Result<Proof, ProveError>,
 ) -> Result<ProveOutput, ProveError> {
     let InputsChecked(()) = checked;
+    // The token says nothing of which inputs were checked: a randomness list of another
+    // length would leave circuits unproved without this.
+    if circuits.len() != randomness.len() {
+        return Err(ProveError::RandomnessCount { circuits: circuits.len(), randomness: randomness.len() });
+    }
     let mut proofs = Vec::with_capacity(circuits.len());
     for (c, rs) in circuits.iter_mut().zip(randomness) {
         proofs.push(prove_one(c, rs, &mut timings)?);

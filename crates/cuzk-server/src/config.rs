@@ -469,9 +469,9 @@ critical_kinds = ["winning_post", "window_post_partition"]
     fn unknown_keys_are_warned_of_wherever_they_are() {
         let text =
             "stray = 1\n[daemon]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"\n[daemon.extra]\na = 1\n[gpu]\nold_key = 1\nother = \"x\"\n[memory]\n";
-        let (c, mut w) = DaemonConfig::from_toml(text).unwrap();
+        let (c, w) = DaemonConfig::from_toml(text).unwrap();
         assert_eq!(c.listen, ListenAddr::Tcp("127.0.0.1:1".parse().unwrap()));
-        w.sort();
+        // In the order of their keys, as --check-config prints them.
         let want = [
             "daemon.extra: unknown key; ignored",
             "daemon.lisen: unknown key; ignored",
@@ -483,6 +483,11 @@ critical_kinds = ["winning_post", "window_post_partition"]
         // A known key's bad value is an error naming it, also next to unknown keys.
         let e = DaemonConfig::from_toml("[gpu]\nx = 1\n[synthetic]\nmax_log_size = 40").unwrap_err();
         assert_eq!(e, ConfigError::Value { key: "synthetic.max_log_size".into(), message: "must be within 1..=27".into() });
+        // Errors come in the order of the keys, each value's before the checks across keys.
+        let e = DaemonConfig::from_toml("[daemon]\ntls_cert_file = \"c.pem\"\n[srs]\nparam_cache = \"\"").unwrap_err();
+        assert!(matches!(&e, ConfigError::Value { key, .. } if key == "srs.param_cache"), "{e}");
+        let e = DaemonConfig::from_toml("[admission]\nmax_queued_request_bytes = \"lots\"").unwrap_err();
+        assert_eq!(e.to_string(), "admission.max_queued_request_bytes: \"lots\" is not a size like \"2GiB\"");
     }
 
     #[test]

@@ -8,28 +8,12 @@ use blst::{
     blst_p2_affine_serialize,
 };
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use group::prime::PrimeCurveAffine;
 use group::Group;
 
 use crate::device::{Gpu, GpuError};
-use crate::kernels::{CurveKernels, CurveTypes};
-
-/// N 32-bit words of device memory: affine and XYZZ points of either group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(8))]
-pub struct Words<const N: usize>(pub [u32; N]);
-
-impl<const N: usize> Default for Words<N> {
-    fn default() -> Self {
-        Words([0; N])
-    }
-}
-
-// SAFETY: plain old data; the kernels' ec::affine / ec::xyzz have these layouts.
-unsafe impl<const N: usize> DeviceRepr for Words<N> {}
-// SAFETY: all-zero bits are the point at infinity in both forms.
-unsafe impl<const N: usize> ValidAsZeroBits for Words<N> {}
+use crate::kernels::{CurveKernels, CurveTypes, Words, G1, G2};
 
 impl<const N: usize> Words<N> {
     /// Six 64-bit limbs (one Fp element, Montgomery form) starting at word 12·i.
@@ -46,7 +30,7 @@ const _: () = assert!(std::mem::size_of::<G1Affine>() == 96 && std::mem::align_o
 const _: () = assert!(std::mem::size_of::<G2Affine>() == 192 && std::mem::align_of::<G2Affine>() == 8);
 
 /// A group the GPU MSM runs in: its host and device point types.
-pub trait MsmGroup: CurveTypes {
+pub trait MsmGroup: CurveTypes + Sized {
     type Affine: Copy + cuzk_groth16::format::FilePoint;
     type Projective: Copy + std::fmt::Debug + From<Self::Affine> + std::ops::Add<Output = Self::Projective>;
     const NAME: &'static str;
@@ -63,26 +47,15 @@ pub trait MsmGroup: CurveTypes {
     /// of the group: the bytes are valid for the type whatever they are, but
     /// everything built on it assumes curve points).
     fn as_device_mut(points: &mut [Self::Affine]) -> &mut [Self::DeviceAffine];
-    fn kernels(gpu: &Gpu) -> &CurveKernels;
+    fn kernels(gpu: &Gpu) -> &CurveKernels<Self>;
     /// The affine point of an XYZZ result, checked to be in the group: a device result
     /// that is not is an error rather than a wrong proof later.
     fn to_affine(p: &Self::DeviceXyzz) -> Result<Self::Affine, GpuError>;
     fn identity() -> Self::Projective;
 }
 
-/// G1 over Fp.
-pub struct G1;
-/// G2 over Fp2.
-pub struct G2;
-
 fn not_in_group(name: &str) -> GpuError {
     GpuError::Invalid(format!("the device's {name} MSM result is not a point of {name}"))
-}
-
-impl CurveTypes for G1 {
-    type DeviceAffine = Words<24>;
-    type DeviceXyzz = Words<48>;
-    type DeviceField = Words<12>;
 }
 
 impl MsmGroup for G1 {
@@ -107,7 +80,7 @@ impl MsmGroup for G1 {
         unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<24>, points.len()) }
     }
 
-    fn kernels(gpu: &Gpu) -> &CurveKernels {
+    fn kernels(gpu: &Gpu) -> &CurveKernels<G1> {
         &gpu.g1
     }
 
@@ -135,12 +108,6 @@ impl MsmGroup for G1 {
     }
 }
 
-impl CurveTypes for G2 {
-    type DeviceAffine = Words<48>;
-    type DeviceXyzz = Words<96>;
-    type DeviceField = Words<24>;
-}
-
 impl MsmGroup for G2 {
     type Affine = G2Affine;
     type Projective = G2Projective;
@@ -162,7 +129,7 @@ impl MsmGroup for G2 {
         unsafe { std::slice::from_raw_parts_mut(points.as_mut_ptr() as *mut Words<48>, points.len()) }
     }
 
-    fn kernels(gpu: &Gpu) -> &CurveKernels {
+    fn kernels(gpu: &Gpu) -> &CurveKernels<G2> {
         &gpu.g2
     }
 

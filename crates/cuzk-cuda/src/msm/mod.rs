@@ -21,7 +21,8 @@ use cudarc::driver::CudaView;
 use rayon::prelude::*;
 
 pub(crate) use self::group::{check_base_count, device_address, BasesAt};
-pub use self::group::{DeviceBases, MsmGroup, Words, G1, G2};
+pub use self::group::{DeviceBases, MsmGroup};
+pub use crate::kernels::{Words, G1, G2};
 pub(crate) use pippenger::{blocks, PhaseEvents, CURVE_BLOCK};
 pub use pippenger::{GpuMsm, MsmTimings, PendingMsm, Scratch};
 pub use plan::{affine_rounds, max_scalars_within, scratch_bound, window_bits, MAX_AFFINE_ROUNDS, MAX_WINDOW_BITS};

@@ -399,9 +399,7 @@ impl GpuMsm {
         let [(sums0, weighted0), _] = &mut pairs;
         // SAFETY: m0 divides 2^(c−1), so reduce_threads·m0 = len buckets are read; the
         // outputs hold reduce_threads pairs.
-        unsafe {
-            ck.bucket_segments::<G>(s, blocks(reduce_threads as u64, CURVE_BLOCK), &bucket_sums, m0, log_m0, reduce_threads, sums0, weighted0)?
-        };
+        unsafe { ck.bucket_segments(s, blocks(reduce_threads as u64, CURVE_BLOCK), &bucket_sums, m0, log_m0, reduce_threads, sums0, weighted0)? };
         // Later levels: per_window pairs per window, divided by m each time.
         let mut per_window = buckets_per_window / m0;
         let mut cur = 0;
@@ -413,13 +411,13 @@ impl GpuMsm {
             let (dst_sums, dst_weighted) = (&mut dst.0, &mut dst.1);
             // SAFETY: reads count·m = w·per_window pairs (what the previous level wrote),
             // writes count ≤ reduce_threads / 2 pairs (m ≥ 2).
-            unsafe { ck.pair_segments::<G>(s, blocks(count as u64, CURVE_BLOCK), &src.0, &src.1, m, log_m, count, dst_sums, dst_weighted)? };
+            unsafe { ck.pair_segments(s, blocks(count as u64, CURVE_BLOCK), &src.0, &src.1, m, log_m, count, dst_sums, dst_weighted)? };
             per_window /= m;
             cur = 1 - cur;
         }
         let window_sum = &pairs[cur].0;
         // SAFETY: one thread, reading w window sums.
-        unsafe { ck.combine_windows::<G>(s, blocks(1, 32), window_sum, w, c, &mut result)? };
+        unsafe { ck.combine_windows(s, blocks(1, 32), window_sum, w, c, &mut result)? };
         phases.mark(s)?;
         Ok(result)
     }
@@ -449,7 +447,7 @@ impl GpuMsm {
         // at `points` (the callers' bases or round outputs); bucket ids are < len =
         // buckets.len(); the partial arrays hold `segments` entries.
         unsafe {
-            ck.accumulate::<G>(
+            ck.accumulate(
                 s,
                 blocks(segments as u64, CURVE_BLOCK),
                 At::new(points),
@@ -472,14 +470,14 @@ impl GpuMsm {
         while d < segments {
             let (src, dst) = if in_left { (&left, &mut left_scan) } else { (&left_scan, &mut left) };
             // SAFETY: all arrays hold `segments` entries.
-            unsafe { ck.partials_scan::<G>(s, blocks(segments as u64, CURVE_BLOCK), src, dst, &left_bucket, segments, d)? };
+            unsafe { ck.partials_scan(s, blocks(segments as u64, CURVE_BLOCK), src, dst, &left_bucket, segments, d)? };
             in_left = !in_left;
             d *= 2;
         }
         let left_sums = if in_left { &left } else { &left_scan };
         // SAFETY: bucket ids written by msm_accumulate are < len; the partial arrays hold
         // `segments` entries.
-        unsafe { ck.fixup::<G>(s, blocks(segments as u64, CURVE_BLOCK), segments, &mut *buckets, &right, &right_bucket, left_sums, &left_bucket)? };
+        unsafe { ck.fixup(s, blocks(segments as u64, CURVE_BLOCK), segments, &mut *buckets, &right, &right_bucket, left_sums, &left_bucket)? };
         Ok(())
     }
 
@@ -557,14 +555,14 @@ impl GpuMsm {
                 // SAFETY: in_off holds nb + 1 offsets, dst_off nb + 1 entries; the gap slots
                 // are below (in total + nb) / 2 + 1 ≤ caps[r + 1] ≤ the buffer's capacity
                 // (out_caps).
-                unsafe { ck.affine_offsets::<G>(s, blocks(nb as u64 + 1, 256), &in_off, nb, &mut *dst_off, &mut *dst)? };
+                unsafe { ck.affine_offsets(s, blocks(nb as u64 + 1, 256), &in_off, nb, &mut *dst_off, &mut *dst)? };
                 let dst_offsets = &*dst_off;
                 // SAFETY: threads·SPAN covers the input's positions (caps[r] at most); prefix
                 // slots (p − p0)/2 < max_in/2 + 1, prod holds max_threads ≥ threads; entries
                 // address bases (the caller's invariant: see enqueue_pippenger), output slots
                 // are below the round's total ≤ the buffer's capacity.
                 unsafe {
-                    ck.affine_prefix::<G>(
+                    ck.affine_prefix(
                         s,
                         blocks(threads as u64, CURVE_BLOCK),
                         At::new(points),
@@ -583,13 +581,13 @@ impl GpuMsm {
                 let inverters = threads.div_ceil(AFFINE_INVERT_GROUP) as u64;
                 let prod_in = prod.as_view();
                 // SAFETY: both arrays hold at least `threads` elements.
-                unsafe { ck.affine_invert::<G>(s, blocks(inverters, 64), &prod_in, threads, AFFINE_INVERT_GROUP, &mut inv)? };
+                unsafe { ck.affine_invert(s, blocks(inverters, 64), &prod_in, threads, AFFINE_INVERT_GROUP, &mut inv)? };
                 let (prefix_in, inv_in) = (prefix.as_view(), inv.as_view());
                 // SAFETY: positions, entries and output slots as for the prefix kernel;
                 // inv[t] for t < threads ≤ max_threads; prefix read only at the slots the
                 // prefix kernel stored.
                 unsafe {
-                    ck.affine_apply::<G>(
+                    ck.affine_apply(
                         s,
                         blocks(threads as u64, CURVE_BLOCK),
                         At::new(points),
@@ -635,11 +633,11 @@ impl GpuMsm {
         // SAFETY: indices are in bases.first..bases.end (the caller's invariant: checked
         // for lists from the host; for a streamed chunk it holds by the list builder's
         // checkpoints, see crate::streamed); `a` holds `threads` sums.
-        unsafe { ck.sum_indexed::<G>(s, blocks(threads as u64, CURVE_BLOCK), At::new(bases.origin), idx, count, per, threads, &mut a)? };
+        unsafe { ck.sum_indexed(s, blocks(threads as u64, CURVE_BLOCK), At::new(bases.origin), idx, count, per, threads, &mut a)? };
         let mut m = threads;
         while m > 1 {
             // SAFETY: reads m < len values, writes (m + 1) / 2.
-            unsafe { ck.sum_pairs::<G>(s, blocks(m.div_ceil(2) as u64, CURVE_BLOCK), &a, m, &mut b)? };
+            unsafe { ck.sum_pairs(s, blocks(m.div_ceil(2) as u64, CURVE_BLOCK), &a, m, &mut b)? };
             std::mem::swap(&mut a, &mut b);
             m = m.div_ceil(2);
         }

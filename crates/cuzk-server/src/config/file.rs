@@ -67,6 +67,15 @@ value_type!(
     PathOrNone(Option<PathBuf>) = |v| text(v).map(|s| (!s.is_empty()).then(|| PathBuf::from(s)))
 );
 value_type!(Size(u64) = |v| size(v, "5GiB"));
+value_type!(QueueBytes(u64) = |v| size(v, "2GiB"));
+value_type!(
+    /// A directory that must be named ("": an error, the key is left out for the
+    /// default).
+    ParamDir(PathBuf) = |v| match text(v)? {
+        "" => Err("is empty; leave the key out for the default".into()),
+        s => Ok(PathBuf::from(s)),
+    }
+);
 value_type!(
     /// "auto" (None) or a size.
     Budget(Option<u64>) = |v| match text(v)? {
@@ -202,16 +211,16 @@ impl DaemonConfig {
     /// ([`DaemonConfig::defaults_with`]).
     pub fn from_toml_over(text: &str, base: DaemonConfig) -> Result<(DaemonConfig, Vec<String>), ConfigError> {
         let mut root: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
-        let mut warnings = Vec::new();
+        let mut warnings = Warnings::default();
         root.retain(|key, body| {
             let section = body.is_table();
             if !section {
-                warnings.push(format!("top-level key {key:?} is not a section; ignored"));
+                warnings.key(key, "", format!("top-level key {key:?} is not a section; ignored"));
             }
             section
         });
         let c = ConfigFile::read(root, &mut warnings)?.over(base, &mut warnings)?;
-        Ok((c, warnings))
+        Ok((c, warnings.in_order()))
     }
 }
 
@@ -243,14 +252,14 @@ struct Admission {
     max_queued_jobs_per_kind: Option<Count>,
     max_queued_partitions: Option<Count>,
     max_queued_partitions_per_kind: Option<Count>,
-    max_queued_request_bytes: Option<Size>,
+    max_queued_request_bytes: Option<QueueBytes>,
     critical_kinds: Option<ProofKinds>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Srs {
-    param_cache: Option<Text>,
+    param_cache: Option<ParamDir>,
     preload: Option<CircuitIds>,
 }
 
@@ -326,6 +335,26 @@ struct ConfigFile {
     synthesis: Synthesis,
 }
 
+/// The warnings of a file: those about a key in the order the keys sort in (sections,
+/// then keys within them: the order `--check-config` has always printed them in), then
+/// the others.
+#[derive(Default)]
+struct Warnings {
+    keyed: Vec<(String, String, String)>,
+    last: Vec<String>,
+}
+
+impl Warnings {
+    fn key(&mut self, section: &str, key: &str, message: String) {
+        self.keyed.push((section.to_string(), key.to_string(), message));
+    }
+
+    fn in_order(mut self) -> Vec<String> {
+        self.keyed.sort();
+        self.keyed.into_iter().map(|(_, _, m)| m).chain(self.last).collect()
+    }
+}
+
 /// `*target = value` where the key is present.
 fn set<T>(target: &mut T, value: Option<T>) {
     if let Some(v) = value {
@@ -336,7 +365,7 @@ fn set<T>(target: &mut T, value: Option<T>) {
 impl ConfigFile {
     /// Reads the file's sections (`root`, its top-level keys all tables); a key no
     /// section takes adds "KEY: unknown key; ignored" to `warnings`.
-    fn read(root: toml::Table, warnings: &mut Vec<String>) -> Result<ConfigFile, ConfigError> {
+    fn read(root: toml::Table, warnings: &mut Warnings) -> Result<ConfigFile, ConfigError> {
         let mut ignored = Vec::new();
         let value = toml::Value::Table(root.clone());
         let file = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut |path: serde_ignored::Path| {
@@ -346,15 +375,22 @@ impl ConfigFile {
         for path in ignored {
             match root.get(&path).and_then(toml::Value::as_table) {
                 // A section cuzk has no use for: each of its keys.
-                Some(section) => warnings.extend(section.keys().map(|key| format!("{path}.{key}: unknown key; ignored"))),
-                None => warnings.push(format!("{path}: unknown key; ignored")),
+                Some(section) => {
+                    for key in section.keys() {
+                        warnings.key(&path, key, format!("{path}.{key}: unknown key; ignored"));
+                    }
+                }
+                None => {
+                    let (section, key) = path.split_once('.').unwrap_or((&path, ""));
+                    warnings.key(section, key, format!("{path}: unknown key; ignored"));
+                }
             }
         }
         Ok(file)
     }
 
     /// `base` with every key present in the file laid over it.
-    fn over(self, base: DaemonConfig, warnings: &mut Vec<String>) -> Result<DaemonConfig, ConfigError> {
+    fn over(self, base: DaemonConfig, warnings: &mut Warnings) -> Result<DaemonConfig, ConfigError> {
         let mut c = base;
         let ConfigFile { daemon, admission, srs, memory, gpus, pipeline, scheduler, logging, synthetic, synthesis } = self;
 
@@ -418,11 +454,8 @@ impl ConfigFile {
         set(&mut c.admission.critical_kinds, critical_kinds.map(|v| v.0));
 
         let Srs { param_cache, preload } = srs;
-        if let Some(Text(dir)) = param_cache {
-            if dir.is_empty() {
-                return Err(bad("srs.param_cache", "is empty; leave the key out for the default"));
-            }
-            c.parameter_dir = dir.into();
+        if let Some(ParamDir(dir)) = param_cache {
+            c.parameter_dir = dir;
             c.parameter_dir_origin = ParameterDirOrigin::File;
         }
         set(&mut c.preload, preload.map(|v| v.0));
@@ -452,7 +485,7 @@ impl ConfigFile {
         set(&mut c.synthesis_workers, synthesis_concurrency.map(|v| v.0.max(1)));
         if let Some(Flag(false)) = enabled {
             // Without the pipeline the reference proves one partition at a time.
-            warnings.push("pipeline.enabled = false: synthesis and proving still overlap in cuzk; lookahead set to 1".into());
+            warnings.last.push("pipeline.enabled = false: synthesis and proving still overlap in cuzk; lookahead set to 1".into());
             c.synthesis_lookahead = 1;
         }
         if let Some(cap) = max_parallel_synthesis {
@@ -462,8 +495,9 @@ impl ConfigFile {
         let Scheduler { max_batch_size, max_batch_wait_ms, sort_by_type } = scheduler;
         for (key, value) in [("max_batch_size", max_batch_size), ("max_batch_wait_ms", max_batch_wait_ms), ("sort_by_type", sort_by_type)] {
             if value.is_some() {
-                warnings
-                    .push(format!("scheduler.{key}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect"));
+                let message =
+                    format!("scheduler.{key}: accepted for compatibility; cuzk schedules single partitions by priority, so it has no effect");
+                warnings.key("scheduler", key, message);
             }
         }
 

@@ -27,7 +27,11 @@
 #                                                 (witness-only synthesis, a, b, c on the GPU);
 #                                                 DEVICE_MEMORY=24GiB: gpus.device_memory_limit;
 #                                                 PRODUCTION=1: timing_only off; VERIFY=1:
-#                                                 the returned proofs checked by the client
+#                                                 the returned proofs checked by the client;
+#                                                 PRIORITY=critical: the jobs' priority;
+#                                                 SINGLE=N: then N more jobs one at a time,
+#                                                 each submitted once the last completed
+#                                                 (the latency of one job on an idle daemon)
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
@@ -122,7 +126,12 @@ EOF
     # VERIFY=1: every returned proof checked again by the client with filecoin-proofs'
     # verifier (the .vk files of WORK/params), after the last job.
     FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" \
-      $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee "$O/submit-$c.txt"
+      --priority "${PRIORITY:-normal}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee "$O/submit-$c.txt"
+    for i in $(seq "${SINGLE:-0}"); do
+      echo "== single job $i of ${SINGLE}, on an idle daemon" | tee -a "$O/submit-$c.txt"
+      FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs 1 \
+        --priority "${PRIORITY:-normal}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee -a "$O/submit-$c.txt"
+    done
     fetch /timeline > "$O/timeline-$c.jsonl"
     # Memory and aux-vector reuse (aux_vectors_reused / aux_vectors_fresh) after the jobs.
     fetch /status > "$O/status-$c.json"

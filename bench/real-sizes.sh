@@ -32,6 +32,16 @@
 #                                                 SINGLE=N: then N more jobs one at a time,
 #                                                 each submitted once the last completed
 #                                                 (the latency of one job on an idle daemon)
+#   bench/real-sizes.sh underload BASE JOBS CONCURRENCY URGENT [BUDGET]
+#                                                 deadlines under load: the daemon as for
+#                                                 `daemon`, URGENT (e.g. winning-32g) proved
+#                                                 alone first (its idle latency, its set loaded
+#                                                 after BASE's), then JOBS BASE requests
+#                                                 (NORMAL) at once and, once they fill the GPU,
+#                                                 URGENT again ROUNDS=5 times, each submitted
+#                                                 alone at its Curio priority (PRIORITY,
+#                                                 default critical) EVERY=6 s apart: each one's
+#                                                 latency from submission, and where it waited
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
@@ -79,8 +89,9 @@ case $step in
     c=${1:?circuit}; shift
     "$B" bench --input "$W/inputs/$c" --circuit "$c" --timing-only --param-dir "$W/params" --backend cuda "$@"
     ;;
-  daemon)
-    c=${1:?circuit}; jobs=${2:?jobs}; conc=${3:?concurrency}; budget=${4:-100GiB}
+  daemon|underload)
+    c=${1:?circuit}; jobs=${2:?jobs}; conc=${3:?concurrency}
+    if [ "$step" = underload ]; then urgent=${4:?urgent circuit}; budget=${5:-100GiB}; else budget=${4:-100GiB}; fi
     cat > "$W/daemon.toml" <<EOF
 [daemon]
 listen = "127.0.0.1:9820"
@@ -123,6 +134,31 @@ EOF
         sleep 2
       done
     ) > "$O/host-$c.txt" &
+    if [ "$step" = underload ]; then
+      sub() { FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 "$@"; }
+      u=$O/urgent-$urgent.txt
+      # Alone: with BASE's set loaded first (as a PoRep host has it), URGENT's then.
+      echo "== $urgent alone, its set loaded now (after $c's)" | tee "$u"
+      sub --preload "$c" --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" 2>&1 | tee -a "$u"
+      for i in 1 2 3; do
+        echo "== $urgent alone, $i" | tee -a "$u"
+        sub --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee -a "$u"
+      done
+      sub --request "$W/inputs/$c" --jobs "$jobs" $([ "${VERIFY:-0}" = 1 ] && echo --verify) > "$O/submit-$c.txt" 2>&1 &
+      base=$!
+      # Until the first BASE partition is verified: the GPU is then saturated.
+      for _ in $(seq 600); do
+        fetch /timeline 2>/dev/null | grep -q '"kind":"verified"' && break
+        sleep 0.5
+      done
+      for i in $(seq "${ROUNDS:-5}"); do
+        echo "== $urgent under load ($jobs $c jobs submitted), $i, at $(date +%s.%N)" | tee -a "$u"
+        sub --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee -a "$u"
+        sleep "${EVERY:-6}"
+      done
+      wait $base || echo "the $c jobs failed" | tee -a "$u"
+      cat "$O/submit-$c.txt"
+    else
     # VERIFY=1: every returned proof checked again by the client with filecoin-proofs'
     # verifier (the .vk files of WORK/params), after the last job.
     FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs "$jobs" --preload "$c" \
@@ -132,17 +168,22 @@ EOF
       FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 --request "$W/inputs/$c" --jobs 1 \
         --priority "${PRIORITY:-normal}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee -a "$O/submit-$c.txt"
     done
+    fi
     fetch /timeline > "$O/timeline-$c.jsonl"
     # Memory and aux-vector reuse (aux_vectors_reused / aux_vectors_fresh) after the jobs.
     fetch /status > "$O/status-$c.json"
     # Bytes over the bus per partition (cuzk_device_bytes_up_total / _partitions_total).
     fetch /metrics > "$O/metrics-$c.txt"
     awk '/^cuzk_device_bytes_up_total/ {u += $2} /^cuzk_device_partitions_total/ {p += $2} END {if (p) printf "bytes up per partition %.2f GB (%d partitions)\n", u / p / 1e9, p}' "$O/metrics-$c.txt" | tee -a "$O/submit-$c.txt"
-    grep -h "device plan\|staging slot allocated\|parameter set loaded" "$O/daemon-$c.log" | sed 's/\x1b\[[0-9;]*m//g' | head -5 | tee -a "$O/submit-$c.txt"
+    { grep -h "device plan\|staging slot allocated\|parameter set loaded" "$O/daemon-$c.log" || true; } | sed 's/\x1b\[[0-9;]*m//g' | head -5 | tee -a "$O/submit-$c.txt"
     # CPU time per daemon thread, then again 10 s later: an idle daemon's threads must not
     # move (aac1ef1 on the H200: none did).
     for t in 0 10; do sleep "$t"; echo "== threads, ${t} s after the last job"; ps -L -o tid=,comm=,time= -p "$pid" | sort -k3 -r | head -12; done > "$O/threads-$c.txt" 2>&1 || true
     "$B" timeline "$O/timeline-$c.jsonl" --svg "$O/timeline-$c.svg" 2>&1 | tee "$O/timeline-$c.txt"
+    if [ "$step" = underload ]; then
+      # Where each urgent job waited (its ids as the client printed them).
+      python3 bench/urgent_waits.py "$O/timeline-$c.jsonl" $(sed -n 's/^job 0 (\([0-9a-f]*\)).*/\1/p' "$u") | tee -a "$u"
+    fi
     awk '{split($2, r, "="); if (r[2] > m) m = r[2]} END {printf "daemon peak RSS %.2f GB\n", m * 1024 / 1e9}' "$O/host-$c.txt" | tee -a "$O/timeline-$c.txt"
     ;;
   *)

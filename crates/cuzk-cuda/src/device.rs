@@ -34,9 +34,9 @@ pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::P
 }
 
 /// Held around a GPU's compute regions: by the proving backend for a proof's (one
-/// proof's kernels at a time) and by the setup's fixed-base multiplication around each
-/// of its chunks, when both share the device.
-pub type DeviceLock = Arc<std::sync::Mutex<()>>;
+/// proof's kernels at a time, urgent ones first: crate::turn) and by the setup's
+/// fixed-base multiplication around each of its chunks, when both share the device.
+pub type DeviceLock = Arc<crate::turn::DeviceTurn>;
 
 /// Whether the CUDA kernels were compiled into this build.
 pub fn kernels_built() -> bool {

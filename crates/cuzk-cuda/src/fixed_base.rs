@@ -94,7 +94,7 @@ impl GpuFixedBase {
         let mut scalars = s.alloc_zeros::<DeviceFr>(chunk)?;
         for (k, o) in ks.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
             let _held = match &self.device {
-                Some(m) => Some(m.lock().map_err(|_| GpuError::Invalid("device lock poisoned".into()))?),
+                Some(m) => Some(m.lock()?),
                 None => None,
             };
             let n = k.len() as u32;

@@ -23,6 +23,7 @@ pub mod ntt;
 pub mod params_file;
 mod pinned;
 pub mod queries;
+mod turn;
 
 pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, DeviceLock, Gpu, GpuError, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;

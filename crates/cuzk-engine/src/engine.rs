@@ -26,7 +26,7 @@ use crate::metrics::prometheus_text;
 use crate::params::Eviction;
 use crate::pool::Buffers;
 use crate::request::{JobId, JobOutcome, JobRequest};
-use crate::scheduler::PartitionTask;
+use crate::scheduler::{Lane, PartitionTask};
 use crate::shared::{lock, Shared};
 use crate::status::EngineStatus;
 use crate::store::ProofStore;
@@ -82,12 +82,18 @@ impl Engine {
         };
         for i in 0..shared.config.synthesis_workers.max(1) {
             let s = shared.clone();
-            spawn(format!("cuzk-synth-{i}"), Box::new(move || synthesis_loop(&s, &format!("synth-{i}"))))?;
+            spawn(format!("cuzk-synth-{i}"), Box::new(move || synthesis_loop(&s, &format!("synth-{i}"), Lane::Any)))?;
         }
+        // The urgent lanes: a synthesis worker and a prover worker per backend that take
+        // urgent partitions only, so that a WinningPoSt never waits for a worker busy
+        // with PoRep.
+        let s = shared.clone();
+        spawn("cuzk-synth-urgent".into(), Box::new(move || synthesis_loop(&s, "synth-u", Lane::Urgent)))?;
         for (b, slot) in shared.backends.iter().enumerate() {
-            for w in 0..shared.config.workers_per_backend.max(1) {
+            let lanes = (0..shared.config.workers_per_backend.max(1)).map(|w| (w.to_string(), Lane::Any)).chain([("u".to_string(), Lane::Urgent)]);
+            for (w, takes) in lanes {
                 let (s, slot) = (shared.clone(), slot.clone());
-                spawn(format!("cuzk-prove-{b}.{w}"), Box::new(move || prover_loop(&s, &slot, b, &format!("prove-{b}.{w}"))))?;
+                spawn(format!("cuzk-prove-{b}.{w}"), Box::new(move || prover_loop(&s, &slot, b, &format!("prove-{b}.{w}"), takes)))?;
             }
         }
         tracing::info!(

@@ -55,6 +55,13 @@ pub enum Priority {
 }
 
 impl Priority {
+    /// Urgent work has lanes of its own (`crate::scheduler`): HIGH and CRITICAL, as
+    /// Curio sends WindowPoSt and WinningPoSt, whose deadlines a queue of PoRep
+    /// partitions must not delay.
+    pub fn urgent(self) -> bool {
+        self >= Priority::High
+    }
+
     /// From the wire value; 0 (unspecified) means normal.
     pub fn from_wire(v: i32) -> Option<Priority> {
         match v {

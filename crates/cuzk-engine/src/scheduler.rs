@@ -1,5 +1,12 @@
 //! Where partitions wait: the partition queue (priority order) before synthesis, and
-//! the bounded hand-off from synthesis to the prover workers.
+//! the bounded hand-off from synthesis to the prover workers (priority order too).
+//!
+//! Urgent work (HIGH and CRITICAL: WindowPoSt and WinningPoSt as Curio sends them) has
+//! lanes of its own: a synthesis worker and a prover worker per backend that take
+//! nothing else ([`Lane::Urgent`]), and a hand-off it enters even when full. So a
+//! WinningPoSt submitted while PoRep partitions fill every ordinary lane waits for no
+//! PoRep partition's synthesis, and on the device for at most the compute region in
+//! progress (the GPU backend gives urgent proofs the next turn).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -22,8 +29,27 @@ pub(crate) struct PartitionTask {
     pub avoid_backend: Option<usize>,
 }
 
+/// Which partitions a worker takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Any, highest priority first.
+    Any,
+    /// Urgent ones only ([`Priority::urgent`]).
+    Urgent,
+}
+
+impl Lane {
+    pub fn takes(self, p: Priority) -> bool {
+        self == Lane::Any || p.urgent()
+    }
+}
+
+/// Where a partition stands among others: higher priority, then the older job, then
+/// the lower partition (greatest first).
+pub(crate) type Rank = (Priority, std::cmp::Reverse<u64>, std::cmp::Reverse<usize>);
+
 impl PartitionTask {
-    fn key(&self) -> (Priority, std::cmp::Reverse<u64>, std::cmp::Reverse<usize>) {
+    pub fn rank(&self) -> Rank {
         (self.job.priority, std::cmp::Reverse(self.job.seq), std::cmp::Reverse(self.index))
     }
 }
@@ -31,7 +57,7 @@ impl PartitionTask {
 // Greatest first: higher priority, then the older job, then the lower partition.
 impl Ord for PartitionTask {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
+        self.rank().cmp(&other.rank())
     }
 }
 impl PartialOrd for PartitionTask {
@@ -41,7 +67,7 @@ impl PartialOrd for PartitionTask {
 }
 impl PartialEq for PartitionTask {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.rank() == other.rank()
     }
 }
 impl Eq for PartitionTask {}
@@ -60,18 +86,20 @@ impl PartitionQueue {
 
     pub fn push(&self, t: PartitionTask) {
         self.heap.lock().unwrap_or_else(|e| e.into_inner()).0.push(t);
-        self.ready.notify_one();
+        // Every waiter looks: an urgent lane's worker takes what an ordinary one would.
+        self.ready.notify_all();
     }
 
-    /// The next task; None once closed.
-    pub fn pop(&self) -> Option<PartitionTask> {
+    /// The next task `lane` takes (the highest ranked, when it takes it); None once
+    /// closed.
+    pub fn pop(&self, lane: Lane) -> Option<PartitionTask> {
         let mut g = self.heap.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if g.1 {
                 return None;
             }
-            if let Some(t) = g.0.pop() {
-                return Some(t);
+            if g.0.peek().is_some_and(|t| lane.takes(t.job.priority)) {
+                return g.0.pop();
             }
             g = self.ready.wait(g).unwrap_or_else(|e| e.into_inner());
         }
@@ -106,8 +134,10 @@ pub(crate) struct ReadyPartition {
     pub params: ParameterLease,
 }
 
-/// A bounded FIFO between synthesis and the provers: synthesis blocks when the
-/// provers are `capacity` partitions behind, so synthesized partitions never pile up.
+/// A bounded queue between synthesis and the provers: synthesis blocks when the
+/// provers are `capacity` partitions behind, so synthesized partitions never pile up;
+/// takers get the highest ranked item they accept. Urgent items enter even when it is
+/// full (at most one per urgent synthesis worker is ever there beyond the capacity).
 pub(crate) struct BoundedQueue<T> {
     state: Mutex<(VecDeque<T>, bool)>,
     capacity: usize,
@@ -120,10 +150,10 @@ impl<T> BoundedQueue<T> {
         BoundedQueue { state: Mutex::new((VecDeque::new(), false)), capacity: capacity.max(1), not_empty: Condvar::new(), not_full: Condvar::new() }
     }
 
-    /// Err(item) once closed.
-    pub fn push(&self, item: T) -> Result<(), T> {
+    /// Err(item) once closed. `urgent`: without waiting for room.
+    pub fn push(&self, item: T, urgent: bool) -> Result<(), T> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while g.0.len() >= self.capacity && !g.1 {
+        while !urgent && g.0.len() >= self.capacity && !g.1 {
             g = self.not_full.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         if g.1 {
@@ -135,12 +165,14 @@ impl<T> BoundedQueue<T> {
         Ok(())
     }
 
-    /// The oldest item `accept` takes, waiting for one; None once closed (and no
-    /// accepted item is left).
-    pub fn pop_where(&self, accept: impl Fn(&T) -> bool) -> Option<T> {
+    /// The item of the greatest `rank` that `accept` takes (the oldest of equals),
+    /// waiting for one; None once closed (and no accepted item is left).
+    pub fn pop_where<K: Ord>(&self, accept: impl Fn(&T) -> bool, rank: impl Fn(&T) -> K) -> Option<T> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(i) = g.0.iter().position(&accept) {
+            // max_by_key keeps the last of equals: search from the back for the oldest.
+            let best = g.0.iter().enumerate().rev().filter(|(_, t)| accept(t)).max_by_key(|(_, t)| rank(t)).map(|(i, _)| i);
+            if let Some(i) = best {
                 let t = g.0.remove(i);
                 self.not_full.notify_one();
                 return t;
@@ -166,19 +198,39 @@ mod tests {
     #[test]
     fn a_taker_waits_for_an_item_it_accepts_and_others_take_the_rest() {
         let q = Arc::new(BoundedQueue::new(2));
-        q.push(1).unwrap();
+        q.push(1, false).unwrap();
         // The even-taker waits (no poll) until an even item arrives.
         let q2 = q.clone();
-        let even = std::thread::spawn(move || q2.pop_where(|x: &i32| x % 2 == 0));
+        let even = std::thread::spawn(move || q2.pop_where(|x: &i32| x % 2 == 0, |_| 0));
         std::thread::sleep(std::time::Duration::from_millis(30));
         assert!(!even.is_finished());
-        q.push(4).unwrap();
+        q.push(4, false).unwrap();
         assert_eq!(even.join().unwrap(), Some(4));
-        assert_eq!(q.pop_where(|_| true), Some(1));
-        q.push(3).unwrap();
+        assert_eq!(q.pop_where(|_| true, |_| 0), Some(1));
+        q.push(3, false).unwrap();
         q.close();
-        assert_eq!(q.pop_where(|x| x % 2 == 0), None, "closed: nothing acceptable is left");
-        assert_eq!(q.pop_where(|_| true), Some(3));
-        assert!(q.push(5).is_err());
+        assert_eq!(q.pop_where(|x| x % 2 == 0, |_| 0), None, "closed: nothing acceptable is left");
+        assert_eq!(q.pop_where(|_| true, |_| 0), Some(3));
+        assert!(q.push(5, false).is_err());
+    }
+
+    #[test]
+    fn takers_get_the_highest_rank_and_the_oldest_of_equals_and_urgent_items_skip_the_wait() {
+        let q = Arc::new(BoundedQueue::new(2));
+        // (rank, arrival)
+        q.push((1, 'a'), false).unwrap();
+        q.push((1, 'b'), false).unwrap();
+        // Full: an ordinary push waits; an urgent one enters.
+        let q2 = q.clone();
+        let ordinary = std::thread::spawn(move || q2.push((0, 'c'), false));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert!(!ordinary.is_finished(), "full: the ordinary push waits for room");
+        q.push((3, 'u'), true).unwrap();
+        let rank = |x: &(i32, char)| x.0;
+        assert_eq!(q.pop_where(|_| true, rank), Some((3, 'u')));
+        assert_eq!(q.pop_where(|_| true, rank), Some((1, 'a')), "the oldest of equals");
+        ordinary.join().unwrap().unwrap();
+        assert_eq!(q.pop_where(|_| true, rank), Some((1, 'b')));
+        assert_eq!(q.pop_where(|_| true, rank), Some((0, 'c')));
     }
 }

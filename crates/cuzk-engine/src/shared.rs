@@ -20,13 +20,24 @@ use crate::metrics::Stats;
 use crate::params::{ParameterCache, ParameterLease};
 use crate::pool::{BufferPool, Buffers, WitnessLoan, WitnessPool};
 use crate::request::{JobId, ProofKind};
-use crate::scheduler::{BoundedQueue, PartitionQueue, ReadyPartition};
+use crate::scheduler::{BoundedQueue, Lane, PartitionQueue, ReadyPartition};
 use crate::status::{BackendStatus, EngineStatus, QueueStatus};
 use crate::store::ProofStore;
 use crate::timeline::Timeline;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn urgent_threads() -> Option<rayon::ThreadPool> {
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("cuzk-urgent-{i}")).build() {
+        Ok(pool) => Some(pool),
+        Err(e) => {
+            tracing::warn!(error = %e, "the urgent lanes' threads could not be started: urgent work shares the ordinary threads");
+            None
+        }
+    }
 }
 
 /// Timeline events kept (the oldest are dropped first): about 20 MB.
@@ -61,6 +72,12 @@ pub(crate) struct Shared {
     pub costs: PartitionCosts,
     /// Completed proofs on disk (`state_dir`), so they outlive a restart.
     pub store: Option<ProofStore>,
+    /// The urgent lanes' threads (as many as the host has cores, beside rayon's global
+    /// pool, where ordinary synthesis keeps every core busy): an urgent partition's
+    /// synthesis and proof then take their share of the cores at once instead of
+    /// queueing behind an ordinary partition's parallel work. None where the pool could
+    /// not be made (the global pool is used, and the start says so).
+    pub urgent_threads: Option<rayon::ThreadPool>,
 }
 
 impl Shared {
@@ -73,7 +90,8 @@ impl Shared {
     ) -> Shared {
         let budget = MemoryBudget::new(config.memory_budget_bytes);
         // Enough idle buffers for every partition that can be in flight at once.
-        let in_flight = config.synthesis_workers.max(1) + config.synthesis_lookahead.max(1) + backends.len() * config.workers_per_backend.max(1);
+        // The urgent lanes: one synthesis worker, and one prover worker per backend.
+        let in_flight = config.synthesis_workers.max(1) + 1 + config.synthesis_lookahead.max(1) + backends.len() * (config.workers_per_backend.max(1) + 1);
         Shared {
             buffers: BufferPool::new(buffers, budget.clone(), 3 * in_flight),
             witnesses: WitnessPool::new(budget.clone(), in_flight),
@@ -96,6 +114,15 @@ impl Shared {
             costs: PartitionCosts::default(),
             store,
             config,
+            urgent_threads: urgent_threads(),
+        }
+    }
+
+    /// `f` on the threads of `lane`: the urgent lanes' own pool, else rayon's global one.
+    pub fn on_lane_threads<R: Send>(&self, lane: Lane, f: impl FnOnce() -> R + Send) -> R {
+        match (&self.urgent_threads, lane) {
+            (Some(pool), Lane::Urgent) => pool.install(f),
+            _ => f(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! inputs ([`InputChecks`]) and of its proof ([`CheckedBy`]).
 
 use blstrs::Scalar;
+use ff::Field;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -94,6 +95,50 @@ pub trait FilecoinJob: Send + Sync {
     /// Whether the job was decoded with [`InputChecks::TimingOnly`]: its proofs are for
     /// timing only, never checked and never returned.
     fn timing_only(&self) -> bool;
+}
+
+/// What [`verify_partitions`] checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionsChecked {
+    pub partitions: usize,
+    /// The verifying key's file.
+    pub vk: std::path::PathBuf,
+}
+
+/// Each partition proof of `proof` checked as the engine checks it: against the public
+/// inputs storage-proofs computes from the request, with the circuit's verifying key in
+/// `param_dir`; and refused with its first public input changed (else the check is not
+/// working). For proofs filecoin-proofs' verifier cannot take
+/// ([`CheckedBy::PartitionsOnly`]), so that a client checks them itself.
+pub fn verify_partitions(job: &dyn FilecoinJob, proof: &[u8], param_dir: &std::path::Path) -> Result<PartitionsChecked, FilecoinError> {
+    use cuzk_groth16::format::{read_vk, PointCheck};
+    use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
+    let refused = |why: String| FilecoinError::NotVerified(format!("{}: {why}", job.describe()));
+    let n = job.partitions();
+    let size = cuzk_groth16::proof::PROOF_BYTES;
+    if proof.len() != n * size {
+        return Err(refused(format!("{} proof bytes for {n} partitions of {size}", proof.len())));
+    }
+    let path = job.circuit().vk_path(param_dir)?;
+    if !path.is_file() {
+        return Err(FilecoinError::MissingParameters { path });
+    }
+    let vk = read_vk(&path, PointCheck::Subgroup).map_err(|e| FilecoinError::invalid(format!("verifying key {}: {e}", path.display())))?;
+    let pvk = PreparedVerifyingKey::new(&vk);
+    for (p, bytes) in proof.chunks_exact(size).enumerate() {
+        let one = cuzk_groth16::Proof::from_bytes(bytes).map_err(|e| refused(format!("partition {p}'s proof does not decode: {e}")))?;
+        let mut inputs = job.public_inputs(p)?;
+        let check = |inputs: &[Scalar]| verify_proof(&pvk, &one, inputs).map_err(|e| refused(format!("partition {p}: {e}")));
+        if !check(&inputs)? {
+            return Err(refused(format!("partition {p}'s proof does not verify against its public inputs with {}", path.display())));
+        }
+        let first = inputs.first_mut().ok_or_else(|| refused(format!("partition {p} has no public input")))?;
+        *first += Scalar::ONE;
+        if check(&inputs)? {
+            return Err(refused(format!("partition {p}'s proof verifies with a public input changed: the check is not working")));
+        }
+    }
+    Ok(PartitionsChecked { partitions: n, vk: path })
 }
 
 /// The refusal of [`FilecoinJob::verify`] for a timing-only job.

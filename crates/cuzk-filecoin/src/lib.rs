@@ -41,7 +41,7 @@ pub mod valid;
 mod vanilla_check;
 
 pub use error::FilecoinError;
-pub use job::{CheckedBy, FilecoinJob, InputChecks};
+pub use job::{verify_partitions, CheckedBy, FilecoinJob, InputChecks, PartitionsChecked};
 pub use kinds::porep::PorepRequest;
 pub use kinds::post::PostRequest;
 pub use kinds::snap::SnapRequest;

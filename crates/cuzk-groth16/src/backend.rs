@@ -29,6 +29,16 @@ impl ProofRandomness {
     }
 }
 
+/// How soon a proof is wanted ([`ProvingBackend::prove_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Urgency {
+    #[default]
+    Ordinary,
+    /// A deadline is near (a WinningPoSt, a WindowPoSt partition): served before
+    /// ordinary work waiting for the same device.
+    Urgent,
+}
+
 /// Stages of a proof, for per-stage timing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stage {
@@ -238,6 +248,21 @@ pub trait ProvingBackend: Send + Sync {
     fn name(&self) -> String;
 
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError>;
+
+    /// As [`ProvingBackend::prove`], `urgency` saying how soon the proof is wanted: a
+    /// backend whose callers queue for a device (a GPU's slots and compute regions)
+    /// serves urgent ones first. By default it is ignored (the CPU backend runs every
+    /// caller at once).
+    fn prove_with(
+        &self,
+        urgency: Urgency,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
+        let _ = urgency;
+        self.prove(params, circuits, randomness)
+    }
 
     /// Makes the set's points ready for proving now (a GPU backend reads them onto its
     /// device, reporting to `progress`) rather than on the first proof; by default

@@ -45,7 +45,7 @@ pub mod synthetic;
 pub mod verifier;
 pub mod witness;
 
-pub use backend::{DeviceInfo, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+pub use backend::{DeviceInfo, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings, Urgency};
 pub use compact::CompactWitness;
 pub use params::{ParameterSet, ParameterSetId, VerifyingKey};
 pub use progress::{NoProgress, Progress};

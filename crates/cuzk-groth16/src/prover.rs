@@ -13,7 +13,7 @@ use blstrs::{G1Affine, G1Projective, G2Projective};
 use group::prime::PrimeCurveAffine;
 use group::Curve;
 
-use crate::backend::{check_inputs, prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use crate::backend::{check_inputs, prove_each, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings, Urgency};
 use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::{HostQueries, ParameterSet};
@@ -25,8 +25,9 @@ use crate::synthesis::{EvalBuffers, SynthesizedCircuit};
 pub struct CpuBackend {
     /// Domains (twiddle tables) by log size, built once.
     domains: Mutex<HashMap<u32, Arc<Domain>>>,
-    /// Held while proving: the CPU is this backend's device, and every proof already
-    /// uses all its cores (callers take no lock, per the backend contract).
+    /// Held while proving ordinary work: the CPU is this backend's device, and every
+    /// proof already uses all its cores (callers take no lock, per the backend
+    /// contract). Urgent proofs do not wait for it.
     busy: Mutex<()>,
 }
 
@@ -53,12 +54,24 @@ impl ProvingBackend for CpuBackend {
     }
 
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.prove_with(Urgency::Ordinary, params, circuits, randomness)
+    }
+
+    /// An urgent proof does not wait for the ordinary one in progress: it runs beside
+    /// it at once, the two sharing the cores.
+    fn prove_with(
+        &self,
+        urgency: Urgency,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
         // Once, before any work: a set whose points are still in their file is refused.
         let q = params.host().map_err(|e| ProveError::Backend(e.to_string()))?;
         let checked = check_inputs(params, circuits, randomness)?;
         prove_each(checked, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
-            let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+            let _busy = (urgency == Urgency::Ordinary).then(|| self.busy.lock().unwrap_or_else(|e| e.into_inner()));
             prove_one(params, q, &domain, c, rs, t)
         })
     }

@@ -27,6 +27,15 @@ async fn daemon(param_dir: &std::path::Path) -> Daemon {
     daemon_compiling(param_dir, None).await
 }
 
+/// Every kind, on the CPU backend, with `cfg`.
+async fn daemon_with(param_dir: &std::path::Path, cfg: cuzk_engine::EngineConfig) -> Daemon {
+    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+        .into_iter()
+        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
+        .collect();
+    Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
+}
+
 /// The daemon; with `matrices_dir`, proving with compiled matrices kept there.
 async fn daemon_compiling(param_dir: &std::path::Path, matrices_dir: Option<&std::path::Path>) -> Daemon {
     let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
@@ -285,5 +294,65 @@ async fn a_circuit_without_matrices_gets_them_compiled_in_the_background() {
     let file = std::fs::read_dir(matrices.path()).unwrap().filter_map(|e| e.ok()).find(|e| e.path().to_string_lossy().ends_with(".cuzk-matrices"));
     assert!(file.is_some(), "no matrices file was written");
     assert!(after > before, "the set was not loaded again with its matrices: charged {before} bytes, then {after}");
+    d.stop(Duration::from_secs(5)).await;
+}
+
+/// Deadlines under load: with PoRep partitions filling every ordinary lane (one
+/// proving, synthesized ones waiting for the prover, the synthesis workers busy), a
+/// CRITICAL WinningPoSt is proved before any PoRep partition that had not started
+/// proving when it came, its synthesis starts before the PoRep syntheses in progress
+/// end (a lane of its own), and filecoin-proofs accepts its proof.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_critical_winning_post_is_proved_before_queued_porep_partitions() {
+    use cuzk_engine::timeline::EventKind;
+    use cuzk_engine::PartitionState;
+    let f = fixtures();
+    let cfg = cuzk_engine::EngineConfig { synthesis_workers: 2, synthesis_lookahead: 2, workers_per_backend: 1, memory_budget_bytes: 8 << 30, ..config() };
+    let d = daemon_with(&f.param_dir, cfg).await;
+    let mut c = d.client().await;
+    let mut porep = Vec::new();
+    for i in 0..5 {
+        let r = pb::SubmitProofRequest { request_id: format!("porep-{i}"), priority: pb::Priority::Normal as i32, ..porep_request(f) };
+        porep.push(c.submit_proof(r).await.expect("PoRep accepted").into_inner().job_id);
+    }
+    // Wait for a PoRep partition to have just started proving while another waits for
+    // the prover: the proof in progress then has nearly all of its time left.
+    let states = || d.engine.job_summaries().into_iter().filter(|j| porep.contains(&j.job_id.0)).flat_map(|j| j.partitions.into_iter().map(move |p| (j.job_id.0.clone(), p))).collect::<Vec<_>>();
+    let proving = |s: &[(String, PartitionState)]| s.iter().filter(|(_, p)| *p == PartitionState::Proving).map(|(j, _)| j.clone()).collect::<Vec<_>>();
+    let waited = std::time::Instant::now();
+    let mut seen = proving(&states());
+    let at_submission = loop {
+        assert!(waited.elapsed() < Duration::from_secs(1800), "no PoRep partition proving with another waiting: {:?}", states());
+        let s = states();
+        let now = proving(&s);
+        if now.iter().any(|j| !seen.contains(j)) && s.iter().any(|(_, p)| *p == PartitionState::WaitingForProver) {
+            break s;
+        }
+        seen = now;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let not_started: Vec<String> = at_submission.iter().filter(|(_, p)| matches!(p, PartitionState::Queued | PartitionState::Synthesizing | PartitionState::WaitingForProver)).map(|(j, _)| j.clone()).collect();
+    let synthesizing: Vec<String> = at_submission.iter().filter(|(_, p)| *p == PartitionState::Synthesizing).map(|(j, _)| j.clone()).collect();
+    let r = prove(&mut c, pb::SubmitProofRequest { priority: pb::Priority::Critical as i32, ..request(ProofKind::WinningPost, &f.winning) }).await;
+    assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    assert!(f.winning.filecoin_proofs_accepts(&r.proof, &f.winning.randomness, &f.winning.comm_rs), "filecoin-proofs accepts the WinningPoSt proof");
+    // The PoRep jobs are not needed any more.
+    for id in &porep {
+        let _ = c.cancel_proof(pb::CancelProofRequest { job_id: id.clone() }).await;
+    }
+    let events = d.engine.timeline_events();
+    let at = |job: &str, kind: EventKind| events.iter().filter(|e| e.job == job && e.kind == kind).map(|e| e.t_us).collect::<Vec<_>>();
+    let winning_done = *at(&r.job_id, EventKind::Verified).first().expect("the WinningPoSt's proof was verified");
+    for job in &not_started {
+        for start in at(job, EventKind::ProveStart) {
+            assert!(winning_done < start, "PoRep {job}'s proof started at {start} µs, before the WinningPoSt's was verified at {winning_done} µs");
+        }
+    }
+    let winning_synthesis = at(&r.job_id, EventKind::SynthesisStart).into_iter().chain(at(&r.job_id, EventKind::WitnessStart)).min().expect("synthesized");
+    for job in &synthesizing {
+        for end in at(job, EventKind::SynthesisEnd) {
+            assert!(winning_synthesis < end, "the WinningPoSt's synthesis waited for PoRep {job}'s, which ended at {end} µs");
+        }
+    }
     d.stop(Duration::from_secs(5)).await;
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings};
+use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings, Urgency};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::ParameterSetId;
 use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
@@ -23,7 +23,6 @@ use super::products::{matrices_bytes, DeviceMatrices};
 use super::row_blocks::{ProductSource, StreamedMatrices};
 use super::staging::SlotSizes;
 use crate::device::{backend_error, DeviceLock, Gpu};
-use crate::ntt::domain_bytes;
 
 /// A set's plan, made once, with its shape.
 #[derive(Clone)]
@@ -152,21 +151,10 @@ impl CudaBackend {
             aux: lens.l,
             matrices_bytes: matrices.map(|m| matrices_bytes(m) as usize),
         };
-        let mut held = Held::default();
-        for d in decided.values() {
-            held.other_sets += d.plan.resident_points_bytes(&d.shape);
-            if d.plan.matrices_on_device && !d.plan.matrices_streamed {
-                held.other_sets += d.shape.matrices_bytes.unwrap_or(0);
-            }
-            held.slots = if held.slots == 0 { d.plan.slots } else { held.slots.min(d.plan.slots) };
-            held.slot_bytes = held.slot_bytes.max(d.plan.slot_bytes);
-            held.witness_bytes = held.witness_bytes.max(d.plan.witness_bytes);
-            held.table_bytes = held.table_bytes.max(domain_bytes(d.shape.n.trailing_zeros(), d.plan.table_log));
-            held.chunk_bytes = held.chunk_bytes.max(d.plan.backend_chunk_bytes().unwrap_or(0));
-        }
+        let held = Held::of(decided.values().map(|d| (&d.plan, &d.shape)));
         let capacity = {
             // With the device held: a proof's compute region allocates meanwhile.
-            let _held = self.prover.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+            let _held = self.prover.device.lock().map_err(|e| backend_error("waiting for the device", e))?;
             let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
             // Less what the driver may still take for the kernels' local memory.
             let could = (available + self.device_bytes_held()?).saturating_sub(self.gpu().lazy_reserve);
@@ -180,12 +168,16 @@ impl CudaBackend {
                 None => could,
             }
         };
+        // What every loaded set holds, and what this one may use beside them.
+        tracing::info!(backend = %self.name(), set = %p.id().0, before = held.summary(capacity), "planning a parameter set");
         let plan = plan(&shape, capacity, &held, &self.overrides).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))?;
         self.prover
             .staging
             .configure(SlotSizes { count: plan.slots, arena_bytes: plan.slot_bytes, witness_bytes: plan.witness_bytes })
             .map_err(|e| backend_error("sizing the staging slots", e))?;
-        self.prover.ntt.set_table_bytes(crate::ntt::twiddle_table_bytes(plan.table_log)).map_err(|e| backend_error("sizing the NTT tables", e))?;
+        // The largest budget any loaded set needs: a small set loaded after a large one
+        // keeps the large one's tables.
+        self.prover.ntt.set_table_bytes(plan.table_budget).map_err(|e| backend_error("sizing the NTT tables", e))?;
         tracing::info!(backend = %self.name(), domain = n, plan = plan.summary(&shape), "device plan");
         let d = Decided { plan, shape, told_host_products: Arc::default() };
         decided.insert(p.id(), d.clone());
@@ -244,6 +236,7 @@ impl CudaBackend {
         points: &LoadedPoints,
         c: &mut SynthesizedCircuit,
         rs: &ProofRandomness,
+        urgency: Urgency,
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         let w = compact_witness(c);
@@ -269,7 +262,7 @@ impl CudaBackend {
             PlacedMatrices::Resident(d) => ProductSource::Resident(d),
             PlacedMatrices::Streamed(s) => ProductSource::Streamed(s, &self.prover.chunks),
         });
-        self.prover.prove(params, &d.plan, points, source.as_ref(), c, w, rs, t)
+        self.prover.prove(params, &d.plan, points, source.as_ref(), c, w, rs, urgency, t)
     }
 
     /// The parameter set's points, loaded on first use where the plan puts them.
@@ -333,6 +326,17 @@ impl ProvingBackend for CudaBackend {
     /// Frees a circuit's witness once a, b, c and the aux values are on the device when
     /// it carries a witness charge.
     fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.prove_with(Urgency::Ordinary, params, circuits, randomness)
+    }
+
+    /// Urgent proofs take the next staging slot and the next turn of the device.
+    fn prove_with(
+        &self,
+        urgency: Urgency,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
         let mut timings = StageTimings::default();
         // Shapes are checked before the (long, first-use) upload of the points.
         let checked = check_inputs(params, circuits, randomness)?;
@@ -340,7 +344,7 @@ impl ProvingBackend for CudaBackend {
         let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
         let mut device = DeviceReport::default();
         let mut out = prove_each(checked, circuits, randomness, timings, |c, rs, t| {
-            let (proof, report) = self.prove_one(params, &d, &points, c, rs, t)?;
+            let (proof, report) = self.prove_one(params, &d, &points, c, rs, urgency, t)?;
             device.add(&report);
             Ok(proof)
         })?;

@@ -4,7 +4,7 @@
 //! the device plan sizes it), synchronize once, read the five sums, give the device
 //! back, assemble on the host.
 
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective};
@@ -13,7 +13,7 @@ use cudarc::driver::CudaEvent;
 use cuzk_groth16::backend::{DeviceReport, ProofRandomness, ProveError, Stage, StageTimings};
 use cuzk_groth16::prover::assemble;
 use cuzk_groth16::synthesis::SynthesizedCircuit;
-use cuzk_groth16::{CompactWitness, ParameterSet, Proof};
+use cuzk_groth16::{CompactWitness, ParameterSet, Proof, Urgency};
 
 use super::msms;
 use super::plan::DevicePlan;
@@ -25,6 +25,7 @@ use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
 use crate::msm::streamed::BaseChunks;
 use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
+use crate::turn::Held;
 
 /// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the
 /// streamed points' chunk buffers, and the lock held around a proof's compute region.
@@ -36,7 +37,7 @@ pub struct PartitionProver {
     /// The streamed points' device buffers, made on first use (used under `device`).
     pub chunks: Mutex<Option<BaseChunks>>,
     /// Held for a proof's compute region only, so one caller's preparation overlaps
-    /// another's kernels.
+    /// another's kernels; urgent callers get the next turn.
     pub device: DeviceLock,
 }
 
@@ -56,13 +57,14 @@ fn ms(ms: f32) -> Duration {
 
 impl PartitionProver {
     pub fn new(gpu: Arc<Gpu>) -> Self {
+        let device = DeviceLock::default();
         PartitionProver {
             ntt: GpuNtt::new(gpu.clone()),
             msm: GpuMsm::new(gpu.clone()),
-            staging: StagingSlots::new(gpu.clone()),
+            staging: StagingSlots::new(gpu.clone(), device.clone()),
             gpu,
             chunks: Mutex::new(None),
-            device: DeviceLock::default(),
+            device,
         }
     }
 
@@ -84,7 +86,8 @@ impl PartitionProver {
     /// One proof of circuit `c` with the set's `points` (and, where its a, b, c are
     /// pending, its compiled `matrices` on this device). A circuit with a witness
     /// charge has its witness freed as soon as the device has it: before waiting for
-    /// the device when another proof holds it, else after the proof.
+    /// the device when another proof holds it, else after the proof. An urgent proof
+    /// takes the next slot and the next turn of the device (crate::turn).
     #[allow(clippy::too_many_arguments)]
     pub fn prove(
         &self,
@@ -95,24 +98,26 @@ impl PartitionProver {
         c: &mut SynthesizedCircuit,
         w: CompactWitness,
         rs: &ProofRandomness,
+        urgency: Urgency,
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         c.mark_consumed();
         let t0 = Instant::now();
-        let x = prepare(&self.gpu, &self.staging, points.lens(), p, c, w, matrices)?;
-        let device = match self.device.try_lock() {
+        let mut x = prepare(&self.gpu, &self.staging, points.lens(), p, c, w, matrices, urgency)?;
+        let claim = x.abc.take_claim();
+        let turn = |e| backend_error("waiting for the device", e);
+        let device = match self.device.try_take(claim).map_err(turn)? {
             Ok(held) => held,
-            Err(TryLockError::WouldBlock) if c.frees_witness_early() => {
+            Err(claim) if c.frees_witness_early() => {
                 // The device is busy: hand the witness back before waiting for it.
                 let x = x.detach().map_err(|e| backend_error("uploading a, b, c", e))?;
                 c.release_witness();
                 let prepared = (t0, Instant::now());
                 t.add(Stage::Prepare, prepared.1 - t0);
-                let device = self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?;
+                let device = self.device.take(claim).map_err(turn)?;
                 return self.finish(p, plan, points, x, device, rs, prepared, t);
             }
-            Err(TryLockError::WouldBlock) => self.device.lock().map_err(|_| ProveError::Backend("device lock poisoned".into()))?,
-            Err(TryLockError::Poisoned(_)) => return Err(ProveError::Backend("device lock poisoned".into())),
+            Err(claim) => self.device.take(claim).map_err(turn)?,
         };
         let prepared = (t0, Instant::now());
         t.add(Stage::Prepare, prepared.1 - t0);
@@ -131,20 +136,24 @@ impl PartitionProver {
         plan: &DevicePlan,
         points: &LoadedPoints,
         mut x: Prepared<'_, '_>,
-        device: MutexGuard<'_, ()>,
+        device: Held<'_>,
         rs: &ProofRandomness,
         prepared: (Instant, Instant),
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
         let computed = self.compute(plan, points, &mut x, t);
-        drop(device);
         if computed.is_err() {
             self.settle_after_failure();
         }
+        let inputs = (x.a_inputs, x.b_inputs_g1, x.b_inputs_g2);
+        // The slot goes back before the device: an urgent caller waiting for a slot
+        // then claims the device's next turn before an ordinary caller that is already
+        // prepared can take it.
+        drop(x);
+        drop(device);
         let mut c = computed.map_err(|e| backend_error(&format!("proving on the GPU ({})", self.gpu.memory_summary()), e))?;
         (c.report.prepared_from, c.report.prepared_to) = (Some(prepared.0), Some(prepared.1));
-        let (a, b_g1, b_g2) = (c.a + x.a_inputs, c.b_g1 + x.b_inputs_g1, c.b_g2 + x.b_inputs_g2);
-        drop(x);
+        let (a, b_g1, b_g2) = (c.a + inputs.0, c.b_g1 + inputs.1, c.b_g2 + inputs.2);
         let proof = t.time(Stage::Assembly, || assemble(p, rs, c.h, c.l, a, b_g1, b_g2));
         Ok((proof, c.report))
     }

@@ -22,6 +22,7 @@
 
 pub mod backend;
 pub mod compute;
+pub mod held;
 pub mod msms;
 pub mod plan;
 pub mod points;

@@ -33,6 +33,7 @@
 //! c on the host. Leftover memory goes to the witness (up to all its values) and
 //! the list pieces (up to a whole query's lists at worst).
 
+pub use super::held::Held;
 use crate::msm::split::{PieceLimits, LIST_CHUNK};
 use crate::msm::streamed::{DEFAULT_CHUNK_BYTES, MIN_CHUNK_BYTES};
 use crate::msm::{max_scalars_within, scratch_bound, G1, G2};
@@ -49,7 +50,14 @@ const LEAST_LIST_BYTES: usize = LIST_CHUNK * (LIST_ENTRY_BYTES + SCALAR_BYTES) +
 /// The margin kept free: the device pool's rounding, the handful of small buffers no
 /// count covers (events, the public inputs' sums, chunk tables, densities), and the
 /// 192 MiB a streamed set's loading takes on the device while other sets prove.
-const MARGIN_BYTES: usize = 768 << 20;
+pub(crate) const MARGIN_BYTES: usize = 768 << 20;
+/// Left free in every plan where there is room beyond its least, for a small urgent
+/// set (a WinningPoSt) to be loaded beside whatever else is: a 32 GiB WinningPoSt's
+/// own device memory beside a loaded PoRep set is its domain's NTT tables, 43 MB (its
+/// 0.19 GB of points stream; slots, chunk and MSM buffers are shared). Without it a
+/// PoRep set planned first on a 16 GiB card left no byte, and the WinningPoSt set was
+/// refused (15.86 GB needed of 15.82).
+const URGENT_RESERVE_BYTES: usize = 64 << 20;
 /// The least twiddle table: the blocked stages (crate::ntt).
 const LEAST_TABLE_LOG: u32 = 10;
 /// Slots' arenas and witness areas are whole blocks of this many bytes.
@@ -81,7 +89,7 @@ impl SetShape {
         G1_BYTES * (h + l + a + b1) + G2_BYTES * b2
     }
 
-    fn log_n(&self) -> u32 {
+    pub(crate) fn log_n(&self) -> u32 {
         self.n.max(1).trailing_zeros()
     }
 
@@ -113,19 +121,6 @@ pub enum Placement {
     Streamed { chunk_bytes: usize, h_resident: bool },
 }
 
-/// What the backend's other sets already hold, shared or not.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Held {
-    /// Resident points and device matrices of the other loaded sets.
-    pub other_sets: usize,
-    /// The shared parts as the other sets' plans size them (their largest).
-    pub slots: usize,
-    pub slot_bytes: usize,
-    pub witness_bytes: usize,
-    pub table_bytes: usize,
-    pub chunk_bytes: usize,
-}
-
 /// How a backend proves a set: every device allocation's size, and its total.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevicePlan {
@@ -141,8 +136,12 @@ pub struct DevicePlan {
     pub chunks_in_slot: bool,
     /// Partitions on the device at once (staging slots).
     pub slots: usize,
-    /// Twiddle tables up to this stage (crate::ntt::table_log_within).
+    /// Twiddle tables up to this stage (crate::ntt::table_log_within): the plan's
+    /// choice, or more where another loaded set's budget keeps more.
     pub table_log: u32,
+    /// The NTT's twiddle-table budget with this set loaded (the largest any loaded
+    /// set's plan needs): what the backend sets (crate::ntt::GpuNtt::set_table_bytes).
+    pub table_budget: usize,
     /// Per slot: a, b, c; then h, the list pieces, the MSM scratch (and the chunk
     /// buffers when `chunks_in_slot`).
     pub slot_bytes: usize,
@@ -201,6 +200,15 @@ impl DevicePlan {
     pub fn slot_chunk_bytes(&self) -> usize {
         if self.chunks_in_slot {
             2 * self.chunk_bytes().unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// Device bytes of the set's compiled matrices kept on the device.
+    pub fn device_matrices_bytes(&self, shape: &SetShape) -> usize {
+        if self.matrices_on_device && !self.matrices_streamed {
+            shape.matrices_bytes.unwrap_or(0)
         } else {
             0
         }
@@ -474,7 +482,8 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     };
     // Streamed matrices hold their dictionary only (a few kB, in the margin).
     let matrices = if c.matrices && !c.streamed_matrices { shape.matrices_bytes.unwrap_or(0) } else { 0 };
-    let tables = domain_bytes(log_n, c.table_log).max(held.table_bytes);
+    // Every loaded domain keeps its own tables, within the largest plan's budget.
+    let (table_budget, tables) = held.tables_with(log_n, c.table_log);
     // The backend's own chunk buffers (kept at the largest a set needs), and those in
     // each slot's arena.
     let own_chunks = match c.chunk_bytes {
@@ -498,7 +507,9 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     let witness_for = |w: usize| w.max(held.witness_bytes).next_multiple_of(ALLOC_ALIGN);
     let g1_piece = max_scalars_within::<G1>(scratch);
     let g2_piece = max_scalars_within::<G2>(scratch);
-    let small = msm_small_bytes(c.h_piece, g1_piece, g2_piece);
+    // Taken from the device pool by each run and kept there: the largest any loaded
+    // set's runs take.
+    let small = msm_small_bytes(c.h_piece, g1_piece, g2_piece).max(held.small_bytes);
     let fixed = held.other_sets + resident_points + matrices + tables + chunks + small;
     let margin = MARGIN_BYTES;
     let total_for = |lists: usize, witness: usize| fixed + slots * (slot_for(lists) + witness_for(witness)) + margin;
@@ -520,7 +531,8 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     .max(least_lists);
     let lists_floor = free_in_slot.min(lists_most).max(least_lists);
     // Less the rounding the leftover's parts may add.
-    let room = ((capacity - least) / slots.max(1)).saturating_sub(2 * ALLOC_ALIGN);
+    let reserve = (capacity - least).min(URGENT_RESERVE_BYTES);
+    let room = ((capacity - least - reserve) / slots.max(1)).saturating_sub(2 * ALLOC_ALIGN);
     let w_want = shape.witness_worst().saturating_sub(least_witness);
     let l_want = lists_most.saturating_sub(lists_floor);
     let w_extra = if o.witness_least || w_want == 0 { 0 } else { ((room as u128 * w_want as u128 / (w_want + l_want) as u128) as usize).min(w_want) };
@@ -543,7 +555,8 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
         matrices_on_device: c.matrices,
         matrices_streamed: c.matrices && c.streamed_matrices,
         slots,
-        table_log: c.table_log,
+        table_log: crate::ntt::table_log_within(log_n, table_budget),
+        table_budget,
         slot_bytes,
         witness_bytes: witness_for(witness),
         lists_bytes: lists,
@@ -559,7 +572,7 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const GB: usize = 1_000_000_000;
@@ -567,7 +580,7 @@ mod tests {
     const N: usize = 1 << 27;
 
     /// The 32 GiB circuits (counted from the real circuits; matrices from `cuzk compile`).
-    fn porep() -> SetShape {
+    pub(crate) fn porep() -> SetShape {
         SetShape {
             n: N,
             queries: [N - 1, 130_169_893, 129_753_620, 33_112_282, 33_112_282],
@@ -576,7 +589,7 @@ mod tests {
             matrices_bytes: Some(7_461_000_000),
         }
     }
-    fn wpost() -> SetShape {
+    pub(crate) fn wpost() -> SetShape {
         SetShape {
             n: N,
             queries: [N - 1, 126_902_376, 96_205_645, 91_925_767, 91_925_767],
@@ -585,7 +598,7 @@ mod tests {
             matrices_bytes: Some(9_890_000_000),
         }
     }
-    fn snap() -> SetShape {
+    pub(crate) fn snap() -> SetShape {
         let n = 1 << 27;
         SetShape {
             n,
@@ -596,9 +609,15 @@ mod tests {
         }
     }
 
+    /// The 32 GiB WinningPoSt circuit (`cuzk compile` on the H100 at 3afd87f).
+    pub(crate) fn winning() -> SetShape {
+        let n = 1 << 19;
+        SetShape { n, queries: [n - 1, 375_210, 284_329, 272_185, 272_185], inputs: 133, aux: 375_210, matrices_bytes: Some(29_369_880) }
+    }
+
     /// Cards by the bytes a process gets: what a cap of `gib` GiB leaves, or a whole
     /// card's free memory (H100 80 GB: 84.46 GB seen free; H200: 149.55 GB).
-    fn cards() -> Vec<(&'static str, usize)> {
+    pub(crate) fn cards() -> Vec<(&'static str, usize)> {
         vec![
             // What a 16 GiB cap left the plan on the H100 at 413e259 (the context and the
             // kernels' local memory taken first).
@@ -733,14 +752,8 @@ mod tests {
     #[test]
     fn other_sets_are_counted_and_the_shared_parts_kept_at_their_largest() {
         let first = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
-        let held = Held {
-            other_sets: porep().points_bytes() + porep().matrices_bytes.unwrap(),
-            slots: first.slots,
-            slot_bytes: first.slot_bytes,
-            witness_bytes: first.witness_bytes,
-            table_bytes: domain_bytes(27, first.table_log),
-            chunk_bytes: 0,
-        };
+        let held = Held::of([(&first, &porep())]);
+        assert_eq!(held.other_sets, porep().points_bytes() + porep().matrices_bytes.unwrap());
         // WindowPoSt beside a resident PoRep set on an H200: its points do not fit too.
         let p = plan(&wpost(), 149_550_000_000, &held, &Overrides::default()).unwrap();
         assert!(p.total_bytes <= 149_550_000_000 && p.total_bytes > held.other_sets, "{p:?}");

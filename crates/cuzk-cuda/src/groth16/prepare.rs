@@ -14,7 +14,7 @@ use cudarc::driver::CudaSlice;
 use cuzk_groth16::backend::ProveError;
 use cuzk_groth16::msm::msm as host_msm;
 use cuzk_groth16::synthesis::{Density, SynthesizedCircuit};
-use cuzk_groth16::{CompactWitness, ParameterSet};
+use cuzk_groth16::{CompactWitness, ParameterSet, Urgency};
 
 use super::row_blocks::ProductSource;
 use super::staging::{StagedAbc, StagingSlots};
@@ -89,6 +89,7 @@ pub fn prepare<'s, 'c>(
     c: &'c SynthesizedCircuit,
     w: CompactWitness,
     matrices: Option<&ProductSource<'_>>,
+    urgency: Urgency,
 ) -> Result<Prepared<'s, 'c>, ProveError> {
     let num_inputs = c.num_inputs();
     let b_inputs = c.b_input_density.select(&c.input);
@@ -109,7 +110,7 @@ pub fn prepare<'s, 'c>(
     }
     let t_plans = t0.elapsed();
     let (staged, (a_inputs, (b_inputs_g1, b_inputs_g2))) = rayon::join(
-        || stage(gpu, staging, plans, c, w, matrices).map_err(|e| backend_error("sending the witness and a, b, c", e)),
+        || stage(gpu, staging, plans, c, w, matrices, urgency).map_err(|e| backend_error("sending the witness and a, b, c", e)),
         || rayon::join(|| host_msm(a_rows, &c.input), || rayon::join(|| host_msm(b_g1_rows, &b_inputs), || host_msm(b_g2_rows, &b_inputs))),
     );
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
@@ -129,8 +130,9 @@ fn stage<'s, 'c>(
     c: &'c SynthesizedCircuit,
     w: CompactWitness,
     matrices: Option<&ProductSource<'_>>,
+    urgency: Urgency,
 ) -> Result<Staged<'s, 'c>, GpuError> {
-    let mut slot = staging.take(c.domain_size())?;
+    let mut slot = staging.take(c.domain_size(), urgency)?;
     let host = HostCompact { lead: &w.input, classes: &w.classes, len: w.num_aux(), others: &w.others };
     let area_bytes = slot.witness_bytes()?;
     let layout = host.layout(area_bytes).ok_or_else(|| {

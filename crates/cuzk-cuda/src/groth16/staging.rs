@@ -13,18 +13,24 @@
 //! Each slot has a copy stream of its own, so two preparations never queue behind each
 //! other's uploads; events order a slot's uploads before the kernels that read them, and
 //! cudarc's per-buffer event tracking orders a slot's reuse after its last reader.
+//!
+//! Urgent callers ([`Urgency::Urgent`]) take the next slot freed before ordinary ones
+//! that waited longer, and their slot carries a [`Claim`] on the device's next turn
+//! (crate::turn) until they take it.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaViewMut};
+use cuzk_groth16::Urgency;
 
 use super::row_blocks::ProductSource;
-use crate::device::{Gpu, GpuError};
+use crate::device::{DeviceLock, Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::compact::{CompactLayout, CompactView};
+use crate::turn::Claim;
 
 /// The memory of one partition in flight.
 struct Slot {
@@ -32,6 +38,9 @@ struct Slot {
     witness: CudaSlice<u64>,
     /// The slot's uploads and the preparation work that goes with them.
     copy: Arc<CudaStream>,
+    /// An urgent partition's claim on the device's next turn, from the slot's taking
+    /// to the compute region ([`StagedAbc::take_claim`]); given up with the slot.
+    claim: Option<Claim>,
 }
 
 impl Slot {
@@ -56,6 +65,8 @@ struct SlotPool {
     sizes: SlotSizes,
     /// Bytes of the slots in existence.
     held: usize,
+    /// Urgent callers waiting for a slot: ordinary ones wait behind them.
+    urgent_waiting: usize,
 }
 
 /// The staging slots of one GPU.
@@ -63,12 +74,15 @@ pub struct StagingSlots {
     gpu: Arc<Gpu>,
     pool: Mutex<SlotPool>,
     freed: Condvar,
+    /// The device's turn, which urgent slots claim.
+    turn: DeviceLock,
 }
 
 impl StagingSlots {
-    /// No slots until [`StagingSlots::configure`] sizes them.
-    pub fn new(gpu: Arc<Gpu>) -> Self {
-        StagingSlots { gpu, pool: Mutex::new(SlotPool::default()), freed: Condvar::new() }
+    /// No slots until [`StagingSlots::configure`] sizes them. Urgent slots claim
+    /// `turn`'s next turn.
+    pub fn new(gpu: Arc<Gpu>, turn: DeviceLock) -> Self {
+        StagingSlots { gpu, pool: Mutex::new(SlotPool::default()), freed: Condvar::new(), turn }
     }
 
     fn poisoned() -> GpuError {
@@ -106,17 +120,27 @@ impl StagingSlots {
     }
 
     /// A slot for a partition of an n-point domain: a free one, else a new one while
-    /// fewer than the configured count exist, else the next one freed. Contents are
+    /// fewer than the configured count exist, else the next one freed (urgent callers
+    /// first; an urgent caller's slot claims the device's next turn). Contents are
     /// whatever the last user left: every user writes the part it reads first.
-    pub fn take(&self, n: usize) -> Result<Staging<'_>, GpuError> {
+    pub fn take(&self, n: usize, urgency: Urgency) -> Result<Staging<'_>, GpuError> {
         let waited = std::time::Instant::now();
-        let slot = self.take_slot()?;
+        let mut slot = self.take_slot(urgency)?;
+        if urgency == Urgency::Urgent {
+            match self.turn.claim() {
+                Ok(claim) => slot.claim = Some(claim),
+                Err(e) => {
+                    self.put(slot);
+                    return Err(e);
+                }
+            }
+        }
         if slot.arena.len() < 3 * n {
             let len = slot.arena.len();
             self.put(slot);
             return Err(GpuError::Invalid(format!("a staging slot of {len} scalars for a domain of {n}: the plan was made for another set")));
         }
-        tracing::debug!(ms = waited.elapsed().as_secs_f64() * 1e3, "staging slot taken");
+        tracing::debug!(ms = waited.elapsed().as_secs_f64() * 1e3, ?urgency, "staging slot taken");
         match slot.copy.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
             Ok(upload_start) => Ok(Staging { slots: self, slot: Some(slot), n, upload_start: Some(upload_start) }),
             Err(e) => {
@@ -126,12 +150,40 @@ impl StagingSlots {
         }
     }
 
-    fn take_slot(&self) -> Result<Slot, GpuError> {
-        let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+    fn take_slot(&self, urgency: Urgency) -> Result<Slot, GpuError> {
+        let pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+        let urgent = urgency == Urgency::Urgent;
+        if !urgent {
+            return self.take_slot_in(pool, false);
+        }
+        let mut pool = pool;
+        pool.urgent_waiting += 1;
+        // Counted out again however the wait ends.
+        struct Waiting<'a>(&'a StagingSlots);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                match self.0.pool.lock() {
+                    Ok(mut p) => p.urgent_waiting -= 1,
+                    Err(e) => e.into_inner().urgent_waiting -= 1,
+                }
+                self.0.freed.notify_all();
+            }
+        }
+        let _waiting = Waiting(self);
+        self.take_slot_in(pool, true)
+    }
+
+    /// [`StagingSlots::take_slot`] with the pool locked; an ordinary caller waits while
+    /// an urgent one does.
+    fn take_slot_in(&self, mut pool: MutexGuard<'_, SlotPool>, urgent: bool) -> Result<Slot, GpuError> {
         loop {
             let sizes = pool.sizes;
             if sizes.count == 0 {
                 return Err(GpuError::Invalid("no staging slots: the device plan has not sized them".into()));
+            }
+            if !urgent && pool.urgent_waiting > 0 {
+                pool = self.freed.wait(pool).map_err(|_| Self::poisoned())?;
+                continue;
             }
             if let Some(slot) = pool.free.pop() {
                 return Ok(slot);
@@ -152,7 +204,7 @@ impl StagingSlots {
                     let arena = unsafe { copy.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
                     // SAFETY: as above (the compact witness is uploaded before it is read).
                     let witness = unsafe { copy.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
-                    Ok(Slot { arena, witness, copy })
+                    Ok(Slot { arena, witness, copy, claim: None })
                 };
                 let r = alloc();
                 let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
@@ -167,7 +219,7 @@ impl StagingSlots {
                     }
                     Err(_) => {
                         pool.total -= 1;
-                        self.freed.notify_one();
+                        self.freed.notify_all();
                     }
                 }
                 return r;
@@ -192,7 +244,9 @@ impl StagingSlots {
         }
     }
 
-    fn put(&self, slot: Slot) {
+    fn put(&self, mut slot: Slot) {
+        // An urgent partition's claim goes with its slot (an error before its turn).
+        slot.claim = None;
         match self.pool.lock() {
             Ok(mut pool) => {
                 let sizes = pool.sizes;
@@ -207,7 +261,8 @@ impl StagingSlots {
             }
             Err(_) => tracing::error!("staging slots poisoned; a slot is dropped"),
         }
-        self.freed.notify_one();
+        // Every waiter looks: an urgent one goes first, and ordinary ones wait for it.
+        self.freed.notify_all();
     }
 }
 
@@ -388,6 +443,11 @@ pub struct MsmMemory<'a> {
 }
 
 impl<'s> StagedAbc<'s, '_> {
+    /// An urgent partition's claim on the device's next turn (taken once).
+    pub fn take_claim(&mut self) -> Option<Claim> {
+        self.slot.as_mut().and_then(|s| s.claim.take())
+    }
+
     fn slot_mut(&mut self) -> Result<&mut Slot, GpuError> {
         self.slot.as_mut().ok_or_else(|| GpuError::Invalid("staged a, b, c without a slot".into()))
     }

@@ -7,25 +7,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::verify_proof;
-use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage};
+use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage, Urgency};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
-use crate::scheduler::{PartitionTask, ReadyPartition};
+use crate::scheduler::{Lane, PartitionTask, ReadyPartition};
 use crate::shared::{lock, BackendSlot, Shared};
 use crate::timeline::EventKind;
 
-/// Runs until the hand-off queue closes. `backend_index` is the slot's place in the
-/// engine's backends; `lane` names this worker in the timeline ("prove-b.w").
-pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: usize, lane: &str) {
+/// Runs until the hand-off queue closes, taking the partitions `takes` takes, highest
+/// priority first (an urgent lane's on its own threads). `backend_index` is the slot's
+/// place in the engine's backends; `lane` names this worker in the timeline
+/// ("prove-b.w", "prove-b.u" for the urgent lane).
+pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: usize, lane: &str, takes: Lane) {
     let mut rng = ChaCha20Rng::from_entropy();
     // A retry of a proof this backend got wrong is left to another backend, if any.
     let several = shared.backends.len() > 1;
-    let mine = |r: &ReadyPartition| !several || r.task.avoid_backend != Some(backend_index);
-    while let Some(ready) = shared.ready.pop_where(mine) {
+    let mine = |r: &ReadyPartition| takes.takes(r.task.job.priority) && (!several || r.task.avoid_backend != Some(backend_index));
+    while let Some(ready) = shared.ready.pop_where(mine, |r| r.task.rank()) {
         let ReadyPartition { task, mut circuit, inputs, params } = ready;
         let job = task.job.clone();
         if job.is_finished() {
@@ -35,8 +37,12 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         let randomness = ProofRandomness::random(&mut rng);
         *lock(&slot.current) = Some((job.id.clone(), job.kind));
         job.set_part(task.index, PartitionState::Proving);
-        let (result, took) = prove(shared, slot, &job, task.index, lane, || {
-            slot.backend.prove(&params.set, std::slice::from_mut(&mut circuit), &[randomness]).map_err(|e| e.to_string())
+        // The device serves urgent partitions first, whichever lane took them.
+        let urgency = if job.priority.urgent() { Urgency::Urgent } else { Urgency::Ordinary };
+        let (result, took) = shared.on_lane_threads(takes, || {
+            prove(shared, slot, &job, task.index, lane, || {
+                slot.backend.prove_with(urgency, &params.set, std::slice::from_mut(&mut circuit), &[randomness]).map_err(|e| e.to_string())
+            })
         });
         *lock(&slot.current) = None;
         // The witness and a/b/c are no longer needed: their memory goes back before
@@ -79,7 +85,7 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         let verdict = verify_proof(&params.pvk, &proof, &inputs);
         drop(params);
         match verdict {
-            Ok(true) => keep(shared, &job, task.index, &proof, lane),
+            Ok(true) => shared.on_lane_threads(takes, || keep(shared, &job, task.index, &proof, lane)),
             bad => {
                 let why = match bad {
                     Err(e) => format!("verification error: {e}"),

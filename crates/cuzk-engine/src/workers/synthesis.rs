@@ -15,7 +15,7 @@ use crate::error::EngineError;
 use crate::job::{Job, PartitionState};
 use crate::params::ParameterLease;
 use crate::pool::WitnessLoan;
-use crate::scheduler::ReadyPartition;
+use crate::scheduler::{Lane, ReadyPartition};
 use crate::shared::{lock, Shared};
 use crate::timeline::EventKind;
 
@@ -31,9 +31,10 @@ struct Admitted {
     abc: Option<EvalBuffers>,
 }
 
-/// Runs until the partition queue closes. `lane` names this worker in the timeline.
-pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
-    while let Some(task) = shared.queue.pop() {
+/// Runs until the partition queue closes, taking the partitions `takes` takes (an
+/// urgent lane's on its own threads). `lane` names this worker in the timeline.
+pub(crate) fn synthesis_loop(shared: &Shared, lane: &str, takes: Lane) {
+    while let Some(task) = shared.queue.pop(takes) {
         let job = task.job.clone();
         if job.is_finished() || shared.cancel_if_it_cannot_finish(&job) {
             continue;
@@ -43,13 +44,17 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str) {
         if !job.begin_partition(task.index, task.attempt, load) {
             continue;
         }
-        let Some((mut circuit, inputs)) = synthesize(shared, &job, task.index, abc, &mut witness, params.matrices.clone(), lane) else { continue };
+        let matrices = params.matrices.clone();
+        let synthesized = shared.on_lane_threads(takes, || synthesize(shared, &job, task.index, abc, &mut witness, matrices, lane));
+        let Some((mut circuit, inputs)) = synthesized else { continue };
         // The witness's memory goes back (its aux vector to the pool) as soon as the
         // backend has read it (a GPU backend, once it is on the device), so the next
         // partition's synthesis can start during this proof.
         circuit.charge_witness(witness);
         job.set_part(task.index, PartitionState::WaitingForProver);
-        if let Err(r) = shared.ready.push(ReadyPartition { task, circuit, inputs, params }) {
+        // Urgent partitions never wait for room behind ordinary ones.
+        let urgent = job.priority.urgent();
+        if let Err(r) = shared.ready.push(ReadyPartition { task, circuit, inputs, params }, urgent) {
             // Closed: the engine is shutting down.
             r.task.job.end_partition();
             return;
@@ -83,10 +88,12 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
             shared.budget.total()
         ));
     }
-    // One synthesis worker at a time gathers a partition's memory (its charge, then
-    // three buffers): two gathering at once could each hold part of what the budget
-    // has room for and wait for the rest forever.
-    let _admit = lock(&shared.admit);
+    // One synthesis worker at a time gathers a partition's memory in parts (its
+    // charge, then three buffers): two gathering at once could each hold part of what
+    // the budget has room for and wait for the rest forever. A partition whose a, b, c
+    // the backend computes takes one charge, holds nothing while it waits, and need
+    // not queue here behind one that waits for memory (an urgent lane would).
+    let _admit = params.matrices.is_none().then(|| lock(&shared.admit));
     let witness = match shared.take_witness(job.partition_bytes, &give_up) {
         Ok(w) => w?,
         Err(e) => return fail(e.to_string()),

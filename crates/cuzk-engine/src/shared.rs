@@ -91,7 +91,8 @@ impl Shared {
         let budget = MemoryBudget::new(config.memory_budget_bytes);
         // Enough idle buffers for every partition that can be in flight at once.
         // The urgent lanes: one synthesis worker, and one prover worker per backend.
-        let in_flight = config.synthesis_workers.max(1) + 1 + config.synthesis_lookahead.max(1) + backends.len() * (config.workers_per_backend.max(1) + 1);
+        let in_flight =
+            config.synthesis_workers.max(1) + 1 + config.synthesis_lookahead.max(1) + backends.len() * (config.workers_per_backend.max(1) + 1);
         Shared {
             buffers: BufferPool::new(buffers, budget.clone(), 3 * in_flight),
             witnesses: WitnessPool::new(budget.clone(), in_flight),

@@ -2,12 +2,12 @@
 //! inputs ([`InputChecks`]) and of its proof ([`CheckedBy`]).
 
 use blstrs::Scalar;
-use ff::Field;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::shape::CircuitShape;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::witness::{AuxBuffer, Witness};
 use cuzk_groth16::SynthesizedCircuit;
+use ff::Field;
 
 use crate::error::FilecoinError;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};

@@ -307,7 +307,8 @@ async fn a_critical_winning_post_is_proved_before_queued_porep_partitions() {
     use cuzk_engine::timeline::EventKind;
     use cuzk_engine::PartitionState;
     let f = fixtures();
-    let cfg = cuzk_engine::EngineConfig { synthesis_workers: 2, synthesis_lookahead: 2, workers_per_backend: 1, memory_budget_bytes: 8 << 30, ..config() };
+    let cfg =
+        cuzk_engine::EngineConfig { synthesis_workers: 2, synthesis_lookahead: 2, workers_per_backend: 1, memory_budget_bytes: 8 << 30, ..config() };
     let d = daemon_with(&f.param_dir, cfg).await;
     let mut c = d.client().await;
     let mut porep = Vec::new();
@@ -317,8 +318,16 @@ async fn a_critical_winning_post_is_proved_before_queued_porep_partitions() {
     }
     // Wait for a PoRep partition to have just started proving while another waits for
     // the prover: the proof in progress then has nearly all of its time left.
-    let states = || d.engine.job_summaries().into_iter().filter(|j| porep.contains(&j.job_id.0)).flat_map(|j| j.partitions.into_iter().map(move |p| (j.job_id.0.clone(), p))).collect::<Vec<_>>();
-    let proving = |s: &[(String, PartitionState)]| s.iter().filter(|(_, p)| *p == PartitionState::Proving).map(|(j, _)| j.clone()).collect::<Vec<_>>();
+    let states = || {
+        d.engine
+            .job_summaries()
+            .into_iter()
+            .filter(|j| porep.contains(&j.job_id.0))
+            .flat_map(|j| j.partitions.into_iter().map(move |p| (j.job_id.0.clone(), p)))
+            .collect::<Vec<_>>()
+    };
+    let proving =
+        |s: &[(String, PartitionState)]| s.iter().filter(|(_, p)| *p == PartitionState::Proving).map(|(j, _)| j.clone()).collect::<Vec<_>>();
     let waited = std::time::Instant::now();
     let mut seen = proving(&states());
     let at_submission = loop {
@@ -331,7 +340,11 @@ async fn a_critical_winning_post_is_proved_before_queued_porep_partitions() {
         seen = now;
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let not_started: Vec<String> = at_submission.iter().filter(|(_, p)| matches!(p, PartitionState::Queued | PartitionState::Synthesizing | PartitionState::WaitingForProver)).map(|(j, _)| j.clone()).collect();
+    let not_started: Vec<String> = at_submission
+        .iter()
+        .filter(|(_, p)| matches!(p, PartitionState::Queued | PartitionState::Synthesizing | PartitionState::WaitingForProver))
+        .map(|(j, _)| j.clone())
+        .collect();
     let synthesizing: Vec<String> = at_submission.iter().filter(|(_, p)| *p == PartitionState::Synthesizing).map(|(j, _)| j.clone()).collect();
     let r = prove(&mut c, pb::SubmitProofRequest { priority: pb::Priority::Critical as i32, ..request(ProofKind::WinningPost, &f.winning) }).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
@@ -348,7 +361,8 @@ async fn a_critical_winning_post_is_proved_before_queued_porep_partitions() {
             assert!(winning_done < start, "PoRep {job}'s proof started at {start} µs, before the WinningPoSt's was verified at {winning_done} µs");
         }
     }
-    let winning_synthesis = at(&r.job_id, EventKind::SynthesisStart).into_iter().chain(at(&r.job_id, EventKind::WitnessStart)).min().expect("synthesized");
+    let winning_synthesis =
+        at(&r.job_id, EventKind::SynthesisStart).into_iter().chain(at(&r.job_id, EventKind::WitnessStart)).min().expect("synthesized");
     for job in &synthesizing {
         for end in at(job, EventKind::SynthesisEnd) {
             assert!(winning_synthesis < end, "the WinningPoSt's synthesis waited for PoRep {job}'s, which ended at {end} µs");

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_groth16::backend::{check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings, Urgency};
+use cuzk_groth16::backend::{
+    check_inputs, prove_each, DeviceReport, ProofRandomness, ProveError, ProveOutput, ProvingBackend, Stage, StageTimings, Urgency,
+};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::ParameterSetId;
 use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};

@@ -174,14 +174,14 @@ mod tests {
         assert!(matches!(turn.try_take(None).unwrap(), Err(None)), "claimed: no ordinary turn now");
         drop(claim);
         assert_eq!(turn.claims(), 0);
-        let held = turn.try_take(None).unwrap().ok().expect("no claim out: the device is free");
+        let Ok(held) = turn.try_take(None).unwrap() else { panic!("no claim out: the device is free") };
         assert!(turn.try_take(None).unwrap().is_err(), "held");
         // A claim made while the device is held comes back from try_take, still live.
         let claim = turn.claim().unwrap();
         let claim = turn.try_take(Some(claim)).unwrap().err().flatten().expect("the claim back");
         assert_eq!(turn.claims(), 1);
         drop(held);
-        let urgent = turn.try_take(Some(claim)).unwrap().ok().expect("free: the claim's turn");
+        let Ok(urgent) = turn.try_take(Some(claim)).unwrap() else { panic!("free: the claim's turn") };
         assert_eq!(turn.claims(), 0, "used");
         drop(urgent);
         assert!(turn.try_take(None).unwrap().is_ok());

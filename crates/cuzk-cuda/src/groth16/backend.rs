@@ -231,6 +231,7 @@ impl CudaBackend {
     /// One circuit's proof: its a, b, c computed on this device when pending, the plan
     /// has its matrices here and the witness's other values fit the slot's area; else
     /// on the host first.
+    #[allow(clippy::too_many_arguments)]
     fn prove_one(
         &self,
         params: &ParameterSet,

@@ -81,6 +81,7 @@ pub fn others_fit(w: &CompactWitness, area_bytes: usize) -> bool {
 /// densities and chunk tables go up, and a, b, c follow: computed from `matrices` (the
 /// circuit's compiled matrices on this device) where they are pending, else uploaded
 /// (pinned: no host wait). The public-input sums on the host meanwhile.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare<'s, 'c>(
     gpu: &Gpu,
     staging: &'s StagingSlots,

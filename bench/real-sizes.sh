@@ -42,6 +42,7 @@
 #                                                 alone at its Curio priority (PRIORITY,
 #                                                 default critical) EVERY=6 s apart: each one's
 #                                                 latency from submission, and where it waited
+#                                                 (URGENT_FIRST=1: its set loaded before BASE's)
 #
 # WORK (default /var/tmp/cuzk-real) holds the inputs and parameters (tens of GB: on
 # disk, so the page cache can give the memory back); MATRICES (default WORK/params) the
@@ -137,18 +138,24 @@ EOF
     if [ "$step" = underload ]; then
       sub() { FIL_PROOFS_PARAMETER_CACHE="$W/params" "$B" submit --to http://127.0.0.1:9820 "$@"; }
       u=$O/urgent-$urgent.txt
-      # Alone: with BASE's set loaded first (as a PoRep host has it), URGENT's then.
-      echo "== $urgent alone, its set loaded now (after $c's)" | tee "$u"
-      sub --preload "$c" --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" 2>&1 | tee -a "$u"
+      # Alone: with BASE's set loaded first (as a PoRep host has it), URGENT's then
+      # (URGENT_FIRST=1: URGENT's first).
+      first=$c; [ "${URGENT_FIRST:-0}" = 1 ] && first=$urgent
+      echo "== $urgent alone, $first's set loaded first" | tee "$u"
+      sub --preload "$first" --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" 2>&1 | tee -a "$u"
       for i in 1 2 3; do
         echo "== $urgent alone, $i" | tee -a "$u"
         sub --request "$W/inputs/$urgent" --jobs 1 --priority "${PRIORITY:-critical}" $([ "${VERIFY:-0}" = 1 ] && echo --verify) 2>&1 | tee -a "$u"
       done
       sub --request "$W/inputs/$c" --jobs "$jobs" $([ "${VERIFY:-0}" = 1 ] && echo --verify) > "$O/submit-$c.txt" 2>&1 &
       base=$!
-      # Until the first BASE partition is verified: the GPU is then saturated.
+      # Until the first BASE partition is proved (a prove_end of a job that is not one
+      # of the urgent ones above): the GPU is then saturated.
       for _ in $(seq 600); do
-        fetch /timeline 2>/dev/null | grep -q '"kind":"verified"' && break
+        fetch /timeline 2>/dev/null | python3 -c 'import json, sys
+urgent = set(sys.argv[1:])
+sys.exit(0 if any(e["kind"] == "prove_end" and e["job"][:8] not in urgent for e in map(json.loads, sys.stdin)) else 1)' \
+          $(sed -n 's/^job 0 (\([0-9a-f]\{8\}\).*/\1/p' "$u") && break
         sleep 0.5
       done
       for i in $(seq "${ROUNDS:-5}"); do

@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::{FallbackPoStSectorProof, PartitionProof, SectorUpdateConfig, VanillaSealProof};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
 use storage_proofs_core::drgraph::Graph;
@@ -179,12 +180,29 @@ pub(crate) fn porep<Tree: 'static + MerkleTreeTrait>(size: SectorSize, rng: &mut
 /// WindowPoSt (one full partition: every sector the size's partition holds, numbered
 /// from 1) or WinningPoSt (sector 1).
 pub(crate) fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
+    post_partition::<Tree>(proof, 0, rng)
+}
+
+/// A valid WindowPoSt request for partition `partition` of a deadline whose partitions
+/// are full (sectors numbered from 1 across them; this one's are the last): under API
+/// V1_0 a challenge depends on the sector's index in the whole deadline, so the
+/// challenges are drawn for all of them. Partition 0: [`post`].
+pub fn window_post_partition(proof: PostProof, partition: usize, seed: u64) -> Result<RequestFiles, FilecoinError> {
+    if !proof.window {
+        return Err(FilecoinError::invalid("a WinningPoSt has one partition"));
+    }
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    crate::registered::with_shape!(proof.size, post_partition, proof, partition, &mut rng)
+}
+
+fn post_partition<Tree: 'static + MerkleTreeTrait>(proof: PostProof, partition: usize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError> {
     let cfg = post_config(proof);
     let sectors = if proof.window { cfg.sector_count } else { 1 };
     let randomness = fr32_bytes(rng);
-    let ids: Vec<SectorId> = (1..=sectors as u64).map(SectorId::from).collect();
-    let challenges = filecoin_proofs::generate_fallback_sector_challenges::<Tree>(&cfg, &randomness, &ids, prover_id(MINER_ID))
+    let all: Vec<SectorId> = (1..=((partition + 1) * sectors) as u64).map(SectorId::from).collect();
+    let challenges = filecoin_proofs::generate_fallback_sector_challenges::<Tree>(&cfg, &randomness, &all, prover_id(MINER_ID))
         .map_err(FilecoinError::rejected("the PoSt challenges"))?;
+    let ids = all[partition * sectors..].to_vec();
     let leaves = (proof.size.bytes() / 32) as usize;
     let arities = arities_of::<Tree>(leaves)?;
     let mut vanilla = Vec::with_capacity(sectors);
@@ -204,7 +222,9 @@ pub(crate) fn post<Tree: 'static + MerkleTreeTrait>(proof: PostProof, rng: &mut 
         };
         vanilla.push(bincode::serialize(&sector).map_err(|e| FilecoinError::invalid(format!("encoding sector {}: {e}", u64::from(id))))?);
     }
-    RequestFiles::post(proof, vanilla, randomness, MINER_ID)
+    let mut files = RequestFiles::post(proof, vanilla, randomness, MINER_ID)?;
+    files.request.partition_index = partition as u32;
+    Ok(files)
 }
 
 /// A SnapDeals update of a sector whose data nodes are all d and old replica nodes all

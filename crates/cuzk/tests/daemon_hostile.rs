@@ -216,3 +216,40 @@ fn a_production_daemons_proofs_pass_the_clients_own_check() {
         "{text}"
     );
 }
+
+/// A proof filecoin-proofs' verifier cannot take (a lone API V1_0 WindowPoSt partition
+/// past the first) is never reported as accepted by it: `cuzk submit --verify` checks its
+/// partition proofs against storage-proofs' public inputs with the .vk (and that one
+/// changed input is refused), and says that this is what it checked.
+#[test]
+fn submit_verify_says_which_check_ran_for_a_lone_window_post_partition() {
+    let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("wpost-2k-partition-1");
+    let v1 = cuzk_filecoin::PostProof::from_registered(5).unwrap();
+    cuzk_filecoin::valid::window_post_partition(v1, 1, 7).unwrap().write(&input).unwrap();
+    let extra = format!(
+        "timing_only = false\n[srs]\nparam_cache = \"{}\"\n[memory]\ntotal_budget = \"4GiB\"\n[synthesis]\nmatrices_dir = \"{}\"",
+        f.param_dir.display(),
+        dir.path().display()
+    );
+    let (_d, addr) = Daemon::start(dir.path(), &extra, None);
+    let o = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["submit", "--to", &format!("http://{addr}"), "--priority", "high", "--verify", "--request"])
+        .arg(&input)
+        .env("FIL_PROOFS_PARAMETER_CACHE", &f.param_dir)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    assert!(!text.contains("job 0: accepted"), "{text}");
+    assert!(
+        text.contains("verify: job 0: not checked by filecoin-proofs' verifier (filecoin-proofs cannot verify a lone API V1 WindowPoSt partition past the first); each of its 1 partition proof(s) verified against storage-proofs' public inputs with")
+            && text.contains(".vk and refused with a public input changed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("verify: all 1 returned proofs checked: 0 accepted by filecoin-proofs' verifier, 1 by their partition proofs only"),
+        "{text}"
+    );
+}

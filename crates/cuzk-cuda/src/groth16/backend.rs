@@ -160,18 +160,34 @@ impl CudaBackend {
             let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
             // Less what the driver may still take for the kernels' local memory.
             let could = (available + self.device_bytes_held()?).saturating_sub(self.gpu().lazy_reserve);
-            match self.memory_limit {
-                Some(limit) if limit > could => {
+            // Beside sets already planned, the memory the first of them was planned
+            // with: every byte this backend holds is in their plans, but the device
+            // pool keeps blocks the count above misses (at a 16 GiB cap on the H100 at
+            // e2b69a2 the second plan saw 15.73 GB of the first's 15.82 and refused a
+            // WinningPoSt that fitted).
+            match (decided.values().map(|d| d.plan.capacity).min(), self.memory_limit) {
+                (Some(first), _) => first,
+                (None, Some(limit)) if limit > could => {
                     tracing::warn!(backend = %self.name(), limit_gb = limit as f64 / 1e9, free_gb = could as f64 / 1e9, "gpus.device_memory_limit is more than the card has free: planning with what is free");
                     could
                 }
                 // The limit counts the kernels' local memory too: it is this process's.
-                Some(limit) => limit.saturating_sub(self.gpu().local_memory).min(could),
-                None => could,
+                (None, Some(limit)) => limit.saturating_sub(self.gpu().local_memory).min(could),
+                (None, None) => could,
             }
         };
         // What every loaded set holds, and what this one may use beside them.
-        tracing::info!(backend = %self.name(), set = %p.id().0, before = held.summary(capacity), "planning a parameter set");
+        let each: Vec<String> = decided
+            .iter()
+            .map(|(id, d)| {
+                format!(
+                    "set {}: {:.2} GB resident",
+                    id.0,
+                    (d.plan.resident_points_bytes(&d.shape) + d.plan.device_matrices_bytes(&d.shape)) as f64 / 1e9
+                )
+            })
+            .collect();
+        tracing::info!(backend = %self.name(), set = %p.id().0, loaded = each.join("; "), before = held.summary(capacity), "planning a parameter set");
         let plan = plan(&shape, capacity, &held, &self.overrides).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))?;
         self.prover
             .staging

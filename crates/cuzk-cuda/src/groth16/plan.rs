@@ -52,12 +52,13 @@ const LEAST_LIST_BYTES: usize = LIST_CHUNK * (LIST_ENTRY_BYTES + SCALAR_BYTES) +
 /// 192 MiB a streamed set's loading takes on the device while other sets prove.
 pub(crate) const MARGIN_BYTES: usize = 768 << 20;
 /// Left free in every plan where there is room beyond its least, for a small urgent
-/// set (a WinningPoSt) to be loaded beside whatever else is: a 32 GiB WinningPoSt's
-/// own device memory beside a loaded PoRep set is its domain's NTT tables, 43 MB (its
-/// 0.19 GB of points stream; slots, chunk and MSM buffers are shared). Without it a
-/// PoRep set planned first on a 16 GiB card left no byte, and the WinningPoSt set was
-/// refused (15.86 GB needed of 15.82).
-const URGENT_RESERVE_BYTES: usize = 64 << 20;
+/// set (a WinningPoSt) to be loaded beside whatever else is. A 32 GiB WinningPoSt's own
+/// device memory beside a loaded PoRep set is its domain's NTT tables (43 MB) and,
+/// where the PoRep set keeps its points resident, the least chunk buffers its streamed
+/// points need (2 × 12.6 MB): 68 MB, which 64 MiB missed on the H100 at e2b69a2
+/// ("83.48 GB needed" of 83.48). Without a reserve a PoRep set planned first on a
+/// 16 GiB card left no byte (15.86 GB needed of 15.82).
+const URGENT_RESERVE_BYTES: usize = 128 << 20;
 /// The least twiddle table: the blocked stages (crate::ntt).
 const LEAST_TABLE_LOG: u32 = 10;
 /// Slots' arenas and witness areas are whole blocks of this many bytes.

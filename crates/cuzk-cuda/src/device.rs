@@ -33,11 +33,6 @@ pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::P
     cuzk_groth16::backend::ProveError::Backend(format!("{what}: {e}"))
 }
 
-/// Held around a GPU's compute regions: by the proving backend for a proof's (one
-/// proof's kernels at a time, urgent ones first: crate::turn) and by the setup's
-/// fixed-base multiplication around each of its chunks, when both share the device.
-pub type DeviceLock = Arc<crate::turn::DeviceTurn>;
-
 /// Whether the CUDA kernels were compiled into this build.
 pub fn kernels_built() -> bool {
     cfg!(cuzk_kernels)

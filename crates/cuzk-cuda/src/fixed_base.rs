@@ -18,9 +18,10 @@ use ff::PrimeField;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 
-use crate::device::{DeviceLock, Gpu, GpuError};
+use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::{blocks, MsmGroup, CURVE_BLOCK, G1, G2};
+use crate::turn::DeviceLock;
 
 /// Window width of the device tables: 2^16 points per window.
 const WINDOW_BITS: u32 = 16;

@@ -12,6 +12,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::device::GpuError;
 
+/// Held around a GPU's compute regions: by the proving backend for a proof's (one
+/// proof's kernels at a time, urgent ones first) and by the setup's fixed-base
+/// multiplication around each of its chunks, when both share the device.
+pub type DeviceLock = Arc<DeviceTurn>;
+
 #[derive(Debug, Default)]
 struct State {
     held: bool,

@@ -24,7 +24,8 @@ use super::prepare::{compact_witness, others_fit};
 use super::products::{matrices_bytes, DeviceMatrices};
 use super::row_blocks::{ProductSource, StreamedMatrices};
 use super::staging::SlotSizes;
-use crate::device::{backend_error, DeviceLock, Gpu};
+use crate::device::{backend_error, Gpu};
+use crate::turn::DeviceLock;
 
 /// A set's plan, made once, with its shape.
 #[derive(Clone)]

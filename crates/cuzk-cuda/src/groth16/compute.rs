@@ -21,10 +21,11 @@ use super::points::LoadedPoints;
 use super::prepare::{prepare, Prepared};
 use super::row_blocks::ProductSource;
 use super::staging::StagingSlots;
-use crate::device::{backend_error, DeviceLock, Gpu, GpuError};
+use crate::device::{backend_error, Gpu, GpuError};
 use crate::msm::streamed::BaseChunks;
 use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
+use crate::turn::DeviceLock;
 use crate::turn::Held;
 
 /// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the

@@ -27,10 +27,11 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaViewMut};
 use cuzk_groth16::Urgency;
 
 use super::row_blocks::ProductSource;
-use crate::device::{DeviceLock, Gpu, GpuError};
+use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::compact::{CompactLayout, CompactView};
 use crate::turn::Claim;
+use crate::turn::DeviceLock;
 
 /// The memory of one partition in flight.
 struct Slot {

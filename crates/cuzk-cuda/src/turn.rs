@@ -33,7 +33,7 @@ pub struct DeviceTurn {
 
 /// The device, held until dropped.
 #[must_use = "the device is held until this is dropped"]
-pub struct Held<'a> {
+pub struct Turn<'a> {
     turn: &'a DeviceTurn,
 }
 
@@ -57,7 +57,7 @@ impl DeviceTurn {
 
     /// The device for an ordinary caller: once it is free and no urgent caller has a
     /// claim.
-    pub fn lock(&self) -> Result<Held<'_>, GpuError> {
+    pub fn lock(&self) -> Result<Turn<'_>, GpuError> {
         self.take(None)
     }
 
@@ -69,7 +69,7 @@ impl DeviceTurn {
 
     /// The device as soon as it is free: for the holder of `claim` (of this turn)
     /// before every ordinary caller, else once no claim is out either.
-    pub fn take(&self, claim: Option<Claim>) -> Result<Held<'_>, GpuError> {
+    pub fn take(&self, claim: Option<Claim>) -> Result<Turn<'_>, GpuError> {
         let mut claim = self.check(claim)?;
         let mut s = self.state()?;
         while s.held || (claim.is_none() && s.claims > 0) {
@@ -79,7 +79,7 @@ impl DeviceTurn {
     }
 
     /// [`DeviceTurn::take`] if the device can be had now; else the claim back.
-    pub fn try_take(&self, claim: Option<Claim>) -> Result<Result<Held<'_>, Option<Claim>>, GpuError> {
+    pub fn try_take(&self, claim: Option<Claim>) -> Result<Result<Turn<'_>, Option<Claim>>, GpuError> {
         let mut claim = self.check(claim)?;
         let mut s = self.state()?;
         if s.held || (claim.is_none() && s.claims > 0) {
@@ -97,13 +97,13 @@ impl DeviceTurn {
         }
     }
 
-    fn hold(&self, s: &mut State, claim: Option<&mut Claim>) -> Held<'_> {
+    fn hold(&self, s: &mut State, claim: Option<&mut Claim>) -> Turn<'_> {
         s.held = true;
         if let Some(c) = claim {
             s.claims -= 1;
             c.live = false;
         }
-        Held { turn: self }
+        Turn { turn: self }
     }
 
     /// Claims out now (status, tests).
@@ -112,7 +112,7 @@ impl DeviceTurn {
     }
 }
 
-impl Drop for Held<'_> {
+impl Drop for Turn<'_> {
     fn drop(&mut self) {
         match self.turn.state.lock() {
             Ok(mut s) => s.held = false,

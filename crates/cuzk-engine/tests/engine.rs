@@ -12,7 +12,7 @@ use cuzk_engine::{AdmissionLimits, Engine, EngineConfig, EngineError, JobRequest
 use cuzk_filecoin::{CircuitKind, FilecoinRequest};
 use cuzk_groth16::verifier::{verify_proof, PreparedVerifyingKey};
 use cuzk_groth16::{
-    synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, SCALAR_BYTES,
+    synthesize, CpuBackend, ParameterSet, Proof, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, Urgency, SCALAR_BYTES,
 };
 
 fn config() -> EngineConfig {
@@ -180,8 +180,8 @@ impl ProvingBackend for Corrupting {
     fn name(&self) -> String {
         "corrupting".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        let mut out = self.inner.prove(p, c, r)?;
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let mut out = self.inner.prove_with(u, p, c, r)?;
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.bad {
             for proof in &mut out.proofs {
                 proof.a = -proof.a;
@@ -281,11 +281,11 @@ impl ProvingBackend for PanicsOnce {
     fn name(&self) -> String {
         "panics-once".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
             panic!("simulated backend bug");
         }
-        self.inner.prove(p, c, r)
+        self.inner.prove_with(u, p, c, r)
     }
 }
 
@@ -314,12 +314,12 @@ impl ProvingBackend for WaitsFor {
     fn name(&self) -> String {
         "waits".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
         let t = std::time::Instant::now();
         while !self.go.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        self.inner.prove(p, c, r)
+        self.inner.prove_with(u, p, c, r)
     }
 }
 
@@ -333,8 +333,8 @@ impl ProvingBackend for AlwaysBad {
     fn name(&self) -> String {
         "always-bad".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        let mut out = self.inner.prove(p, c, r)?;
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let mut out = self.inner.prove_with(u, p, c, r)?;
         out.proofs.iter_mut().for_each(|x| x.a = -x.a);
         self.called.store(true, Ordering::SeqCst);
         Ok(out)
@@ -486,8 +486,8 @@ impl ProvingBackend for Recording {
     fn name(&self) -> String {
         "recording".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.inner.prove(p, c, r)
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.inner.prove_with(u, p, c, r)
     }
     fn load_params(&self, p: &ParameterSet, _: &dyn cuzk_groth16::Progress) -> Result<(), ProveError> {
         self.loaded.lock().unwrap().push(p.id());
@@ -535,8 +535,8 @@ impl ProvingBackend for Pinning {
     fn name(&self) -> String {
         "pinning".into()
     }
-    fn prove(&self, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.inner.prove(p, c, r)
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.inner.prove_with(u, p, c, r)
     }
     fn host_bytes_for(&self, _: &ParameterSet) -> u64 {
         PINNED

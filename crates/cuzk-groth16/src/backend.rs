@@ -247,21 +247,20 @@ pub trait ProvingBackend: Send + Sync {
     /// A short name for logs and reports ("cpu", "cuda:0", …).
     fn name(&self) -> String;
 
-    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError>;
-
-    /// As [`ProvingBackend::prove`], `urgency` saying how soon the proof is wanted: a
-    /// backend whose callers queue for a device (a GPU's slots and compute regions)
-    /// serves urgent ones first. By default it is ignored (the CPU backend runs every
-    /// caller at once).
+    /// Proves `circuits`, `urgency` saying how soon the proofs are wanted: a backend
+    /// whose callers queue for a device (a GPU's slots and compute regions, the CPU's
+    /// cores) serves urgent ones first. A backend wrapping another passes it on.
     fn prove_with(
         &self,
         urgency: Urgency,
         params: &ParameterSet,
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
-    ) -> Result<ProveOutput, ProveError> {
-        let _ = urgency;
-        self.prove(params, circuits, randomness)
+    ) -> Result<ProveOutput, ProveError>;
+
+    /// [`ProvingBackend::prove_with`] for ordinary work.
+    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.prove_with(Urgency::Ordinary, params, circuits, randomness)
     }
 
     /// Makes the set's points ready for proving now (a GPU backend reads them onto its

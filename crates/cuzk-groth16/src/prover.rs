@@ -53,10 +53,6 @@ impl ProvingBackend for CpuBackend {
         "cpu".into()
     }
 
-    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.prove_with(Urgency::Ordinary, params, circuits, randomness)
-    }
-
     /// An urgent proof does not wait for the ordinary one in progress: it runs beside
     /// it at once, the two sharing the cores.
     fn prove_with(

@@ -182,6 +182,18 @@ fn a_port_other_machines_reach_needs_a_token_or_consent() {
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }
 
+/// A daemon in production mode with the 2 KiB fixtures' parameters (`param_dir`), its
+/// state and compiled matrices in `dir` ("auto" compiles them in the background; kept
+/// out of the shared fixture cache, whose manifest would no longer match).
+fn production_daemon(dir: &std::path::Path, param_dir: &std::path::Path) -> (Daemon, String) {
+    let extra = format!(
+        "timing_only = false\n[srs]\nparam_cache = \"{}\"\n[memory]\ntotal_budget = \"4GiB\"\n[synthesis]\nmatrices_dir = \"{}\"",
+        param_dir.display(),
+        dir.display()
+    );
+    Daemon::start(dir, &extra, None)
+}
+
 /// What a client gets over the wire from a daemon in production mode passes the
 /// client's own check: `cuzk submit --verify` has filecoin-proofs' verifier accept each
 /// returned proof (2 KiB PoRep, `cuzk fixture --valid`) and refuse the first with one
@@ -194,14 +206,7 @@ fn a_production_daemons_proofs_pass_the_clients_own_check() {
     let cuzk = env!("CARGO_BIN_EXE_cuzk");
     let o = Command::new(cuzk).args(["fixture", "porep", "--sector-size", "2KiB", "--valid", "--out"]).arg(&input).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Compiled matrices ("auto" compiles them in the background) kept out of the shared
-    // fixture cache, whose manifest would no longer match.
-    let extra = format!(
-        "timing_only = false\n[srs]\nparam_cache = \"{}\"\n[memory]\ntotal_budget = \"4GiB\"\n[synthesis]\nmatrices_dir = \"{}\"",
-        f.param_dir.display(),
-        dir.path().display()
-    );
-    let (_d, addr) = Daemon::start(dir.path(), &extra, None);
+    let (_d, addr) = production_daemon(dir.path(), &f.param_dir);
     let o = Command::new(cuzk)
         .args(["submit", "--to", &format!("http://{addr}"), "--jobs", "2", "--verify", "--request"])
         .arg(&input)
@@ -228,12 +233,7 @@ fn submit_verify_says_which_check_ran_for_a_lone_window_post_partition() {
     let input = dir.path().join("wpost-2k-partition-1");
     let v1 = cuzk_filecoin::PostProof::from_registered(5).unwrap();
     cuzk_filecoin::valid::window_post_partition(v1, 1, 7).unwrap().write(&input).unwrap();
-    let extra = format!(
-        "timing_only = false\n[srs]\nparam_cache = \"{}\"\n[memory]\ntotal_budget = \"4GiB\"\n[synthesis]\nmatrices_dir = \"{}\"",
-        f.param_dir.display(),
-        dir.path().display()
-    );
-    let (_d, addr) = Daemon::start(dir.path(), &extra, None);
+    let (_d, addr) = production_daemon(dir.path(), &f.param_dir);
     let o = Command::new(env!("CARGO_BIN_EXE_cuzk"))
         .args(["submit", "--to", &format!("http://{addr}"), "--priority", "high", "--verify", "--request"])
         .arg(&input)

@@ -155,27 +155,14 @@ impl CudaBackend {
             matrices_bytes: matrices.map(|m| matrices_bytes(m) as usize),
         };
         let held = Held::of(decided.values().map(|d| (&d.plan, &d.shape)));
-        let capacity = {
-            // With the device held: a proof's compute region allocates meanwhile.
-            let _held = self.prover.device.lock().map_err(|e| backend_error("waiting for the device", e))?;
-            let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
-            // Less what the driver may still take for the kernels' local memory.
-            let could = (available + self.device_bytes_held()?).saturating_sub(self.gpu().lazy_reserve);
-            // Beside sets already planned, the memory the first of them was planned
-            // with: every byte this backend holds is in their plans, but the device
-            // pool keeps blocks the count above misses (at a 16 GiB cap on the H100 at
-            // e2b69a2 the second plan saw 15.73 GB of the first's 15.82 and refused a
-            // WinningPoSt that fitted).
-            match (decided.values().map(|d| d.plan.capacity).min(), self.memory_limit) {
-                (Some(first), _) => first,
-                (None, Some(limit)) if limit > could => {
-                    tracing::warn!(backend = %self.name(), limit_gb = limit as f64 / 1e9, free_gb = could as f64 / 1e9, "gpus.device_memory_limit is more than the card has free: planning with what is free");
-                    could
-                }
-                // The limit counts the kernels' local memory too: it is this process's.
-                (None, Some(limit)) => limit.saturating_sub(self.gpu().local_memory).min(could),
-                (None, None) => could,
-            }
+        // Beside sets already planned, the memory the first of them was planned with:
+        // every byte this backend holds is in their plans, but the device pool keeps
+        // blocks a count of free memory misses (at a 16 GiB cap on the H100 at e2b69a2
+        // the second plan saw 15.73 GB of the first's 15.82 and refused a WinningPoSt
+        // that fitted).
+        let capacity = match decided.values().map(|d| d.plan.capacity).min() {
+            Some(first) => first,
+            None => self.free_capacity()?,
         };
         // What every loaded set holds, and what this one may use beside them.
         let each: Vec<String> = decided
@@ -201,6 +188,25 @@ impl CudaBackend {
         let d = Decided { plan, shape, told_host_products: Arc::default() };
         decided.insert(p.id(), d.clone());
         Ok(d)
+    }
+
+    /// The device memory a first plan may use: what the card has free (less what the
+    /// driver may still take), within `gpus.device_memory_limit`.
+    fn free_capacity(&self) -> Result<usize, ProveError> {
+        // With the device held: a proof's compute region allocates meanwhile.
+        let _held = self.prover.device.lock().map_err(|e| backend_error("waiting for the device", e))?;
+        let available = self.gpu().available_memory().map_err(|e| backend_error("reading the free device memory", e))?;
+        // Less what the driver may still take for the kernels' local memory.
+        let could = (available + self.device_bytes_held()?).saturating_sub(self.gpu().lazy_reserve);
+        Ok(match self.memory_limit {
+            Some(limit) if limit > could => {
+                tracing::warn!(backend = %self.name(), limit_gb = limit as f64 / 1e9, free_gb = could as f64 / 1e9, "gpus.device_memory_limit is more than the card has free: planning with what is free");
+                could
+            }
+            // The limit counts the kernels' local memory too: it is this process's.
+            Some(limit) => limit.saturating_sub(self.gpu().local_memory).min(could),
+            None => could,
+        })
     }
 
     /// `m` where the plan puts it: uploaded to this device, or pinned on the host in
@@ -344,12 +350,8 @@ impl ProvingBackend for CudaBackend {
     }
 
     /// Frees a circuit's witness once a, b, c and the aux values are on the device when
-    /// it carries a witness charge.
-    fn prove(&self, params: &ParameterSet, circuits: &mut [SynthesizedCircuit], randomness: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.prove_with(Urgency::Ordinary, params, circuits, randomness)
-    }
-
-    /// Urgent proofs take the next staging slot and the next turn of the device.
+    /// it carries a witness charge. Urgent proofs take the next staging slot and the
+    /// next turn of the device.
     fn prove_with(
         &self,
         urgency: Urgency,

@@ -25,8 +25,7 @@ use crate::device::{backend_error, Gpu, GpuError};
 use crate::msm::streamed::BaseChunks;
 use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
-use crate::turn::DeviceLock;
-use crate::turn::Held;
+use crate::turn::{DeviceLock, Turn};
 
 /// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the
 /// streamed points' chunk buffers, and the lock held around a proof's compute region.
@@ -137,7 +136,7 @@ impl PartitionProver {
         plan: &DevicePlan,
         points: &LoadedPoints,
         mut x: Prepared<'_, '_>,
-        device: Held<'_>,
+        device: Turn<'_>,
         rs: &ProofRandomness,
         prepared: (Instant, Instant),
         t: &mut StageTimings,

@@ -16,7 +16,7 @@ use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{AuxBuffer, NoProgress, ParameterSet, Scalar, SynthesizedCircuit, Witness, SCALAR_BYTES};
 
 use crate::error::EngineError;
-use crate::kind::{JobPlan, KindHandler, PartitionWork};
+use crate::kind::{JobPlan, KindHandler, PartitionWork, TIMING_ONLY_NOTE};
 use crate::request::{JobRequest, ProofKind};
 
 fn engine_error(e: FilecoinError) -> EngineError {
@@ -227,7 +227,7 @@ impl KindHandler for FilecoinKind {
         }
         let timing_note = job.timing_only().then(|| {
             format!(
-                "timing only: the vanilla proofs were not checked{}; the proof is not checked and not returned",
+                "{TIMING_ONLY_NOTE}: the vanilla proofs were not checked{}; the proof is not checked and not returned: never for real work",
                 if header.timing_points { " and the parameters are timing parameters" } else { "" }
             )
         });

@@ -53,9 +53,14 @@ pub struct JobPlan {
     pub final_check: Option<Arc<FinalCheck>>,
     /// Set for a timing-only job (its inputs not checked, perhaps timing parameters):
     /// none of its partition proofs is checked, and the job completes with this note
-    /// and no proof.
+    /// and no proof. It begins with [`TIMING_ONLY_NOTE`].
     pub timing_note: Option<String>,
 }
+
+/// How a timing-only job's note begins: the gRPC answer of such a job is FAILED (a
+/// client never gets COMPLETED without a proof), and `cuzk submit` knows a timing run's
+/// answer by it.
+pub const TIMING_ONLY_NOTE: &str = "timing only (daemon.timing_only)";
 
 /// A proof kind's decoding and parameters.
 pub trait KindHandler: Send + Sync {

@@ -50,7 +50,7 @@ pub use config::EngineConfig;
 pub use engine::{Engine, Submitted};
 pub use error::{shown, EngineError, SHOWN_BYTES};
 pub use job::{JobCompletion, JobSummary, PartitionState};
-pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork};
+pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork, TIMING_ONLY_NOTE};
 pub use memory::MemoryBudget;
 pub use params::ParameterSetStatus;
 pub use pool::{BufferMaker, Buffers};

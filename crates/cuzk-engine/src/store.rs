@@ -25,6 +25,8 @@ const SUFFIX: &str = ".proof.json";
 pub enum StoreError {
     #[error("state directory {dir}: {source}")]
     Dir { dir: PathBuf, source: std::io::Error },
+    #[error("state directory {dir}: {why}")]
+    Unusable { dir: PathBuf, why: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {why}")]
@@ -170,6 +172,7 @@ impl ProofStore {
     /// directory keeps its mode (it may be shared); one that others can read is logged.
     pub fn open(dir: &Path) -> Result<ProofStore, StoreError> {
         let err = |source| StoreError::Dir { dir: dir.to_path_buf(), source };
+        ProofStore::check(dir)?;
         if !dir.exists() {
             fs::create_dir_all(dir).map_err(err)?;
             #[cfg(unix)]
@@ -189,6 +192,39 @@ impl ProofStore {
         let probe = dir.join(".cuzk-write-check");
         fs::write(&probe, b"").and_then(|_| fs::remove_file(&probe)).map_err(err)?;
         Ok(ProofStore { dir: dir.to_path_buf() })
+    }
+
+    /// Whether [`ProofStore::open`] could use `dir`, without making it: an existing
+    /// directory that takes a file, or a path whose nearest existing ancestor is a
+    /// directory that takes a new one (a file in the way, a read-only file system or
+    /// /proc refused here). `--check-config` and the start both ask this.
+    pub fn check(dir: &Path) -> Result<(), StoreError> {
+        let unusable = |why: String| StoreError::Unusable { dir: dir.to_path_buf(), why };
+        let mut existing = dir;
+        while !existing.exists() {
+            existing = match existing.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+        }
+        if !existing.is_dir() {
+            return Err(unusable(if existing == dir {
+                "is not a directory (a file is in the way)".into()
+            } else {
+                format!("cannot be made: {} is not a directory", existing.display())
+            }));
+        }
+        let (probe, what) = if existing == dir {
+            (dir.join(".cuzk-write-check"), "cannot write a file in it")
+        } else {
+            (existing.join(format!(".cuzk-state-check-{}", std::process::id())), "cannot be made")
+        };
+        let tried = if existing == dir {
+            fs::write(&probe, b"").and_then(|_| fs::remove_file(&probe))
+        } else {
+            fs::create_dir(&probe).and_then(|_| fs::remove_dir(&probe))
+        };
+        tried.map_err(|e| unusable(format!("{what} ({e}, in {})", existing.display())))
     }
 
     pub fn dir(&self) -> &Path {
@@ -363,5 +399,27 @@ mod tests {
         fs::write(&file, b"").unwrap();
         let e = ProofStore::open(&file.join("state")).unwrap_err().to_string();
         assert!(e.starts_with("state directory") && e.contains("file/state"), "{e}");
+    }
+
+    #[test]
+    fn the_check_refuses_what_open_refuses_and_makes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, b"").unwrap();
+        // A file where the directory should be, and a file in the path above it.
+        for (path, says) in [(file.clone(), "is not a directory"), (file.join("state"), "cannot be made")] {
+            let checked = ProofStore::check(&path).unwrap_err().to_string();
+            assert!(checked.contains(says), "{checked}");
+            assert!(ProofStore::open(&path).is_err());
+        }
+        // Under /proc nothing can be made (as root too).
+        if Path::new("/proc/self").is_dir() {
+            let e = ProofStore::check(Path::new("/proc/cuzk-state")).unwrap_err().to_string();
+            assert!(e.contains("cannot be made"), "{e}");
+        }
+        let fresh = dir.path().join("a/b");
+        ProofStore::check(&fresh).unwrap();
+        assert!(!dir.path().join("a").exists(), "the check made a directory");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "the check left a file behind");
     }
 }

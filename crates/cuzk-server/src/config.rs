@@ -187,6 +187,39 @@ pub fn parse_size(s: &str) -> Option<u64> {
     (v >= 0.0 && v.is_finite()).then_some((v * mult as f64) as u64)
 }
 
+/// The smallest memory.total_budget: below it not even a 2 KiB proof's buffers fit,
+/// and every job would wait for memory forever.
+pub const MIN_MEMORY_BUDGET: u64 = 256 << 20;
+
+/// The most gpus.gpu_workers_per_device: each worker holds a staging slot of device
+/// memory; two keep a GPU busy (measured: 98-100 % busy with two on an H100).
+pub const MAX_WORKERS_PER_DEVICE: usize = 16;
+
+/// The levels a log filter names.
+pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
+/// `filter` when every directive of it names a level ([`LOG_LEVELS`], any case): a bare
+/// level or `target=level`, comma-separated; else why not. `logging.level` and the start
+/// both go through here, so a typo is refused before the daemon runs instead of turning
+/// its log off.
+pub fn check_log_level(filter: &str) -> Result<&str, String> {
+    let is_level = |s: &str| LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(s.trim()));
+    let hint = || format!("use one of {}, or directives like \"info,cuzk_engine=debug\"", LOG_LEVELS.join(", "));
+    if filter.trim().is_empty() {
+        return Err(format!("is empty: {}", hint()));
+    }
+    for d in filter.split(',') {
+        let ok = match d.split_once('=') {
+            Some((target, level)) => !target.trim().is_empty() && is_level(level),
+            None => is_level(d),
+        };
+        if !ok {
+            return Err(format!("{:?} is not a log level ({d:?} is none): {}", filter, hint()));
+        }
+    }
+    Ok(filter)
+}
+
 /// "5m", "30s", "1h", "500ms", "2d".
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
@@ -232,6 +265,47 @@ pub fn parameter_dir_from_env() -> Option<PathBuf> {
 }
 
 impl DaemonConfig {
+    /// The checks of keys taken together (the file's, and again after `--listen`):
+    /// the status port is not the gRPC port.
+    pub fn check_together(&self) -> Result<(), ConfigError> {
+        if let (ListenAddr::Tcp(grpc), Some(status)) = (&self.listen, self.status_listen) {
+            let same_host = grpc.ip() == status.ip() || grpc.ip().is_unspecified() || status.ip().is_unspecified();
+            if grpc.port() == status.port() && grpc.port() != 0 && same_host {
+                return Err(ConfigError::Value {
+                    key: "daemon.status_listen".into(),
+                    message: format!("{status} takes daemon.listen's port ({grpc}); give the status endpoint a port of its own"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Relative paths the file named, made relative to `dir` (the file's folder): a
+    /// service's working directory (systemd's is /) is not the operator's shell's.
+    /// Paths the file did not set (the defaults, the environment's) are left alone.
+    pub fn anchor_paths(&mut self, dir: &std::path::Path) {
+        let anchor = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        if self.parameter_dir_origin == ParameterDirOrigin::File {
+            anchor(&mut self.parameter_dir);
+        }
+        if let ListenAddr::Unix(p) = &mut self.listen {
+            anchor(p);
+        }
+        let DaemonConfig { matrices_dir, state_dir, auth_token_file, tls, .. } = self;
+        for p in [matrices_dir, state_dir, auth_token_file].into_iter().flatten() {
+            anchor(p);
+        }
+        if let Some(t) = tls {
+            anchor(&mut t.cert);
+            anchor(&mut t.key);
+            t.client_ca.iter_mut().for_each(anchor);
+        }
+    }
+
     /// The engine's settings, with the memory budget resolved (memory.total_budget, or
     /// "auto" worked out by the caller from the machine's limits).
     pub fn engine_config(&self, memory_budget_bytes: u64) -> EngineConfig {
@@ -500,5 +574,53 @@ critical_kinds = ["winning_post", "window_post_partition"]
         assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
         assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse_duration("5"), None);
+    }
+
+    /// What a start would fail on, or a typo that would silence the daemon, is refused
+    /// while reading the file (`--check-config` and the start read it alike).
+    #[test]
+    fn settings_that_would_silence_or_stall_the_daemon_are_refused() {
+        let refused = |text: &str, key: &str, says: &str| {
+            let e = DaemonConfig::from_toml(text).expect_err(text);
+            assert!(matches!(&e, ConfigError::Value { key: k, .. } if k == key), "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        };
+        // A level typo would be read as a target's name, and nothing else logged.
+        for level in ["verbose", "", "information", "debg", "info,cuzk=loud", "=debug"] {
+            refused(&format!("[logging]\nlevel = {level:?}"), "logging.level", "use one of error, warn, info");
+        }
+        for level in ["INFO", "warn", "info,cuzk_engine=debug", "off", "h2=warn,debug"] {
+            let (c, _) = DaemonConfig::from_toml(&format!("[logging]\nlevel = {level:?}")).unwrap();
+            assert_eq!(c.log_level, level);
+        }
+        refused("[memory]\ntotal_budget = \"0\"", "memory.total_budget", "below 256 MiB");
+        refused("[memory]\ntotal_budget = \"1\"", "memory.total_budget", "no job would ever be admitted");
+        refused("[admission]\nmax_queued_jobs = 0", "admission.max_queued_jobs", "at least 1");
+        refused("[admission]\nmax_queued_partitions_per_kind = 0", "admission.max_queued_partitions_per_kind", "at least 1");
+        refused("[admission]\nmax_queued_request_bytes = \"0\"", "admission.max_queued_request_bytes", "at least one largest request");
+        refused("[gpus]\ngpu_workers_per_device = 100000", "gpus.gpu_workers_per_device", "within 1..=16");
+        refused("[gpus]\ngpu_workers_per_device = 0", "gpus.gpu_workers_per_device", "within 1..=16");
+        let long = format!("/run/{}/cuzk.sock", "d".repeat(100));
+        refused(&format!("[daemon]\nlisten = \"unix://{long}\""), "daemon.listen", "holds at most 107");
+        refused("[daemon]\nlisten = \"127.0.0.1:9820\"\nstatus_listen = \"127.0.0.1:9820\"", "daemon.status_listen", "a port of its own");
+        refused("[daemon]\nlisten = \"0.0.0.0:9820\"\nstatus_listen = \"127.0.0.1:9820\"", "daemon.status_listen", "daemon.listen's port");
+        // Other ports, and port 0 (each its own free port), are fine.
+        DaemonConfig::from_toml("[daemon]\nlisten = \"127.0.0.1:9820\"\nstatus_listen = \"127.0.0.1:9821\"").unwrap();
+        DaemonConfig::from_toml("[daemon]\nlisten = \"127.0.0.1:0\"\nstatus_listen = \"127.0.0.1:0\"").unwrap();
+    }
+
+    #[test]
+    fn relative_paths_are_the_files_folders() {
+        let text = "[daemon]\nlisten = \"unix://run/cuzk.sock\"\nstate_dir = \"state\"\n[srs]\nparam_cache = \"params\"\n[synthesis]\nmatrices_dir = \"/abs/m\"";
+        let (mut c, _) = DaemonConfig::from_toml(text).unwrap();
+        c.anchor_paths(std::path::Path::new("/etc/cuzk"));
+        assert_eq!(c.listen, ListenAddr::Unix("/etc/cuzk/run/cuzk.sock".into()));
+        assert_eq!(c.state_dir, Some("/etc/cuzk/state".into()));
+        assert_eq!(c.parameter_dir, PathBuf::from("/etc/cuzk/params"));
+        assert_eq!(c.matrices_dir, Some("/abs/m".into()));
+        // The environment's directory is not the file's to anchor.
+        let mut c = DaemonConfig::defaults_with(Some("rel".into()));
+        c.anchor_paths(std::path::Path::new("/etc/cuzk"));
+        assert_eq!(c.parameter_dir, PathBuf::from("rel"));
     }
 }

@@ -62,12 +62,19 @@ pub enum ListenAddr {
     Unix(PathBuf),
 }
 
+/// The longest path a unix socket can be bound at (Linux's sun_path, less its NUL).
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
 impl std::str::FromStr for ListenAddr {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(path) = s.strip_prefix("unix://") {
             if path.is_empty() {
                 return Err(format!("{s:?}: a unix:// address needs a path"));
+            }
+            // sockaddr_un's sun_path: 108 bytes with the closing NUL.
+            if path.len() > MAX_SOCKET_PATH_BYTES {
+                return Err(format!("{s:?}: the socket path is {} bytes; a unix socket's path holds at most {MAX_SOCKET_PATH_BYTES}", path.len()));
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
         }
@@ -220,9 +227,12 @@ fn request_of(r: pb::SubmitProofRequest) -> Result<JobRequest, Status> {
     })
 }
 
+/// The wire answer for `o`. A job completed without a proof (a timing-only daemon's:
+/// its note says so) is FAILED: a client such as Curio takes COMPLETED to mean a proof.
 fn await_response(o: JobOutcome) -> pb::AwaitProofResponse {
     use pb::await_proof_response::Status as S;
     let status = match o.status {
+        JobStatus::Completed if o.proof.is_empty() => S::Failed,
         JobStatus::Completed => S::Completed,
         JobStatus::Failed => S::Failed,
         JobStatus::Cancelled => S::Cancelled,

@@ -116,9 +116,9 @@ async fn clear_path(path: &Path) -> Result<(), SocketError> {
     }
 }
 
-/// The group id of `group`: a number, or a name looked up in /etc/group (groups from
+/// The group id of `group` (the start and `--check-config` both ask): a number, or a name looked up in /etc/group (groups from
 /// a directory service need their number).
-fn group_id(group: &str) -> Result<u32, SocketError> {
+pub fn group_id(group: &str) -> Result<u32, SocketError> {
     if let Ok(gid) = group.parse::<u32>() {
         return Ok(gid);
     }

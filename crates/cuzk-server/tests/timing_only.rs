@@ -1,7 +1,7 @@
 //! Shape-true inputs (`cuzk fixture`) and timing parameters (`cuzk setup
 //! --timing-params`) over the gRPC API: a daemon for real work refuses both with a
 //! clear error; a timing-only daemon proves shape-true inputs without checking them and
-//! completes the job with a note and no proof.
+//! answers FAILED with a note naming the mode and no proof (never COMPLETED without one).
 
 mod common;
 
@@ -85,7 +85,9 @@ async fn a_timing_only_daemon_proves_shape_true_inputs_and_returns_no_proof() {
             .into_inner()
             .result
             .unwrap();
-        assert_eq!(r.status, JobStatus::Completed as i32, "{kind:?}: {}", r.error_message);
+        // Proved, but never COMPLETED without a proof: FAILED, naming the mode.
+        assert_eq!(r.status, JobStatus::Failed as i32, "{kind:?}: {}", r.error_message);
+        assert!(r.error_message.starts_with(cuzk_engine::TIMING_ONLY_NOTE), "{kind:?}: {}", r.error_message);
         assert!(r.proof.is_empty(), "{kind:?}: a timing-only job returned {} proof bytes", r.proof.len());
         assert!(r.error_message.contains("timing only") && r.error_message.contains("not returned"), "{kind:?}: {}", r.error_message);
         assert!(r.gpu_compute_ms > 0 || r.synthesis_ms > 0, "{kind:?}: the job's times are reported");

@@ -48,19 +48,31 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
         }
         Err(e) => failures.push(format!("{e:#}")),
     }
+    if config.timing_only {
+        println!("# warning: daemon.timing_only = true: a TIMING-ONLY daemon: vanilla proofs are not checked and no proof is returned (Curio's requests are answered FAILED); never for real work");
+    }
     match &config.listen {
         ListenAddr::Unix(p) => {
             let dir = p.parent().unwrap_or(Path::new("/"));
             let state = if dir.is_dir() { "exists" } else { "does not exist yet (the systemd unit's RuntimeDirectory= creates it at start)" };
             println!("# socket: {} (directory {}: {state})", p.display(), dir.display());
+            if let Some(group) = &config.socket.group {
+                if let Err(e) = cuzk_server::unix_socket::group_id(group) {
+                    failures.push(e.to_string());
+                }
+            }
         }
         ListenAddr::Tcp(a) => println!("# socket: TCP {a}"),
     }
     match &config.state_dir {
-        Some(d) => {
-            let state = if d.is_dir() { "exists" } else { "does not exist yet (made at start; the systemd unit's StateDirectory= makes it)" };
-            println!("# completed proofs kept across restarts in {} ({state}) for {:?}", d.display(), config.job_retention);
-        }
+        // The start's own check, with its message.
+        Some(d) => match cuzk_engine::ProofStore::check(d) {
+            Err(e) => failures.push(e.to_string()),
+            Ok(()) => {
+                let state = if d.is_dir() { "exists" } else { "does not exist yet (made at start; the systemd unit's StateDirectory= makes it)" };
+                println!("# completed proofs kept across restarts in {} ({state}) for {:?}", d.display(), config.job_retention);
+            }
+        },
         None => println!("# completed proofs: in memory only (daemon.state_dir): a restart loses those not yet fetched"),
     }
     match config.status_listen {

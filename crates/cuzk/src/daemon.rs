@@ -45,6 +45,7 @@ pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
         config.listen = l.parse::<ListenAddr>().map_err(anyhow::Error::msg).context("--listen")?;
     }
     config.timing_only |= args.timing_only;
+    config.check_together().context("--listen")?;
     Ok((config, warnings))
 }
 
@@ -68,6 +69,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let engine = build_engine(&config, config_path)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
+        ignore_hangups();
         let listener = Listener::bind_with(&config.listen, &config.socket).await?;
         let shown = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|| config.listen.to_string());
         tracing::info!(address = shown.as_str(), "cuzk daemon listening");
@@ -208,6 +210,23 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
         }));
     }
     Ok(Arc::new(Engine::start_with_buffers(engine_config, backends, kinds, buffers).context("starting the engine")?))
+}
+
+/// SIGHUP (a closed terminal, an operator's reload habit) is logged and ignored: its
+/// default would end the daemon at once, losing the running jobs. The configuration is
+/// read at start only.
+fn ignore_hangups() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    tracing::warn!("SIGHUP received and ignored: the configuration is read at start only (restart the daemon to apply a change; SIGTERM stops it gracefully)");
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP: one would end the daemon"),
+    }
 }
 
 /// SIGTERM and SIGINT (Ctrl-C), each listened for once for the daemon's whole life.

@@ -7,9 +7,18 @@
 use anyhow::{bail, Result};
 use cuzk_server::config::DaemonConfig;
 
-/// The budget in bytes for `config`.
+/// The budget in bytes for `config`. A size above what this process may use is
+/// refused: the budget promises the kernel never kills the daemon for memory.
 pub fn budget_bytes(config: &DaemonConfig) -> Result<u64> {
     if let Some(b) = config.memory_budget {
+        if let Some(limit) = usable_memory().filter(|l| b > l.bytes) {
+            bail!(
+                "memory.total_budget ({b} bytes, {:.1} GiB) is more than this process may use ({} bytes, {}): the daemon would be killed for memory before the budget stopped it; set at most that, less what else runs here, or \"auto\"",
+                b as f64 / (1u64 << 30) as f64,
+                limit.bytes,
+                limit.source
+            );
+        }
         return Ok(b);
     }
     let Some(limit) = usable_memory() else {

@@ -234,8 +234,9 @@ fn selftest_proves_every_kind_at_2_kib_and_refuses_unusable_parameters() {
 
 /// `--check-config` refuses what a start refuses, with the same message: a listener
 /// on every interface without a token, a token file that is missing or too short, a
-/// world-writable socket; and passes what a start accepts (0777 with allow_insecure,
-/// with a warning).
+/// world-writable socket, an unusable state directory or socket, settings that refuse
+/// every job; and passes what a start accepts (0777 with allow_insecure, with a
+/// warning; timing-only, with a warning).
 #[test]
 fn check_config_refuses_what_a_start_refuses_with_the_same_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -248,6 +249,27 @@ fn check_config_refuses_what_a_start_refuses_with_the_same_message() {
         ("a missing token file", format!("listen = \"127.0.0.1:19821\"\nauth_token_file = \"{}/nope\"\n", s(dir.path())), "daemon.auth_token_file"),
         ("a 10-byte token", format!("listen = \"127.0.0.1:19822\"\nauth_token_file = \"{}\"\n", s(&short)), "the token has 10 bytes"),
         ("a world-writable socket", format!("listen = \"unix://{}\"\nsocket_mode = \"0777\"\n", s(&sock)), "daemon.socket_mode 0o777"),
+        // What a start failed on while the check said OK (hardening, third pass).
+        ("a state_dir that is a file", format!("listen = \"127.0.0.1:19823\"\nstate_dir = \"{}\"\n", s(&short)), "is not a directory"),
+        ("a state_dir under /proc", "listen = \"127.0.0.1:19824\"\nstate_dir = \"/proc/cuzk-state\"\n".to_string(), "cannot be made"),
+        ("a socket path over 107 bytes", format!("listen = \"unix:///run/{}/cuzk.sock\"\n", "d".repeat(100)), "holds at most 107"),
+        ("an unknown socket_group", format!("listen = \"unix://{}\"\nsocket_group = \"no-such-group-cuzk\"\n", s(&sock)), "no such group"),
+        ("status_listen on the gRPC port", "listen = \"127.0.0.1:19825\"\nstatus_listen = \"127.0.0.1:19825\"\n".to_string(), "a port of its own"),
+        ("100000 workers per GPU", "listen = \"127.0.0.1:19826\"\n[gpus]\ngpu_workers_per_device = 100000\n".to_string(), "within 1..=16"),
+        // Settings that would refuse every job, or promise memory the host lacks.
+        ("a 1-byte budget", "listen = \"127.0.0.1:19827\"\n[memory]\ntotal_budget = \"1\"\n".to_string(), "no job would ever be admitted"),
+        (
+            "a budget beyond the host",
+            "listen = \"127.0.0.1:19828\"\n[memory]\ntotal_budget = \"100TiB\"\n".to_string(),
+            "more than this process may use",
+        ),
+        ("no queued jobs", "listen = \"127.0.0.1:19829\"\n[admission]\nmax_queued_jobs = 0\n".to_string(), "must be at least 1"),
+        (
+            "no queued request bytes",
+            "listen = \"127.0.0.1:19830\"\n[admission]\nmax_queued_request_bytes = \"0\"\n".to_string(),
+            "at least one largest request",
+        ),
+        ("a log level typo", "listen = \"127.0.0.1:19831\"\n[logging]\nlevel = \"verbose\"\n".to_string(), "is not a log level"),
     ];
     for (what, daemon, needle) in cases {
         let cfg = dir.path().join("cuzk.toml");
@@ -266,6 +288,9 @@ fn check_config_refuses_what_a_start_refuses_with_the_same_message() {
     std::fs::write(&cfg, format!("{base}listen = \"unix://{}\"\nsocket_mode = \"0777\"\nallow_insecure = true\n", s(&sock))).unwrap();
     let check = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
     assert!(check.status.success() && text(&check).contains("INSECURE: daemon.socket_mode 0o777"), "{}", text(&check));
+    std::fs::write(&cfg, format!("{base}listen = \"127.0.0.1:19832\"\ntiming_only = true\n")).unwrap();
+    let check = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
+    assert!(check.status.success() && text(&check).contains("warning: daemon.timing_only = true"), "{}", text(&check));
 }
 
 /// CPU seconds a process has used (utime + stime from /proc, in clock ticks of 1/100 s).

@@ -152,6 +152,27 @@ fn a_second_sigterm_ends_the_grace_period_at_once() {
 }
 
 #[test]
+fn a_hangup_is_logged_and_ignored_while_a_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, addr) = Daemon::start(dir.path(), "", None);
+    let client = submit(&addr, r#"{"log_size": 14, "partitions": 4, "seed": 3}"#).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    d.wait_for("job queued");
+    d.signal("HUP");
+    d.wait_for("SIGHUP received and ignored");
+    let o = client.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "the job did not complete after SIGHUP: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(d.child.try_wait().unwrap().is_none(), "the daemon ended after SIGHUP:\n{}", d.seen);
+    // Still serving.
+    let o = submit(&addr, r#"{"log_size": 6, "partitions": 1, "seed": 1}"#).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn a_port_other_machines_reach_needs_a_token_or_consent() {
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_cuzk"))

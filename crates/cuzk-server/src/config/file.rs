@@ -67,7 +67,23 @@ value_type!(
     PathOrNone(Option<PathBuf>) = |v| text(v).map(|s| (!s.is_empty()).then(|| PathBuf::from(s)))
 );
 value_type!(Size(u64) = |v| size(v, "5GiB"));
-value_type!(QueueBytes(u64) = |v| size(v, "2GiB"));
+value_type!(
+    /// Bytes of queued requests: at least one largest request, else such a request
+    /// would be told to retry forever.
+    QueueBytes(u64) = |v| match size(v, "2GiB")? {
+        n if n < crate::MAX_MESSAGE_BYTES as u64 => {
+            Err(format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20))
+        }
+        n => Ok(n),
+    }
+);
+value_type!(
+    /// Prover workers per GPU: 1..=[`super::MAX_WORKERS_PER_DEVICE`].
+    Workers(usize) = |v| match count(v)? {
+        n @ 1..=super::MAX_WORKERS_PER_DEVICE => Ok(n),
+        _ => Err(format!("must be within 1..={}", super::MAX_WORKERS_PER_DEVICE)),
+    }
+);
 value_type!(
     /// A directory that must be named ("": an error, the key is left out for the
     /// default).
@@ -77,10 +93,14 @@ value_type!(
     }
 );
 value_type!(
-    /// "auto" (None) or a size.
+    /// "auto" (None) or a size of at least [`super::MIN_MEMORY_BUDGET`].
     Budget(Option<u64>) = |v| match text(v)? {
         s if s.eq_ignore_ascii_case("auto") => Ok(None),
-        s => parse_size(s).map(Some).ok_or_else(|| format!("{s:?} is not \"auto\" or a size like \"256GiB\"")),
+        s => match parse_size(s) {
+            Some(n) if n >= super::MIN_MEMORY_BUDGET => Ok(Some(n)),
+            Some(_) => Err(format!("{s:?} is below {} MiB: no job would ever be admitted", super::MIN_MEMORY_BUDGET >> 20)),
+            None => Err(format!("{s:?} is not \"auto\" or a size like \"256GiB\"")),
+        },
     }
 );
 value_type!(
@@ -191,6 +211,13 @@ value_type!(
     }
 );
 value_type!(
+    /// A log filter: a level, or comma-separated `target=level` directives beside at
+    /// most one bare level ("info,cuzk_engine=debug"). A bare word that is no level
+    /// ("verbose", "debg") is refused: tracing would read it as a target's name and log
+    /// nothing else at all.
+    LogLevel(String) = |v| super::check_log_level(text(v)?).map(str::to_string)
+);
+value_type!(
     /// true, false or "auto".
     Compiled(CompiledMatrices) = |v| match v {
         toml::Value::Boolean(true) => Ok(CompiledMatrices::On),
@@ -220,6 +247,7 @@ impl DaemonConfig {
             section
         });
         let c = ConfigFile::read(root, &mut warnings)?.over(base, &mut warnings)?;
+        c.check_together()?;
         Ok((c, warnings.in_order()))
     }
 }
@@ -248,10 +276,10 @@ struct Daemon {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Admission {
-    max_queued_jobs: Option<Count>,
-    max_queued_jobs_per_kind: Option<Count>,
-    max_queued_partitions: Option<Count>,
-    max_queued_partitions_per_kind: Option<Count>,
+    max_queued_jobs: Option<AtLeastOne>,
+    max_queued_jobs_per_kind: Option<AtLeastOne>,
+    max_queued_partitions: Option<AtLeastOne>,
+    max_queued_partitions_per_kind: Option<AtLeastOne>,
     max_queued_request_bytes: Option<QueueBytes>,
     critical_kinds: Option<ProofKinds>,
 }
@@ -276,7 +304,7 @@ struct Memory {
 struct Gpus {
     devices: Option<Ordinals>,
     gpu_threads: Option<Count>,
-    gpu_workers_per_device: Option<AtLeastOne>,
+    gpu_workers_per_device: Option<Workers>,
     device_memory_limit: Option<DeviceLimits>,
 }
 
@@ -301,7 +329,7 @@ struct Scheduler {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Logging {
-    level: Option<Text>,
+    level: Option<LogLevel>,
 }
 
 #[derive(Deserialize, Default)]

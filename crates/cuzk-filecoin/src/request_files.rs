@@ -155,8 +155,16 @@ impl RequestFiles {
             let path = dir.join(name);
             fs::read(&path).map_err(|source| FilecoinError::Io { path, source })
         };
-        let json: RequestJson =
-            serde_json::from_slice(&read(REQUEST)?).map_err(|e| FilecoinError::invalid(format!("{}: {e}", dir.join(REQUEST).display())))?;
+        let text = read(REQUEST)?;
+        let invalid = |e: serde_json::Error| FilecoinError::invalid(format!("{REQUEST}: {e}"));
+        // Every key known (a typo such as "sector_numbr" would otherwise leave its field
+        // at its default and prove something else), none repeated.
+        let keys: serde_json::Map<String, serde_json::Value> = crate::strict_json::from_slice(&text).map_err(invalid)?;
+        let known = known_keys();
+        if let Some(k) = keys.keys().find(|k| !known.contains(k)) {
+            return Err(FilecoinError::invalid(format!("{REQUEST}: unknown key {k:?} (the keys: {})", known.join(", "))));
+        }
+        let json: RequestJson = serde_json::from_slice(&text).map_err(invalid)?;
         for name in json.vanilla_proof_file.iter().chain(&json.c1_file).chain(&json.vanilla_proof_files) {
             if Path::new(name).components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
                 return Err(FilecoinError::invalid(format!("{REQUEST} names {name:?}: payload files must lie inside the request's folder")));
@@ -167,6 +175,28 @@ impl RequestFiles {
         let c1 = json.c1_file.as_deref().map(read).transpose()?.unwrap_or_default();
         let request = FilecoinRequest { vanilla_proof, vanilla_proofs, ..json.request };
         Ok(RequestFiles { request, c1, shape_true_seed: json.shape_true.map(|n| n.seed) })
+    }
+}
+
+/// The keys `request.json` may hold: those of a request with every field and every
+/// optional file present, so a field added to [`FilecoinRequest`] or [`RequestJson`]
+/// is known here without a list to keep.
+fn known_keys() -> Vec<String> {
+    let mut request = FilecoinRequest::new(crate::registered::CircuitKind::Porep);
+    request.randomness = vec![0];
+    request.comm_r_old = vec![0];
+    request.comm_r_new = vec![0];
+    request.comm_d_new = vec![0];
+    let full = RequestJson {
+        request,
+        vanilla_proof_file: Some(String::new()),
+        c1_file: Some(String::new()),
+        vanilla_proof_files: vec![String::new()],
+        shape_true: Some(ShapeTrueNote { seed: 0, note: String::new() }),
+    };
+    match serde_json::to_value(full) {
+        Ok(serde_json::Value::Object(m)) => m.into_iter().map(|(k, _)| k).collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -201,5 +231,23 @@ mod tests {
         std::fs::write(dir.path().join(REQUEST), r#"{"proof_kind": "synthetic", "registered_proof": 0, "sector_size": 1}"#).unwrap();
         let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("\"synthetic\" is not a Filecoin proof kind"), "{e}");
+    }
+
+    #[test]
+    fn unknown_and_repeated_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = RequestFiles::snap(UpdateProof::from_registered(0).unwrap(), vec![vec![1]], [[7; 32], [8; 32], [9; 32]]);
+        r.write(dir.path()).unwrap();
+        let good = std::fs::read_to_string(dir.path().join(REQUEST)).unwrap();
+        assert_eq!(RequestFiles::read(dir.path()).unwrap(), r);
+        // A typo of a key: its field would keep its default.
+        let typo = good.replacen("{", "{\"sector_numbr\": 7,", 1);
+        std::fs::write(dir.path().join(REQUEST), typo).unwrap();
+        let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("unknown key \"sector_numbr\"") && e.contains("sector_number"), "{e}");
+        let twice = good.replacen("{", "{\"miner_id\": 7,\"miner_id\": 8,", 1);
+        std::fs::write(dir.path().join(REQUEST), twice).unwrap();
+        let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("miner_id"), "{e}");
     }
 }

@@ -57,6 +57,10 @@ fn bad_porep_requests_get_clear_errors() {
     assert!(e.contains("sector_size"), "{e}");
     let e = decode_err(&PorepRequest { registered_proof: 8, ..p.request() });
     assert!(e.contains("registered_proof is 8"), "{e}");
+    // 0 is StackedDrg2KiBV1, a real seal proof type, never "unset": refused for a V1_1 C1
+    // as any other mismatch is.
+    let e = decode_err(&PorepRequest { registered_proof: 0, ..p.request() });
+    assert!(e.contains("registered_proof is 0") && e.contains("StackedDrg2KiBV1_1"), "{e}");
     // Another sector or another miner: the replica id does not match.
     let e = decode_err(&PorepRequest { vanilla_proof: &p.c1, sector_number: 2, ..p.request() });
     assert!(e.contains("replica_id"), "{e}");

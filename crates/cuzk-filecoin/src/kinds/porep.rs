@@ -158,7 +158,8 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
         crate::strict_json::from_slice(&c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
     let proof = SealProof::from_api_name(&head.registered_proof)
         .ok_or_else(|| FilecoinError::invalid(format!("C1 output: registered_proof {:?} is not a seal proof type", head.registered_proof)))?;
-    if req.registered_proof != 0 && req.registered_proof != proof.id {
+    // Every value is a seal proof type, 0 (StackedDrg2KiBV1) included: never "unset".
+    if req.registered_proof != proof.id {
         return Err(FilecoinError::invalid(format!(
             "registered_proof is {} but the C1 output is for {} ({})",
             req.registered_proof,

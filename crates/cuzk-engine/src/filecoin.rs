@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cuzk_filecoin::matrices::{load_if_present, load_or_compile, Provenance};
 use cuzk_filecoin::{CheckedBy, Circuit, CircuitKind, FilecoinError, FilecoinJob, FilecoinRequest, InputChecks};
-use cuzk_groth16::format::{read_params_header, read_params_placed, PointCheck};
+use cuzk_groth16::format::{read_params_header, read_params_placed, FormatError, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -174,7 +174,7 @@ impl FilecoinKind {
                 return Ok(h);
             }
         }
-        let (vk, layout) = read_params_header(&path).map_err(|e| EngineError::Internal(format!("parameters of {circuit}: {e}")))?;
+        let (vk, layout) = read_params_header(&path).map_err(|e| unusable_parameters(circuit, &path, &e))?;
         let h = ParamsHeader { domain_size: layout.domain_size(), timing_points: vk.is_timing_only(), file: stamp };
         self.headers.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, h);
         Ok(h)
@@ -183,11 +183,26 @@ impl FilecoinKind {
 
 impl FilecoinKind {
     fn timing_points_refusal(&self, circuit: Circuit) -> EngineError {
+        tracing::error!(circuit = %circuit, dir = %self.parameter_dir.display(), "timing parameters where real ones are needed");
         EngineError::FailedPrecondition(format!(
-            "the parameters of {circuit} in {} are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)",
-            self.parameter_dir.display()
+            "the parameters of {circuit} in the daemon's parameter directory are timing parameters (random points, made by `cuzk setup --timing-params`): proofs made with them never verify; put the real parameter files there, or run a timing-only daemon (daemon.timing_only)"
         ))
     }
+}
+
+/// A parameter file that is there but cannot be used (damaged, cut, a directory): the
+/// operator's to mend, so FAILED_PRECONDITION, its path in the daemon's log only (a
+/// client is told the circuit and the problem, not the server's directories).
+fn unusable_parameters(circuit: Circuit, path: &std::path::Path, e: &FormatError) -> EngineError {
+    let why = match e {
+        _ if path.is_dir() => "it is a directory, not a file".to_string(),
+        FormatError::Io { source, .. } => source.to_string(),
+        e => e.to_string(),
+    };
+    tracing::error!(circuit = %circuit, path = %path.display(), "parameter file unusable: {why}");
+    EngineError::FailedPrecondition(format!(
+        "the parameter file of {circuit} cannot be used ({why}); the daemon's log names it, and `cuzk params check --circuit {circuit}` on its host checks it"
+    ))
 }
 
 struct FilecoinPartition {
@@ -303,8 +318,7 @@ impl KindHandler for FilecoinKind {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
         }
         let t = std::time::Instant::now();
-        let p = read_params_placed(&path, PointCheck::OnCurve, points_in_file, &NoProgress)
-            .map_err(|e| EngineError::Internal(format!("reading parameters of {circuit} from {}: {e}", path.display())))?;
+        let p = read_params_placed(&path, PointCheck::OnCurve, points_in_file, &NoProgress).map_err(|e| unusable_parameters(circuit, &path, &e))?;
         // Checked again here: the file may have changed since a plan read its header,
         // and PreloadSRS loads without a plan.
         if p.vk.is_timing_only() && self.checks == InputChecks::Full {

@@ -12,6 +12,9 @@ pub enum FilecoinError {
     /// A request for something this build does not prove.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A file of the parameter directory (not a request) is damaged or unusable.
+    #[error("{0}")]
+    Parameters(String),
     /// The parameter directory lacks a file this proof needs.
     #[error("missing parameters: {path} does not exist (expected in the parameter directory; the file is named by its circuit's cache id)")]
     MissingParameters { path: PathBuf },

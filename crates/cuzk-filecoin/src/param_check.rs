@@ -150,6 +150,7 @@ pub fn circuit_files(circuit: Circuit, dir: &Path) -> Result<[(FileRole, PathBuf
 /// timing marker. [`Verdict::Complete`] when all pass.
 pub fn header_check(path: &Path, role: FileRole) -> Verdict {
     let len = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Verdict::Unreadable { detail: "it is a directory, not a file".into() },
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Verdict::Missing,
         Err(e) => return Verdict::Unreadable { detail: e.to_string() },
@@ -252,10 +253,10 @@ impl DigestTable {
     /// (`{"<file name>": {"digest": "<32 hex>", …}, …}`).
     pub fn add_json(&mut self, text: &str) -> Result<(), FilecoinError> {
         let entries: BTreeMap<String, Entry> =
-            serde_json::from_str(text).map_err(|e| FilecoinError::invalid(format!("not a parameters.json document: {e}")))?;
+            serde_json::from_str(text).map_err(|e| FilecoinError::Parameters(format!("not a parameters.json document: {e}")))?;
         for (name, e) in entries {
             if e.digest.len() != 32 || !e.digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(FilecoinError::invalid(format!("{name}: digest {:?} is not 32 hex digits", e.digest)));
+                return Err(FilecoinError::Parameters(format!("{name}: digest {:?} is not 32 hex digits", e.digest)));
             }
             self.by_name.insert(name, e.digest.to_ascii_lowercase());
         }
@@ -268,9 +269,16 @@ impl DigestTable {
         let path = dir.join(OWN_SETUPS_FILE);
         let mut table = DigestTable::default();
         match std::fs::read_to_string(&path) {
-            Ok(text) => table.add_json(&text).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?,
+            // It says which files are setups of our own: without it they would be judged
+            // against the published digests and called corrupt, so it is never skipped.
+            Ok(text) => table.add_json(&text).map_err(|e| {
+                FilecoinError::Parameters(format!(
+                    "{} is damaged ({e}): it records which parameter files are setups of our own; restore it or remove it (a setup of our own made again records itself)",
+                    path.display()
+                ))
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(FilecoinError::invalid(format!("reading {}: {e}", path.display()))),
+            Err(e) => return Err(FilecoinError::Parameters(format!("reading {}: {e}", path.display()))),
         }
         Ok(table)
     }
@@ -280,22 +288,22 @@ impl DigestTable {
     pub fn record_own(dir: &Path, files: &[&Path], progress: &dyn Progress) -> Result<(), FilecoinError> {
         let path = dir.join(OWN_SETUPS_FILE);
         let mut entries: BTreeMap<String, serde_json::Value> = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?,
+            Ok(text) => serde_json::from_str(&text).map_err(|e| FilecoinError::Parameters(format!("{}: {e}", path.display())))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(FilecoinError::invalid(format!("reading {}: {e}", path.display()))),
+            Err(e) => return Err(FilecoinError::Parameters(format!("reading {}: {e}", path.display()))),
         };
         for f in files {
-            let digest = file_digest(f, progress).map_err(|e| FilecoinError::invalid(format!("hashing {}: {e}", f.display())))?;
+            let digest = file_digest(f, progress).map_err(|e| FilecoinError::Parameters(format!("hashing {}: {e}", f.display())))?;
             entries.insert(
                 file_name_of(f),
                 serde_json::json!({ "digest": digest, "made_by": "cuzk setup (a setup of our own, not Filecoin's ceremony)" }),
             );
         }
-        let text = serde_json::to_string_pretty(&entries).map_err(|e| FilecoinError::invalid(format!("{}: {e}", path.display())))?;
+        let text = serde_json::to_string_pretty(&entries).map_err(|e| FilecoinError::Parameters(format!("{}: {e}", path.display())))?;
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text + "\n")
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| FilecoinError::invalid(format!("writing {}: {e}", path.display())))
+            .map_err(|e| FilecoinError::Parameters(format!("writing {}: {e}", path.display())))
     }
 
     pub fn get(&self, file_name: &str) -> Option<&str> {

@@ -133,8 +133,13 @@ mod hex_field {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let s = String::deserialize(d)?;
-        if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(serde::de::Error::custom(format!("{s:?} is not an even number of hex digits")));
+        // The text quoted at most 64 characters long: an error never grows with its input.
+        let shown = || if s.chars().count() > 64 { format!("{:?}…", s.chars().take(64).collect::<String>()) } else { format!("{s:?}") };
+        if let Some((at, c)) = s.chars().enumerate().find(|(_, c)| !c.is_ascii_hexdigit()) {
+            return Err(serde::de::Error::custom(format!("{} is not hex: {c:?} at character {at}", shown())));
+        }
+        if s.len() % 2 != 0 {
+            return Err(serde::de::Error::custom(format!("{} has an odd number of hex digits ({}): two per byte", shown(), s.len())));
         }
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(serde::de::Error::custom)).collect()
     }

@@ -227,7 +227,11 @@ mod tests {
         std::fs::write(dir.path().join(REQUEST), r#"{"proof_kind": "winning_post", "registered_proof": 0, "sector_size": 1, "randomness": "0g"}"#)
             .unwrap();
         let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("hex"), "{e}");
+        assert!(e.contains("\"0g\" is not hex: 'g' at character 1"), "{e}");
+        std::fs::write(dir.path().join(REQUEST), r#"{"proof_kind": "winning_post", "registered_proof": 0, "sector_size": 1, "randomness": "abc"}"#)
+            .unwrap();
+        let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("odd number of hex digits (3)"), "{e}");
         std::fs::write(dir.path().join(REQUEST), r#"{"proof_kind": "synthetic", "registered_proof": 0, "sector_size": 1}"#).unwrap();
         let e = RequestFiles::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("\"synthetic\" is not a Filecoin proof kind"), "{e}");

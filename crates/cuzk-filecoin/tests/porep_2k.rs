@@ -52,6 +52,13 @@ fn bad_porep_requests_get_clear_errors() {
     assert!(e.contains("Phase1Out is not base64"), "{e}");
     let e = decode_err(&PorepRequest { vanilla_proof: b"\x00\x01", ..p.request() });
     assert!(e.contains("not JSON"), "{e}");
+    // A C1 cut short, one without its type, one whose type is no string: each says so.
+    let e = decode_err(&PorepRequest { vanilla_proof: &p.c1[..p.c1.len() / 2], ..p.request() });
+    assert!(e.contains("is not JSON") && e.contains("EOF") && !e.contains("registered_proof"), "{e}");
+    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"seed": [1]}"#, ..p.request() });
+    assert!(e.contains("C1 output: no registered_proof"), "{e}");
+    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"registered_proof": 5}"#, ..p.request() });
+    assert!(e.contains("C1 output: invalid type") && !e.contains("no registered_proof"), "{e}");
     // A wrong sector size, a wrong registered proof.
     let e = decode_err(&PorepRequest { sector_size: 32 << 30, ..p.request() });
     assert!(e.contains("sector_size"), "{e}");

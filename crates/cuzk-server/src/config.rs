@@ -593,6 +593,11 @@ critical_kinds = ["winning_post", "window_post_partition"]
             let (c, _) = DaemonConfig::from_toml(&format!("[logging]\nlevel = {level:?}")).unwrap();
             assert_eq!(c.log_level, level);
         }
+        refused(
+            "[daemon]\nsocket_mode = 660",
+            "daemon.socket_mode",
+            "660 is a decimal number (0o1224), not the mode 0660: write it as \"0660\" or 0o660",
+        );
         refused("[memory]\ntotal_budget = \"0\"", "memory.total_budget", "below 256 MiB");
         refused("[memory]\ntotal_budget = \"1\"", "memory.total_budget", "no job would ever be admitted");
         refused("[admission]\nmax_queued_jobs = 0", "admission.max_queued_jobs", "at least 1");

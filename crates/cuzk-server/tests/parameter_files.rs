@@ -85,3 +85,34 @@ async fn preload_names_missing_cut_and_timing_files() {
     preload(&d, "wpost-2k").await.unwrap_or_else(|e| panic!("a timing-only daemon refused timing parameters: {e:?}"));
     d.stop(Duration::from_secs(5)).await;
 }
+
+/// A file of the right length whose points are damaged, and a directory where the file
+/// should be: FAILED_PRECONDITION naming the problem (never INTERNAL), no server path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn preload_names_a_damaged_file_and_a_directory_in_its_place() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let (params, vk) = (WPOST_2K.params_path(&f.param_dir).unwrap(), WPOST_2K.vk_path(&f.param_dir).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(&params).unwrap();
+    // Points near the end (the last section's) overwritten: the length is right.
+    let at = bytes.len() - 2000;
+    bytes[at..at + 400].fill(0x55);
+    std::fs::write(dir.path().join(name(&params)), &bytes).unwrap();
+    std::fs::copy(&vk, dir.path().join(name(&vk))).unwrap();
+    let d = daemon(dir.path(), InputChecks::Full).await;
+    let e = preload(&d, "wpost-2k").await.expect_err("a damaged file was loaded");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("cannot be used") && e.message().contains("point"), "{}", e.message());
+    assert!(!e.message().contains(dir.path().to_str().unwrap()), "a server path in {}", e.message());
+    d.stop(Duration::from_secs(5)).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(name(&params))).unwrap();
+    std::fs::copy(&vk, dir.path().join(name(&vk))).unwrap();
+    let d = daemon(dir.path(), InputChecks::Full).await;
+    let e = preload(&d, "wpost-2k").await.expect_err("a directory was loaded");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("is a directory") && !e.message().contains("No such device"), "{}", e.message());
+    assert!(!e.message().contains(dir.path().to_str().unwrap()), "a server path in {}", e.message());
+    d.stop(Duration::from_secs(5)).await;
+}

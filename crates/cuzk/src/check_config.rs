@@ -96,8 +96,7 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
     }
 
     let dir = &config.parameter_dir;
-    if !dir.is_dir() {
-        let m = format!("parameter directory {} does not exist", dir.display());
+    if let Some(m) = crate::params::directory_problem(dir) {
         if config.preload.is_empty() {
             println!("# parameters: {m}: Filecoin proofs would fail until the files are fetched into it");
         } else {

@@ -70,6 +70,7 @@ pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Pat
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async {
         ignore_hangups();
+        tokio::spawn(crate::log_limit::report_suppressed(Duration::from_secs(10)));
         let listener = Listener::bind_with(&config.listen, &config.socket).await?;
         let shown = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|| config.listen.to_string());
         tracing::info!(address = shown.as_str(), "cuzk daemon listening");

@@ -12,6 +12,7 @@ mod daemon;
 mod fixture;
 mod gpu_bench;
 mod host;
+mod log_limit;
 mod memory;
 mod params;
 mod progress;
@@ -149,11 +150,15 @@ fn parse_circuit_id(id: &str) -> Result<cuzk_filecoin::Circuit, String> {
     circuits::parse_circuit(id).map_err(|e| e.to_string())
 }
 
+/// Logging to stderr at `default_level` (RUST_LOG wins), library lines held to
+/// [`log_limit::LIBRARY_LINES_PER_SECOND`].
 fn init_logging(default_level: &str) {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
-        .with_writer(std::io::stderr)
-        .init();
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{filter::FilterExt, EnvFilter, Layer};
+    let level = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
+    let limit: &'static log_limit::LibraryLogLimit = &log_limit::LIMIT;
+    tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(level.and(limit))).init();
 }
 
 fn main() -> Result<()> {

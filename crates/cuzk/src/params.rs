@@ -133,8 +133,8 @@ fn check(args: &CheckArgs) -> Result<()> {
         (None, None) => DaemonConfig::defaults_with(cuzk_server::config::parameter_dir_from_env()).parameter_dir,
     };
     let ids: &[String] = if !args.circuits.is_empty() { &args.circuits } else { config.as_ref().map(|c| c.preload.as_slice()).unwrap_or(&[]) };
-    if !dir.is_dir() {
-        bail!("parameter directory {} does not exist (--dir, srs.param_cache or $FIL_PROOFS_PARAMETER_CACHE names it)", dir.display());
+    if let Some(problem) = directory_problem(&dir) {
+        bail!("{problem} (--dir, srs.param_cache or $FIL_PROOFS_PARAMETER_CACHE names it)");
     }
     let circuits = circuits_to_check(ids, &dir)?;
     if circuits.is_empty() {
@@ -197,6 +197,16 @@ fn detail(v: &Verdict) -> String {
     }
 }
 
+/// Why `dir` cannot be the parameter directory (missing, a file, unreadable), or None.
+pub fn directory_problem(dir: &std::path::Path) -> Option<String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!("parameter directory {} is a file, not a directory", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("parameter directory {} does not exist", dir.display())),
+        Err(e) => Some(format!("parameter directory {}: {e}", dir.display())),
+    }
+}
+
 /// The daemon's header check at start: srs.preload's circuits, else every circuit with
 /// a file in the directory; logged per circuit. Returns the srs.preload circuits whose
 /// files are usable (the ones to load). Never fails the start: a daemon that cannot
@@ -204,10 +214,9 @@ fn detail(v: &Verdict) -> String {
 /// over a bad PoRep file).
 pub fn start_check(config: &DaemonConfig) -> Vec<Circuit> {
     let dir = &config.parameter_dir;
-    if !dir.is_dir() {
+    if let Some(problem) = directory_problem(dir) {
         tracing::error!(
-            dir = %dir.display(),
-            "the parameter directory (srs.param_cache, or {}) does not exist: Filecoin proofs will fail until the parameters are fetched into it",
+            "{problem} (srs.param_cache, or {}): Filecoin proofs will fail until the parameters are fetched into it",
             cuzk_server::config::PARAMETER_CACHE_ENV
         );
         return Vec::new();

@@ -63,12 +63,8 @@ fn config_of(args: &SelftestArgs) -> Result<DaemonConfig> {
 /// error naming what is wrong and how to get them.
 fn check_parameters(circuit: Circuit, config: &DaemonConfig) -> Result<()> {
     let dir = &config.parameter_dir;
-    if !dir.is_dir() {
-        bail!(
-            "parameter directory {} does not exist (--param-dir, srs.param_cache or ${} names it)",
-            dir.display(),
-            cuzk_server::config::PARAMETER_CACHE_ENV
-        );
+    if let Some(problem) = crate::params::directory_problem(dir) {
+        bail!("{problem} (--param-dir, srs.param_cache or ${} names it)", cuzk_server::config::PARAMETER_CACHE_ENV);
     }
     let checks = param_check::header_check_circuit(circuit, dir).with_context(|| format!("checking the parameter files of {circuit}"))?;
     if let Some(problems) = param_check::problems(&checks, false) {
@@ -200,6 +196,21 @@ pub struct Checked {
 /// the circuit's .vk instead (and refused with an input changed), and the line says so:
 /// a proof no verifier checked is never called accepted.
 pub fn check_returned(job: &dyn cuzk_filecoin::FilecoinJob, proof: &[u8], changed_too: bool) -> Result<Checked> {
+    let dir = || match cuzk_filecoin::env::parameter_dir() {
+        Some(d) => Ok(d.to_owned()),
+        None => std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
+            .map(PathBuf::from)
+            .context("no parameter directory for the verifying key (FIL_PROOFS_PARAMETER_CACHE)"),
+    };
+    // A missing key is not a refused proof: say which file is missing, before the
+    // verifier fails on it.
+    let vk = job.circuit().vk_path(&dir()?)?;
+    if !vk.is_file() {
+        bail!(
+            "the verifying key {} is missing (FIL_PROOFS_PARAMETER_CACHE names the directory of the .vk files): the proof was not checked",
+            vk.display()
+        );
+    }
     let by = job.verify(proof).context("filecoin-proofs' verifier refused the proof")?;
     match by {
         cuzk_filecoin::CheckedBy::FilecoinProofs => {
@@ -214,13 +225,7 @@ pub fn check_returned(job: &dyn cuzk_filecoin::FilecoinJob, proof: &[u8], change
             Ok(Checked { line, by_filecoin_proofs: true })
         }
         cuzk_filecoin::CheckedBy::PartitionsOnly(why) => {
-            let dir = match cuzk_filecoin::env::parameter_dir() {
-                Some(d) => d.to_owned(),
-                None => std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
-                    .map(PathBuf::from)
-                    .context("no parameter directory for the verifying key (FIL_PROOFS_PARAMETER_CACHE)")?,
-            };
-            let c = cuzk_filecoin::verify_partitions(job, proof, &dir).context("checking its partition proofs")?;
+            let c = cuzk_filecoin::verify_partitions(job, proof, &dir()?).context("checking its partition proofs")?;
             Ok(Checked {
                 line: format!(
                     "not checked by filecoin-proofs' verifier ({why}); each of its {} partition proof(s) verified against storage-proofs' public inputs with {} and refused with a public input changed",

@@ -87,8 +87,18 @@ pub fn run(args: &SubmitArgs) -> Result<()> {
     if args.jobs == 0 {
         bail!("--jobs must be at least 1");
     }
+    // clap's `requires` does not hold a flag to it: checked here, never ignored.
+    if args.verify && args.request.is_none() {
+        bail!("--verify checks the proofs of a --request folder with filecoin-proofs' verifier; a --synthetic job has none to check");
+    }
     if !args.to.starts_with("http://") {
-        bail!("--to {}: this client speaks TCP only (http://host:port)", args.to);
+        if args.to.parse::<std::net::SocketAddr>().is_ok() || args.to.starts_with("localhost:") {
+            bail!("--to {}: the address needs its scheme: --to http://{}", args.to, args.to);
+        }
+        if args.to.starts_with("unix://") || args.to.starts_with('/') {
+            bail!("--to {}: this client speaks TCP only; give the daemon's TCP address (http://host:port)", args.to);
+        }
+        bail!("--to {}: not an address this client takes (http://host:port)", args.to);
     }
     let request = match (&args.synthetic, &args.request) {
         (Some(payload), _) => {

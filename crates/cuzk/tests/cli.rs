@@ -81,6 +81,12 @@ fn bad_arguments_are_reported() {
     let o = cuzk(&["bench", "--log-size", "8", "--b-density", "1.5"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("--b-density"), "{}", text(&o));
+    // An address without its scheme is told the scheme, not that the client is TCP only.
+    let o = cuzk(&["submit", "--to", "127.0.0.1:9", "--synthetic", "{}"]);
+    assert!(!o.status.success() && text(&o).contains("needs its scheme: --to http://127.0.0.1:9"), "{}", text(&o));
+    // --verify checks a request folder's proofs: with a synthetic payload it is refused.
+    let o = cuzk(&["submit", "--synthetic", "{}", "--verify"]);
+    assert!(!o.status.success() && text(&o).contains("--request"), "{}", text(&o));
 }
 
 #[test]
@@ -362,4 +368,28 @@ fn the_status_port_backs_off_when_out_of_descriptors() {
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
     assert!(log.contains("status endpoint: accepting a connection") && log.contains("backing off"), "{log}");
     eprintln!("{used:.2} s of CPU in 3 s at the descriptor limit; served again {:.2} s after", freed.elapsed().as_secs_f64());
+}
+
+/// A parameter directory that is a file, and a damaged record of our own setups, are
+/// named as what they are (hardening, third pass).
+#[test]
+fn parameter_directory_problems_are_named_as_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("params-file");
+    std::fs::write(&file, "").unwrap();
+    let o = cuzk(&["params", "check", "--dir", s(&file), "--circuit", "winning-2k"]);
+    assert!(!o.status.success() && text(&o).contains("is a file, not a directory") && !text(&o).contains("does not exist"), "{}", text(&o));
+    let cfg = dir.path().join("cuzk.toml");
+    std::fs::write(&cfg, format!("[daemon]\nlisten = \"127.0.0.1:19840\"\n[srs]\nparam_cache = \"{}\"\npreload = [\"winning-2k\"]\n", s(&file)))
+        .unwrap();
+    let o = cuzk(&["daemon", "--config", s(&cfg), "--check-config"]);
+    assert!(!o.status.success() && text(&o).contains("is a file, not a directory"), "{}", text(&o));
+    // A garbage record: named once, as the parameter directory's file it is.
+    let params = dir.path().join("params");
+    std::fs::create_dir(&params).unwrap();
+    std::fs::write(params.join("cuzk-own-setups.json"), "garbage").unwrap();
+    let o = cuzk(&["params", "check", "--dir", s(&params), "--circuit", "winning-2k"]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("cuzk-own-setups.json is damaged") && t.contains("restore it or remove it"), "{t}");
+    assert!(!t.contains("invalid request"), "a parameter file is no request: {t}");
 }

@@ -241,6 +241,17 @@ fn a_production_daemons_proofs_pass_the_clients_own_check() {
         text.contains("verify: job 1: accepted by filecoin-proofs' verifier") && text.contains("verify: all 2 returned proofs accepted"),
         "{text}"
     );
+    // Without the .vk the client says the key is missing, never that the proof was refused.
+    let empty = dir.path().join("no-keys");
+    std::fs::create_dir(&empty).unwrap();
+    let o = Command::new(cuzk)
+        .args(["submit", "--to", &format!("http://{addr}"), "--verify", "--request"])
+        .arg(&input)
+        .env("FIL_PROOFS_PARAMETER_CACHE", &empty)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success() && text.contains("is missing") && text.contains(".vk") && !text.contains("refused the proof"), "{text}");
 }
 
 /// A proof filecoin-proofs' verifier cannot take (a lone API V1_0 WindowPoSt partition
@@ -273,4 +284,35 @@ fn submit_verify_says_which_check_ran_for_a_lone_window_post_partition() {
         text.contains("verify: all 1 returned proofs checked: 0 accepted by filecoin-proofs' verifier, 1 by their partition proofs only"),
         "{text}"
     );
+}
+
+/// Requests a library's verifier rejects line by line (a WinningPoSt with one
+/// randomness byte changed: storage-proofs logs an ERROR per challenge) do not flood
+/// the log: library lines are held to 10 a second, and the daemon says how many it held
+/// back.
+#[test]
+fn rejected_inputs_do_not_flood_the_log_with_library_lines() {
+    let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("winning-2k");
+    let cuzk = env!("CARGO_BIN_EXE_cuzk");
+    let o = Command::new(cuzk).args(["fixture", "winning-post", "--sector-size", "2KiB", "--valid", "--out"]).arg(&input).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json = std::fs::read_to_string(input.join("request.json")).unwrap();
+    let at = json.find("\"randomness\": \"").unwrap() + "\"randomness\": \"".len();
+    let flipped = if &json[at..at + 1] == "0" { "1" } else { "0" };
+    std::fs::write(input.join("request.json"), format!("{}{flipped}{}", &json[..at], &json[at + 1..])).unwrap();
+    let (mut d, addr) = production_daemon(dir.path(), &f.param_dir);
+    let t = Instant::now();
+    let o = Command::new(cuzk).args(["submit", "--to", &format!("http://{addr}"), "--jobs", "20", "--request"]).arg(&input).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success() && text.contains("20 of 20 jobs did not complete"), "{text}");
+    let line = d.wait_for("log lines of libraries");
+    let seconds = t.elapsed().as_secs_f64();
+    let library_errors = d.seen.lines().filter(|l| l.contains(" ERROR ") && !l.contains(" cuzk")).count();
+    assert!(library_errors as f64 <= 10.0 * (seconds + 1.0), "{library_errors} library ERROR lines in {seconds:.1} s:\n{}", d.seen);
+    // Held to a rate, not silenced: some of the verifier's own lines are there.
+    assert!(library_errors > 0, "no library ERROR line at all:\n{}", d.seen);
+    assert!(line.contains("held back"), "{line}");
+    eprintln!("{library_errors} library ERROR lines in {seconds:.1} s; {line}");
 }

@@ -154,8 +154,14 @@ pub(crate) fn decode(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, Fil
     };
     // Keys checked unique over the whole C1 output once, here (its typed parse below
     // would take the last of a repeated map key).
-    let head: C1Head =
-        crate::strict_json::from_slice(&c1_bytes).map_err(|e| FilecoinError::invalid(format!("C1 output: no registered_proof ({e})")))?;
+    let head: C1Head = crate::strict_json::from_slice(&c1_bytes).map_err(|e| {
+        use serde_json::error::Category;
+        FilecoinError::invalid(match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => format!("C1 output is not JSON: {e}"),
+            Category::Data if e.to_string().contains("missing field `registered_proof`") => format!("C1 output: no registered_proof ({e})"),
+            Category::Data => format!("C1 output: {e}"),
+        })
+    })?;
     let proof = SealProof::from_api_name(&head.registered_proof)
         .ok_or_else(|| FilecoinError::invalid(format!("C1 output: registered_proof {:?} is not a seal proof type", head.registered_proof)))?;
     // Every value is a seal proof type, 0 (StackedDrg2KiBV1) included: never "unset".

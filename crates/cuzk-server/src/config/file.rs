@@ -135,6 +135,10 @@ value_type!(
             toml::Value::String(s) => {
                 u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|_| format!("{s:?} is not an octal mode like \"0660\""))?
             }
+            // 660 in TOML is six hundred and sixty (0o1224), not the mode 0660 meant.
+            toml::Value::Integer(i) if *i > 0o777 && i.to_string().bytes().all(|b| (b'0'..=b'7').contains(&b)) => {
+                return Err(format!("{i} is a decimal number (0o{i:o}), not the mode 0{i}: write it as \"0{i}\" or 0o{i}"))
+            }
             toml::Value::Integer(i) => u32::try_from(*i).map_err(|_| format!("{i} is not a file mode"))?,
             other => return Err(format!("expected an octal mode like \"0660\", found {other}")),
         };

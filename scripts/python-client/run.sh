@@ -27,8 +27,14 @@ port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0
 for target in "unix://$work/cuzk.sock" "127.0.0.1:$port"; do
   "$cuzk" daemon --listen "$target" 2> "$work/daemon.log" &
   pid=$!
-  for _ in $(seq 100); do grep -q "cuzk daemon listening" "$work/daemon.log" && break; sleep 0.1; done
-  grep -q "cuzk daemon listening" "$work/daemon.log" || { cat "$work/daemon.log"; echo "the daemon did not start" >&2; exit 1; }
+  # Until it says it listens (3 minutes at most: a loaded 2-core machine, tests beside it),
+  # or stops.
+  for _ in $(seq 1800); do
+    grep -q "cuzk daemon listening" "$work/daemon.log" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "cuzk daemon listening" "$work/daemon.log" || { cat "$work/daemon.log"; echo "the daemon did not start (it stopped, or said nothing in 3 minutes)" >&2; exit 1; }
   echo "== $target"
   PYTHONPATH=$work "$venv/bin/python" "$here/client.py" "$target"
   kill -TERM $pid

@@ -33,6 +33,12 @@ pub fn run(config: &DaemonConfig, warnings: &[String], path: Option<&Path>) -> R
         }
         Err(e) => failures.push(format!("{e:#}")),
     }
+    // The descriptor limit, as the start would raise it.
+    match crate::descriptors::connections_allowed(config, false) {
+        Ok((_, Some(w))) => println!("# warning: {w}"),
+        Ok((_, None)) => {}
+        Err(e) => failures.push(format!("{e:#}")),
+    }
     // The access checks a start makes, with the same messages.
     match crate::daemon::access(config) {
         Ok(a) => {

@@ -49,10 +49,15 @@ pub fn load_config(args: &DaemonArgs) -> Result<(DaemonConfig, Vec<String>)> {
     Ok((config, warnings))
 }
 
-pub fn run(config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Path>) -> Result<()> {
+pub fn run(mut config: DaemonConfig, warnings: Vec<String>, config_path: Option<&Path>) -> Result<()> {
     for w in &warnings {
         tracing::warn!("configuration: {w}");
     }
+    let (connections, lowered) = crate::descriptors::connections_allowed(&config, true)?;
+    if let Some(w) = lowered {
+        tracing::warn!("{w}");
+    }
+    config.connections.max_connections = connections;
     let Access { token, tls, warnings } = access(&config)?;
     for w in warnings {
         tracing::warn!("{w}");

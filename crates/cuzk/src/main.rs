@@ -9,6 +9,7 @@ mod circuits;
 mod compile;
 mod config_file;
 mod daemon;
+mod descriptors;
 mod fixture;
 mod gpu_bench;
 mod host;

@@ -115,7 +115,8 @@ fn daemon_serves_on_a_unix_socket_and_stops_cleanly_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    for _ in 0..200 {
+    // Until the socket is there (3 minutes at most: a loaded 2-core machine).
+    for _ in 0..3600 {
         if sock.exists() {
             break;
         }
@@ -346,7 +347,7 @@ fn the_status_port_backs_off_when_out_of_descriptors() {
     };
     let started = std::time::Instant::now();
     while get().is_none() {
-        assert!(started.elapsed().as_secs() < 30, "the status port never answered");
+        assert!(started.elapsed().as_secs() < 180, "the status port never answered");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     // Idle connections until the daemon has no descriptor left for the next ones.

@@ -316,3 +316,39 @@ fn rejected_inputs_do_not_flood_the_log_with_library_lines() {
     assert!(line.contains("held back"), "{line}");
     eprintln!("{library_errors} library ERROR lines in {seconds:.1} s; {line}");
 }
+
+/// A descriptor limit below `daemon.max_connections` (256 by default): the daemon lowers
+/// its connection cap to fit (and says so), so 115 silent connections past their
+/// handshake under `ulimit -n 128` take places in the table, never the last
+/// descriptors: a real client and `GET /status` still get in.
+#[test]
+fn a_descriptor_limit_below_max_connections_lowers_the_cap_and_keeps_clients_in() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (d, addr) = Daemon::start(dir.path(), &format!("status_listen = \"127.0.0.1:{port}\""), Some(128));
+    assert!(d.seen.contains("daemon.max_connections = 256 lowered to 64"), "{}", d.seen);
+    // Each sends the HTTP/2 preface and an empty SETTINGS frame, then nothing.
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let silent: Vec<TcpStream> = (0..115)
+        .filter_map(|_| {
+            let mut c = TcpStream::connect(&addr).ok()?;
+            c.write_all(&hello).ok()?;
+            Some(c)
+        })
+        .collect();
+    assert!(silent.len() >= 100, "{} connections", silent.len());
+    std::thread::sleep(Duration::from_secs(1));
+    let t = Instant::now();
+    let o = submit(&addr, r#"{"log_size": 6, "partitions": 1, "seed": 1}"#).output().unwrap();
+    assert!(o.status.success(), "{}{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr), d.seen);
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    drop(silent);
+}

@@ -53,7 +53,7 @@ fn rand_suffix() -> u128 {
 
 /// Waits until a daemon answers on `sock`.
 fn wait_listening(sock: &Path) {
-    let until = Instant::now() + Duration::from_secs(60);
+    let until = Instant::now() + Duration::from_secs(180);
     while UnixStream::connect(sock).is_err() {
         assert!(Instant::now() < until, "no daemon answers on {}", sock.display());
         std::thread::sleep(Duration::from_millis(50));

@@ -484,7 +484,7 @@ critical_kinds = ["winning_post", "window_post_partition"]
 "#;
         let text = text.replace(
             "[daemon]\n",
-            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n\
+            "[daemon]\nsocket_mode = \"0600\"\nsocket_group = \"curio\"\nmax_connections = 17\nhandshake_timeout = \"3s\"\nidle_timeout = \"2m\"\nmax_request_bytes_in_flight = \"768MiB\"\nrequest_body_timeout = \"5m\"\nrequest_body_min_rate = \"32KiB\"\nauth_token_file = \"/etc/cuzk/token\"\nallow_insecure = true\n\
              tls_cert_file = \"/etc/cuzk/cert.pem\"\ntls_key_file = \"/etc/cuzk/key.pem\"\ntls_client_ca_file = \"/etc/cuzk/ca.pem\"\n",
         );
         let (c, _) = DaemonConfig::from_toml(&text).unwrap();
@@ -496,6 +496,8 @@ critical_kinds = ["winning_post", "window_post_partition"]
             handshake_timeout: Duration::from_secs(3),
             idle_timeout: Duration::from_secs(120),
             max_request_bytes_in_flight: 768 << 20,
+            body_timeout: Duration::from_secs(300),
+            body_min_rate: 32 << 10,
         };
         assert_eq!(c.connections, limits);
         assert_eq!((c.auth_token_file.as_deref(), c.allow_insecure), (Some(std::path::Path::new("/etc/cuzk/token")), true));

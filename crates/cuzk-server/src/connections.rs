@@ -11,7 +11,9 @@
 //!   preface at once, so a flood of silent connections cannot keep it out), else of the
 //!   longest idle with no request in flight (idle or hostile peers that answer pings
 //!   cannot either), and is refused (closed at once) only when every open one has a
-//!   request in flight;
+//!   request in flight; a connection whose only requests are uploads that have
+//!   brought no data for [`crate::request_bytes::BODY_RATE_GRACE`] counts as idle
+//!   (a request waiting on the server, a Prove or an AwaitProof, never does);
 //! - when accepting fails for lack of descriptors, the loop backs off (and frees the
 //!   oldest silent connection's) instead of spinning;
 //! - TCP connections get TCP_NODELAY (gRPC's small frames otherwise wait ~40 ms for
@@ -37,15 +39,22 @@ use crate::authority::AuthorityFix;
 pub const HANDSHAKE_BYTES: usize = 24;
 
 /// TOML `daemon.max_connections`, `daemon.handshake_timeout`, `daemon.idle_timeout`,
-/// `daemon.max_request_bytes_in_flight`.
+/// `daemon.max_request_bytes_in_flight`, `daemon.request_body_timeout`,
+/// `daemon.request_body_min_rate`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     pub max_connections: usize,
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
     /// Bytes of request bodies being received at once, all connections together
-    /// (crate::request_bytes); at least one largest message.
+    /// (crate::request_bytes); at least one largest message. One connection may hold
+    /// half of it, one peer three quarters.
     pub max_request_bytes_in_flight: u64,
+    /// How long a request's body may take to arrive, whole.
+    pub body_timeout: Duration,
+    /// The slowest a body may arrive (bytes per second, averaged from its start, judged
+    /// after [`crate::request_bytes::BODY_RATE_GRACE`]); 0: no minimum.
+    pub body_min_rate: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -55,6 +64,8 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             max_request_bytes_in_flight: 1 << 30,
+            body_timeout: Duration::from_secs(600),
+            body_min_rate: 64 << 10,
         }
     }
 }
@@ -67,9 +78,20 @@ impl ConnectionLimits {
     }
 }
 
+/// Who a connection belongs to, for the share of request bytes one peer may hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// A TCP peer's address.
+    Ip(std::net::IpAddr),
+    /// A unix socket peer's user.
+    Uid(u32),
+    #[default]
+    Unknown,
+}
+
 /// One open connection, as the registry sees it.
 #[derive(Default)]
-struct ConnectionState {
+pub(crate) struct ConnectionState {
     handshaken: AtomicBool,
     closed_by_us: AtomicBool,
     waker: Mutex<Option<Waker>>,
@@ -77,20 +99,44 @@ struct ConnectionState {
     in_flight: AtomicUsize,
     /// When a request last started or finished on it (its handshake, before any).
     last_request: Mutex<Option<Instant>>,
+    /// Requests on it whose bodies are still arriving (crate::request_bytes).
+    pub(crate) uploading: AtomicUsize,
+    /// When a body on it last brought data.
+    last_upload: Mutex<Option<Instant>>,
+    /// Request bytes it holds of the daemon's in-flight total.
+    pub(crate) reserved: std::sync::atomic::AtomicU64,
+    pub(crate) peer: Peer,
 }
 
 impl ConnectionState {
+    /// A connection from `peer`, as the registry makes one.
+    pub(crate) fn of(peer: Peer) -> Self {
+        ConnectionState { peer, ..ConnectionState::default() }
+    }
+
     fn stamp(&self) {
         *self.last_request.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
-    /// How long it has had no request in flight; None while one is (or before its
-    /// handshake).
+    /// A body on it brought data.
+    pub(crate) fn upload_progressed(&self) {
+        *self.last_upload.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// How long it has had no request in flight, or (when its only requests are uploads)
+    /// no upload progress for at least [`crate::request_bytes::BODY_RATE_GRACE`]; None
+    /// while a request is served (or before its handshake).
     fn idle_for(&self) -> Option<Duration> {
-        if self.in_flight.load(Ordering::SeqCst) > 0 {
+        let in_flight = self.in_flight.load(Ordering::SeqCst);
+        if in_flight == 0 {
+            return self.last_request.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        }
+        if in_flight > self.uploading.load(Ordering::SeqCst) {
             return None;
         }
-        self.last_request.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed())
+        let last = [*self.last_upload.lock().unwrap_or_else(|e| e.into_inner()), *self.last_request.lock().unwrap_or_else(|e| e.into_inner())];
+        let since = last.into_iter().flatten().max().map(|t| t.elapsed())?;
+        (since >= crate::request_bytes::BODY_RATE_GRACE).then_some(since)
     }
 
     fn close(&self) {
@@ -112,7 +158,7 @@ impl Registry {
     /// taken by a connection with a request in flight. At the cap the new one takes
     /// the place of the oldest that has not finished its handshake, else of the one
     /// idle longest.
-    fn admit(&self, cap: usize) -> Option<(u64, Arc<ConnectionState>)> {
+    fn admit(&self, cap: usize, peer: Peer) -> Option<(u64, Arc<ConnectionState>)> {
         let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if g.1.len() >= cap {
             let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id);
@@ -124,7 +170,7 @@ impl Registry {
         }
         g.0 += 1;
         let id = g.0;
-        let state = Arc::new(ConnectionState::default());
+        let state = Arc::new(ConnectionState::of(peer));
         g.1.insert(id, state.clone());
         Some((id, state))
     }
@@ -147,17 +193,18 @@ impl Registry {
 /// A listener the daemon accepts from.
 pub trait Acceptor: Send + Unpin + 'static {
     type Io: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static;
-    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>>;
+    /// The next connection and its peer.
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(Self::Io, Peer)>>;
 }
 
 impl Acceptor for tokio::net::TcpListener {
     type Io = tokio::net::TcpStream;
-    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
-        tokio::net::TcpListener::poll_accept(self, cx).map_ok(|(s, _)| {
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(Self::Io, Peer)>> {
+        tokio::net::TcpListener::poll_accept(self, cx).map_ok(|(s, addr)| {
             if let Err(e) = s.set_nodelay(true) {
                 tracing::debug!("setting TCP_NODELAY: {e}");
             }
-            s
+            (s, Peer::Ip(addr.ip()))
         })
     }
 }
@@ -165,8 +212,11 @@ impl Acceptor for tokio::net::TcpListener {
 impl Acceptor for tokio::net::UnixListener {
     /// gRPC C-core clients' socket-path authority made valid (crate::authority).
     type Io = AuthorityFix<tokio::net::UnixStream>;
-    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<Self::Io>> {
-        tokio::net::UnixListener::poll_accept(self, cx).map_ok(|(s, _)| AuthorityFix::new(s))
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(Self::Io, Peer)>> {
+        tokio::net::UnixListener::poll_accept(self, cx).map_ok(|(s, _)| {
+            let peer = s.peer_cred().map(|c| Peer::Uid(c.uid())).unwrap_or_default();
+            (AuthorityFix::new(s), peer)
+        })
     }
 }
 
@@ -179,6 +229,7 @@ pub(crate) fn is_exhaustion(e: &io::Error) -> bool {
 }
 
 /// Logs at most one line per `every` for a kind of event, with how many were not logged.
+#[derive(Debug)]
 pub(crate) struct Throttled {
     last: Option<Instant>,
     skipped: u64,
@@ -237,9 +288,9 @@ impl<A: Acceptor> tokio_stream::Stream for Incoming<A> {
                 }
                 this.backoff = None;
             }
-            let io = match this.listener.poll_accept(cx) {
+            let (io, peer) = match this.listener.poll_accept(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(io)) => io,
+                Poll::Ready(Ok(accepted)) => accepted,
                 Poll::Ready(Err(e)) if is_exhaustion(&e) => {
                     let freed = this.registry.close_oldest_silent();
                     if let Some(skipped) = this.exhausted_log.due(Duration::from_secs(10)) {
@@ -256,7 +307,7 @@ impl<A: Acceptor> tokio_stream::Stream for Incoming<A> {
                 }
             };
             this.backoff_step = Duration::from_millis(10);
-            match this.registry.admit(this.limits.max_connections) {
+            match this.registry.admit(this.limits.max_connections, peer) {
                 Some((id, state)) => {
                     let deadline = Box::pin(tokio::time::sleep(this.limits.handshake_timeout));
                     return Poll::Ready(Some(Ok(Bounded {
@@ -376,6 +427,13 @@ pub struct ConnectionInfo {
     state: Arc<ConnectionState>,
 }
 
+/// The connection a request came on, from its extensions (plain or under TLS).
+pub(crate) fn connection_of(e: &http::Extensions) -> Option<Arc<ConnectionState>> {
+    e.get::<ConnectionInfo>()
+        .or_else(|| e.get::<tonic::transport::server::TlsConnectInfo<ConnectionInfo>>().map(|t| t.get_ref()))
+        .map(|i| i.state.clone())
+}
+
 impl<T> Connected for Bounded<T> {
     type ConnectInfo = ConnectionInfo;
     fn connect_info(&self) -> ConnectionInfo {
@@ -433,12 +491,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let e = req.extensions();
-        let state = e
-            .get::<ConnectionInfo>()
-            .or_else(|| e.get::<tonic::transport::server::TlsConnectInfo<ConnectionInfo>>().map(|t| t.get_ref()))
-            .map(|i| i.state.clone());
-        let guard = state.map(InFlightGuard::start);
+        let guard = connection_of(req.extensions()).map(InFlightGuard::start);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let r = fut.await;
@@ -455,17 +508,17 @@ mod tests {
     #[test]
     fn a_full_registry_gives_a_silent_connections_place_to_a_new_one() {
         let r = Registry::default();
-        let (_, a) = r.admit(2).unwrap();
-        let (_, b) = r.admit(2).unwrap();
+        let (_, a) = r.admit(2, Peer::Unknown).unwrap();
+        let (_, b) = r.admit(2, Peer::Unknown).unwrap();
         b.handshaken.store(true, Ordering::SeqCst);
         // Full: the silent one (a) makes way.
-        let (_, c) = r.admit(2).unwrap();
+        let (_, c) = r.admit(2, Peer::Unknown).unwrap();
         assert!(a.closed_by_us.load(Ordering::SeqCst) && !b.closed_by_us.load(Ordering::SeqCst));
         c.handshaken.store(true, Ordering::SeqCst);
         // Full of connections past their handshake, each with a request in flight: refused.
         let _b = InFlightGuard::start(b.clone());
         let _c = InFlightGuard::start(c.clone());
-        assert!(r.admit(2).is_none());
+        assert!(r.admit(2, Peer::Unknown).is_none());
         assert!(!r.close_oldest_silent());
     }
 
@@ -474,7 +527,7 @@ mod tests {
         let r = Registry::default();
         let mut states = Vec::new();
         for _ in 0..3 {
-            let (_, s) = r.admit(3).unwrap();
+            let (_, s) = r.admit(3, Peer::Unknown).unwrap();
             s.handshaken.store(true, Ordering::SeqCst);
             s.stamp();
             states.push(s);
@@ -482,10 +535,31 @@ mod tests {
         }
         // The first is busy, the second idle longest of the others: it makes way.
         let busy = InFlightGuard::start(states[0].clone());
-        r.admit(3).unwrap();
+        r.admit(3, Peer::Unknown).unwrap();
         assert!(!states[0].closed_by_us.load(Ordering::SeqCst) && states[1].closed_by_us.load(Ordering::SeqCst));
         drop(busy);
         // A finished request counts as activity: the first is now the least idle.
         assert!(states[0].idle_for().unwrap() < states[2].idle_for().unwrap());
+    }
+
+    #[test]
+    fn a_connection_whose_only_requests_are_stalled_uploads_is_idle_and_a_served_one_is_not() {
+        let r = Registry::default();
+        let (_, s) = r.admit(2, Peer::Unknown).unwrap();
+        s.handshaken.store(true, Ordering::SeqCst);
+        let long_ago = Instant::now() - crate::request_bytes::BODY_RATE_GRACE - Duration::from_secs(1);
+        *s.last_request.lock().unwrap() = Some(long_ago);
+        // One request, its body still arriving and silent since long ago: idle.
+        s.in_flight.fetch_add(1, Ordering::SeqCst);
+        s.uploading.fetch_add(1, Ordering::SeqCst);
+        *s.last_upload.lock().unwrap() = Some(long_ago);
+        assert!(s.idle_for().is_some());
+        // Its body moved just now: not idle.
+        s.upload_progressed();
+        assert!(s.idle_for().is_none());
+        // Its body done, the request waiting on the server (an AwaitProof): never idle.
+        *s.last_upload.lock().unwrap() = Some(long_ago);
+        s.uploading.fetch_sub(1, Ordering::SeqCst);
+        assert!(s.idle_for().is_none());
     }
 }

@@ -62,6 +62,9 @@ pub enum ListenAddr {
     Unix(PathBuf),
 }
 
+/// Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
+
 /// The longest path a unix socket can be bound at (Linux's sun_path, less its NUL).
 pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 
@@ -477,9 +480,12 @@ pub async fn serve_service_tls(
         // connection open, requests do (connections::RequestsLayer).
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        // Announced in SETTINGS: streams per connection are bounded (each costs the
+        // server a little; Curio keeps ~10-20 calls open on one).
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         // The token and every refusal (guard.rs), before any request is counted.
         .layer(guard)
-        .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight)))
+        .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight), limits.clone()))
         // Each connection's requests in flight: what keeps it open (connections.rs).
         .layer(connections::RequestsLayer)
         .add_service(svc);

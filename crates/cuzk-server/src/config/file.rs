@@ -275,6 +275,8 @@ struct Daemon {
     handshake_timeout: Option<PositiveSpan>,
     idle_timeout: Option<PositiveSpan>,
     max_request_bytes_in_flight: Option<RequestBytes>,
+    request_body_timeout: Option<PositiveSpan>,
+    request_body_min_rate: Option<Size>,
 }
 
 #[derive(Deserialize, Default)]
@@ -443,6 +445,8 @@ impl ConfigFile {
             handshake_timeout,
             idle_timeout,
             max_request_bytes_in_flight,
+            request_body_timeout,
+            request_body_min_rate,
         } = daemon;
         set(&mut c.listen, listen.map(|v| v.0));
         set(&mut c.status_listen, status_listen.map(|v| v.0));
@@ -457,6 +461,8 @@ impl ConfigFile {
         set(&mut c.connections.handshake_timeout, handshake_timeout.map(|v| v.0));
         set(&mut c.connections.idle_timeout, idle_timeout.map(|v| v.0));
         set(&mut c.connections.max_request_bytes_in_flight, max_request_bytes_in_flight.map(|v| v.0));
+        set(&mut c.connections.body_timeout, request_body_timeout.map(|v| v.0));
+        set(&mut c.connections.body_min_rate, request_body_min_rate.map(|v| v.0));
         // The three TLS files, each over the base's, are checked together.
         let base_tls = c.tls.take();
         let cert = tls_cert_file.map_or_else(|| base_tls.as_ref().map(|t| t.cert.clone()), |v| v.0);

@@ -11,6 +11,7 @@ fn size_text(bytes: u64) -> String {
         0 => "0".into(),
         b if b % (1 << 30) == 0 => format!("{}GiB", b >> 30),
         b if b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
         b => b.to_string(),
     }
 }
@@ -52,7 +53,7 @@ impl DaemonConfig {
         let status = self.status_listen.map(|a| a.to_string()).unwrap_or_default();
         format!(
             "[daemon]\nlisten = {}\nstatus_listen = {}\ntiming_only = {}\nsocket_mode = \"{:04o}\"\nsocket_group = {}\n\
-             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nauth_token_file = {}\nallow_insecure = {}\n\
+             max_connections = {}\nhandshake_timeout = {}\nidle_timeout = {}\nmax_request_bytes_in_flight = {}\nrequest_body_timeout = {}\nrequest_body_min_rate = {}\nauth_token_file = {}\nallow_insecure = {}\n\
              tls_cert_file = {}\ntls_key_file = {}\ntls_client_ca_file = {}\nstate_dir = {}\njob_retention = {}\n\n\
              [srs]\nparam_cache = {}{origin}\npreload = {}\n\n\
              [memory]\ntotal_budget = {}\nsafety_margin = {}\neviction_min_idle = {}\n\n\
@@ -71,6 +72,8 @@ impl DaemonConfig {
             quoted(&duration_text(self.connections.handshake_timeout)),
             quoted(&duration_text(self.connections.idle_timeout)),
             quoted(&size_text(self.connections.max_request_bytes_in_flight)),
+            quoted(&duration_text(self.connections.body_timeout)),
+            quoted(&size_text(self.connections.body_min_rate)),
             quoted(&self.auth_token_file.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
             self.allow_insecure,
             quoted(&path_text(self.tls.as_ref().map(|t| &t.cert))),

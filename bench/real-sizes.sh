@@ -125,13 +125,16 @@ EOF
       kill -0 "$pid" 2>/dev/null || { echo "the daemon stopped:" >&2; cat "$O/daemon-$c.log" >&2; exit 1; }
       sleep 1
     done
-    # Resident memory (kB) and CPU seconds of the daemon every 2 s.
+    # Resident memory (kB) and CPU seconds of the daemon every 2 s, and the bytes in use
+    # inside the GPUs' memory pools now and at most (a leak inside the pool shows there;
+    # nvidia-smi sees the pool whole from the first proof on).
     (
       tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
       while kill -0 "$pid" 2>/dev/null; do
         rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
         cpu=$(awk -v t="$tick" '{sub(/^.*\) /, ""); print ($12 + $13) / t}' "/proc/$pid/stat" 2>/dev/null || echo 0)
-        echo "$(date +%s.%N) rss_kb=$rss cpu_s=$cpu"
+        pool=$(fetch /metrics 2>/dev/null | awk '/^cuzk_device_pool_used_bytes/ {u += $2} /^cuzk_device_pool_used_high_bytes/ {h += $2} END {printf "pool_used=%d pool_high=%d", u, h}')
+        echo "$(date +%s.%N) rss_kb=$rss cpu_s=$cpu $pool"
         sleep 2
       done
     ) > "$O/host-$c.txt" &

@@ -223,7 +223,7 @@ impl Gpu {
     /// default pool holds unused (kept, not returned: `keep_pool_memory`).
     pub fn available_memory(&self) -> Result<usize, GpuError> {
         let (free, _) = self.ctx.mem_get_info()?;
-        let unused = self.pool_figures()?.map_or(0, |(reserved, used)| reserved.saturating_sub(used));
+        let unused = self.pool_figures()?.map_or(0, |p| p.reserved.saturating_sub(p.used));
         Ok(free + unused as usize)
     }
 
@@ -236,27 +236,32 @@ impl Gpu {
             Err(e) => format!("free memory unknown: {e}"),
         };
         match self.pool_figures() {
-            Ok(Some((reserved, used))) => format!("device memory: {free}; the pool holds {} GB, {} GB of it in use", gb(reserved), gb(used)),
+            Ok(Some(p)) => format!("device memory: {free}; the pool holds {} GB, {} GB of it in use", gb(p.reserved), gb(p.used)),
             Ok(None) => format!("device memory: {free}"),
             Err(e) => format!("device memory: {free}; pool unknown: {e}"),
         }
     }
 
-    /// The default pool's (reserved, used) bytes, None where there is no pool.
-    fn pool_figures(&self) -> Result<Option<(u64, u64)>, GpuError> {
+    /// The default pool's bytes (held, in use, the most ever in use), None where there
+    /// is no pool.
+    pub fn pool_figures(&self) -> Result<Option<PoolFigures>, GpuError> {
         let Some(pool) = default_pool(&self.ctx)? else {
             return Ok(None);
         };
         use cudarc::driver::sys;
-        let (mut reserved, mut used) = (0u64, 0u64);
-        // SAFETY: `pool` is the device's default pool; both attributes take a pointer to
-        // a u64, valid for its call. Results are checked.
-        unsafe {
-            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, (&mut reserved as *mut u64).cast())
-                .result()?;
-            sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, (&mut used as *mut u64).cast()).result()?;
-        }
-        Ok(Some((reserved, used)))
+        use sys::CUmemPool_attribute as A;
+        let get = |attribute: A| -> Result<u64, GpuError> {
+            let mut v = 0u64;
+            // SAFETY: `pool` is the device's default pool; these attributes take a
+            // pointer to a u64, valid for the call. The result is checked.
+            unsafe { sys::cuMemPoolGetAttribute(pool, attribute, (&mut v as *mut u64).cast()).result()? };
+            Ok(v)
+        };
+        Ok(Some(PoolFigures {
+            reserved: get(A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+            used: get(A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+            used_high: get(A::CU_MEMPOOL_ATTR_USED_MEM_HIGH)?,
+        }))
     }
 
     /// `len` values of T in page-locked host memory, portable (pinned for every
@@ -286,6 +291,17 @@ impl Gpu {
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
+}
+
+/// A device's default memory pool: bytes it holds from the driver, bytes of it in use
+/// by allocations now, and the most ever in use since the process started (its
+/// high-water mark: what shows a leak inside the pool, which the driver's view of the
+/// process, the pool held whole, cannot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolFigures {
+    pub reserved: u64,
+    pub used: u64,
+    pub used_high: u64,
 }
 
 /// What `cuzk info` shows about one device.

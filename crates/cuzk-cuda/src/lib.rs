@@ -25,7 +25,7 @@ mod pinned;
 pub mod queries;
 mod turn;
 
-pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, Gpu, GpuError, KERNEL_IMAGE_ENV};
+pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, Gpu, GpuError, PoolFigures, KERNEL_IMAGE_ENV};
 pub use fixed_base::GpuFixedBase;
 pub use groth16::{CudaBackend, DevicePlan, Overrides};
 pub use kernels::CurveTypes;

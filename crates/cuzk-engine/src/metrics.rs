@@ -92,6 +92,24 @@ pub(crate) fn prometheus_text(st: &EngineStatus, stats: &Stats, gpu_busy: (u64, 
             let _ = writeln!(o, "{name}_sum{{kind=\"{k}\"}} {}\n{name}_count{{kind=\"{k}\"}} {}", h.sum, h.count);
         }
     }
+    // Each GPU's memory: the driver's view, and what is in use inside the device's pool
+    // (the soak's leak check: the pool is allocated whole before the first proof).
+    for (name, help, pick) in [
+        ("cuzk_device_memory_free_bytes", "Device memory free, as the driver reports it.", 0),
+        ("cuzk_device_memory_total_bytes", "Device memory in all.", 1),
+        ("cuzk_device_pool_used_bytes", "Bytes in use inside the device's memory pool now.", 2),
+        ("cuzk_device_pool_used_high_bytes", "The most bytes ever in use inside the device's memory pool.", 3),
+    ] {
+        let devices: Vec<_> = st.backends.iter().filter_map(|b| b.device.as_ref().map(|d| (&b.name, d))).collect();
+        if devices.is_empty() {
+            break;
+        }
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (backend, d) in devices {
+            let v = [d.free_memory, d.total_memory, d.pool_used, d.pool_used_high][pick];
+            let _ = writeln!(o, "{name}{{backend=\"{backend}\",ordinal=\"{}\"}} {v}", d.ordinal);
+        }
+    }
     let (busy, wall) = gpu_busy;
     let _ = writeln!(
         o,
@@ -114,4 +132,52 @@ pub(crate) fn prometheus_text(st: &EngineStatus, stats: &Stats, gpu_busy: (u64, 
         st.uptime.as_secs()
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::BackendStatus;
+
+    #[test]
+    fn each_gpu_reports_its_memory_and_its_pools_use_and_high_water() {
+        let device = cuzk_groth16::DeviceInfo {
+            ordinal: 1,
+            name: "gpu".into(),
+            total_memory: 80 << 30,
+            free_memory: 2 << 30,
+            pool_used: 40 << 30,
+            pool_used_high: 70 << 30,
+        };
+        let mut st = EngineStatus {
+            backends: vec![
+                BackendStatus { name: "cuda:1".into(), device: Some(device), current_job: None },
+                BackendStatus { name: "cpu".into(), device: None, current_job: None },
+            ],
+            parameter_sets: Vec::new(),
+            queues: Vec::new(),
+            completed: 0,
+            failed: 0,
+            uptime: std::time::Duration::ZERO,
+            memory_budget_bytes: 0,
+            memory_used_bytes: 0,
+            memory_peak_bytes: 0,
+            memory_pinned_bytes: 0,
+            aux_vectors_reused: 0,
+            aux_vectors_fresh: 0,
+        };
+        let text = prometheus_text(&st, &Stats::default(), (0, 0));
+        for line in [
+            "cuzk_device_memory_free_bytes{backend=\"cuda:1\",ordinal=\"1\"} 2147483648",
+            "cuzk_device_memory_total_bytes{backend=\"cuda:1\",ordinal=\"1\"} 85899345920",
+            "cuzk_device_pool_used_bytes{backend=\"cuda:1\",ordinal=\"1\"} 42949672960",
+            "cuzk_device_pool_used_high_bytes{backend=\"cuda:1\",ordinal=\"1\"} 75161927680",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        assert!(!text.contains("backend=\"cpu\""), "{text}");
+        // A CPU-only engine exports none of them.
+        st.backends.remove(0);
+        assert!(!prometheus_text(&st, &Stats::default(), (0, 0)).contains("cuzk_device_pool"));
+    }
 }

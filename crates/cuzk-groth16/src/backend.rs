@@ -189,6 +189,10 @@ pub struct DeviceInfo {
     /// reports them when asked; 0 where the driver could not be asked.
     pub total_memory: u64,
     pub free_memory: u64,
+    /// Bytes in use inside the device's memory pool now, and the most ever in use (its
+    /// high-water mark); 0 where unknown.
+    pub pool_used: u64,
+    pub pool_used_high: u64,
 }
 
 /// What a backend returns: one proof per circuit, in order, and where the time went.

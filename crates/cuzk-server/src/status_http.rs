@@ -45,6 +45,7 @@ pub fn status_json(engine: &Engine, whole_ids: bool) -> serde_json::Value {
             "backend": b.name,
             "device": b.device.as_ref().map(|d| json!({
                 "ordinal": d.ordinal, "name": d.name, "total_memory_bytes": d.total_memory, "free_memory_bytes": d.free_memory,
+                "pool_used_bytes": d.pool_used, "pool_used_high_bytes": d.pool_used_high,
             })),
             "current_job": b.current_job.as_ref().map(|(j, _)| shown_id(&j.0, whole_ids)),
             "current_kind": b.current_job.as_ref().map(|(_, k)| k.to_string()),

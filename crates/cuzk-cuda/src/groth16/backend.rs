@@ -384,7 +384,18 @@ impl ProvingBackend for CudaBackend {
             tracing::warn!(backend = %self.name(), error = %e, "device memory query failed");
             (0, 0)
         });
-        Some(cuzk_groth16::DeviceInfo { ordinal: gpu.ordinal, name: gpu.name.clone(), total_memory: total as u64, free_memory: free as u64 })
+        let pool = gpu.pool_figures().unwrap_or_else(|e| {
+            tracing::warn!(backend = %self.name(), error = %e, "device pool query failed");
+            None
+        });
+        Some(cuzk_groth16::DeviceInfo {
+            ordinal: gpu.ordinal,
+            name: gpu.name.clone(),
+            total_memory: total as u64,
+            free_memory: free as u64,
+            pool_used: pool.map_or(0, |p| p.used),
+            pool_used_high: pool.map_or(0, |p| p.used_high),
+        })
     }
 
     fn reads_params_from_file(&self) -> bool {

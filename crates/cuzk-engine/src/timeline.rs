@@ -180,7 +180,9 @@ pub fn partition_waits(events: &[TimelineEvent]) -> PartitionWaits {
             _ => continue,
         };
         let get = |k| at.get(&(job, p, k)).copied();
-        let prover = [get(EventKind::PrepareStart), get(EventKind::ProveStart)].into_iter().flatten().min();
+        // The prover's first step: a, b, c on the host where it computed them there (a
+        // products span before the preparation), else the preparation or the proof.
+        let prover = [get(EventKind::ProductsStart), get(EventKind::PrepareStart), get(EventKind::ProveStart)].into_iter().flatten().min();
         let (Some(dequeued), Some(started), Some(prover)) = (get(EventKind::Dequeued), get(started_kind), prover) else {
             continue;
         };
@@ -425,5 +427,29 @@ mod tests {
         let sp = spans(&e);
         assert!(sp.iter().any(|s| s.name == "admission j p0" && (s.start_us, s.end_us) == (5, 25)), "{sp:?}");
         assert!(svg_gantt(&e).contains("#c8c8c8"));
+    }
+
+    #[test]
+    fn a_b_c_on_the_host_are_the_provers_first_step() {
+        // A GPU backend that computed a, b, c on the host (10 s of a WindowPoSt
+        // partition): the wait for a prover ends where they start, and they show as a
+        // span on the host lane.
+        let e = vec![
+            ev(0, EventKind::Dequeued, "synth-0", 0),
+            ev(0, EventKind::WitnessStart, "synth-0", 0),
+            ev(100, EventKind::WitnessEnd, "synth-0", 0),
+            ev(110, EventKind::ProductsStart, "host-0.0", 0),
+            ev(1110, EventKind::ProductsEnd, "host-0.0", 0),
+            ev(1110, EventKind::PrepareStart, "host-0.0", 0),
+            ev(1200, EventKind::PrepareEnd, "host-0.0", 0),
+            ev(1200, EventKind::ProveStart, "prove-0.0", 0),
+            ev(2200, EventKind::ProveEnd, "prove-0.0", 0),
+        ];
+        assert_eq!(partition_waits(&e).prover_us, vec![10]);
+        assert!(
+            spans(&e).iter().any(|s| s.lane == "host-0.0" && (s.start_us, s.end_us) == (110, 1110) && s.name.starts_with("products")),
+            "{:?}",
+            spans(&e)
+        );
     }
 }

@@ -137,6 +137,9 @@ pub struct DeviceReport {
     /// device's events.
     pub uploaded: Option<(std::time::Instant, std::time::Instant)>,
     pub products: Option<(std::time::Instant, std::time::Instant)>,
+    /// When a, b, c were computed on the host instead (a GPU backend whose device could
+    /// not take them for this circuit), before the preparation.
+    pub host_products: Option<(std::time::Instant, std::time::Instant)>,
     /// Device time of the kernels inside those regions (CUDA events).
     pub busy: Duration,
     /// Bytes moved host → device and device → host.

@@ -271,6 +271,8 @@ impl CudaBackend {
             Some(m) if d.plan.matrices_on_device && fits => Some(self.device_matrices(m, &d.plan)?),
             _ => None,
         };
+        // Where a, b, c were computed on the host: the timeline shows it.
+        let mut host_products = None;
         if c.pending_products().is_some() && matrices.is_none() {
             if d.plan.matrices_on_device && !d.told_host_products.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(
@@ -281,14 +283,18 @@ impl CudaBackend {
                 );
             }
             let v = || -> Box<Vec<Scalar>> { Box::new(Vec::new()) };
+            let from = std::time::Instant::now();
             t.time(Stage::Products, || c.compute_products(EvalBuffers { a: v(), b: v(), c: v() }))
                 .map_err(|e| ProveError::Backend(format!("computing a, b, c from the compiled matrices on the host: {e}")))?;
+            host_products = Some((from, std::time::Instant::now()));
         }
         let source = matrices.as_ref().map(|m| match m {
             PlacedMatrices::Resident(d) => ProductSource::Resident(d),
             PlacedMatrices::Streamed(s) => ProductSource::Streamed(s, &self.prover.chunks),
         });
-        self.prover.prove(params, &d.plan, points, source.as_ref(), c, w, rs, urgency, t)
+        let (proof, mut report) = self.prover.prove(params, &d.plan, points, source.as_ref(), c, w, rs, urgency, t)?;
+        report.host_products = host_products;
+        Ok((proof, report))
     }
 
     /// The parameter set's points, loaded on first use where the plan puts them.

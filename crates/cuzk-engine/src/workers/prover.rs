@@ -122,8 +122,13 @@ fn prove(
             Some(DeviceReport { prepared_from: Some(a), prepared_to: Some(b), .. }) => Some((a, b)),
             _ => Some(out.timings.get(Stage::Prepare)).filter(|d| !d.is_zero()).map(|d| (t, t + d)),
         };
+        let host = lane.replacen("prove", "host", 1);
+        // a, b, c computed on the host (before the preparation), on the host lane.
+        if let Some((a, b)) = out.device.and_then(|d| d.host_products) {
+            shared.timeline.record_at(&job.id.0, Some(index), EventKind::ProductsStart, &host, a);
+            shared.timeline.record_at(&job.id.0, Some(index), EventKind::ProductsEnd, &host, b);
+        }
         if let Some((a, b)) = prepare {
-            let host = lane.replacen("prove", "host", 1);
             shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareStart, &host, a);
             shared.timeline.record_at(&job.id.0, Some(index), EventKind::PrepareEnd, &host, b);
         }

@@ -119,8 +119,15 @@ impl Engine {
         shared.config.admission.check_priority(req.kind(), req.priority)?;
         let digest = req.digest();
         shared.prune_jobs();
-        if let Some(id) = lock(&shared.jobs).reusable(&req.request_id, &digest) {
-            return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
+        {
+            let mut table = lock(&shared.jobs);
+            if let Some(id) = table.reusable(&req.request_id, &digest) {
+                return Ok(Submitted { job_id: id, queue_position: 0, existing: true });
+            }
+            // The caps that need no decoding (jobs, request bytes, partitions already
+            // queued), before the decode: a full queue refuses a 90 MB PoRep envelope
+            // without spending ~1.8 s of cores on it. Checked again, whole, below.
+            shared.config.admission.check_room(req.kind(), 1, req.body.bytes(), &table.live())?;
         }
         // An urgent request is decoded (its vanilla proofs checked: storage-proofs' PoSt
         // verifier runs on rayon) on the urgent lanes' threads: on the global pool it

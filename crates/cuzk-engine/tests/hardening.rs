@@ -111,6 +111,46 @@ fn queue_caps_answer_resource_exhausted_and_critical_is_for_listed_kinds() {
     e.shutdown(Duration::from_secs(5));
 }
 
+/// The synthetic kind, counting the requests it decodes.
+struct CountingDecodes(SyntheticKind, Arc<std::sync::atomic::AtomicUsize>);
+
+impl cuzk_engine::KindHandler for CountingDecodes {
+    fn kind(&self) -> ProofKind {
+        self.0.kind()
+    }
+    fn plan(&self, request: &cuzk_engine::JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.plan(request)
+    }
+    fn owns_circuit(&self, circuit_id: &str) -> bool {
+        self.0.owns_circuit(circuit_id)
+    }
+    fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<cuzk_groth16::ParameterSet, EngineError> {
+        self.0.load_params(circuit_id, points_in_file)
+    }
+}
+
+/// A full queue refuses a request before decoding it (a 90 MB PoRep envelope took ~1.8
+/// s of cores to decode and check, and was then refused).
+#[test]
+fn a_full_queue_refuses_before_decoding() {
+    let decodes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let admission = AdmissionLimits { max_queued_jobs: 1, ..AdmissionLimits::default() };
+    let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(CountingDecodes(SyntheticKind::new(16), decodes.clone()))];
+    let e = Engine::start(EngineConfig { admission, ..config() }, vec![Arc::new(CpuBackend::new())], kinds).unwrap();
+    let first = e.submit(synthetic(14, 3, 0, Priority::Normal, "")).unwrap().job_id;
+    assert_eq!(decodes.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let err = e.submit(synthetic(6, 1, 1, Priority::Normal, "")).unwrap_err();
+    assert!(matches!(&err, EngineError::ResourceExhausted(m) if m.contains("admission.max_queued_jobs")), "{err}");
+    assert_eq!(decodes.load(std::sync::atomic::Ordering::SeqCst), 1, "the refused request was decoded first");
+    e.cancel(&first).unwrap();
+    // Room again: decoded and queued.
+    let s = e.submit(synthetic(6, 1, 2, Priority::Normal, "")).unwrap();
+    assert_eq!(decodes.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(e.wait(&s.job_id, None).unwrap().status, JobStatus::Completed);
+    e.shutdown(Duration::from_secs(5));
+}
+
 #[test]
 fn a_set_in_use_is_not_evicted_and_never_loaded_twice() {
     let e = engine(config());

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cuzk_groth16::{ProvingBackend, SCALAR_BYTES};
+use cuzk_groth16::ProvingBackend;
 
 use crate::config::EngineConfig;
 use crate::error::{shown, EngineError};
@@ -138,7 +138,7 @@ impl Engine {
         if plan.partitions.is_empty() {
             return Err(EngineError::InvalidArgument("the request has no partitions to prove".into()));
         }
-        let need = plan.partition_bytes + 3 * (SCALAR_BYTES * plan.eval_len) as u64;
+        let need = crate::memory::partition_need(plan.partition_bytes, plan.eval_len, true);
         if need > shared.budget.total() {
             return Err(EngineError::ResourceExhausted(format!(
                 "one partition needs {need} bytes of host memory; the budget is {} bytes",

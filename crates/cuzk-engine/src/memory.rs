@@ -18,6 +18,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Host memory one partition holds from its synthesis to its proof: its witness and
+/// densities (`partition_bytes`), and three a, b, c buffers of `eval_len` scalars where
+/// they are made on the host (`abc_on_host`: no compiled matrices, so synthesis makes
+/// them). The one formula for submission (which does not know yet whether the set has
+/// compiled matrices: the worst case) and for admission.
+pub(crate) fn partition_need(partition_bytes: u64, eval_len: usize, abc_on_host: bool) -> u64 {
+    let abc = if abc_on_host { 3 * (cuzk_groth16::SCALAR_BYTES * eval_len) as u64 } else { 0 };
+    partition_bytes + abc
+}
+
 #[derive(Debug)]
 pub struct MemoryBudget {
     total: u64,
@@ -188,6 +198,13 @@ impl Drop for BudgetGuard {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_partitions_need_counts_a_b_c_only_where_the_host_makes_them() {
+        let scalars = 3 * cuzk_groth16::SCALAR_BYTES as u64 * 1024;
+        assert_eq!(partition_need(100, 1024, true), 100 + scalars);
+        assert_eq!(partition_need(100, 1024, false), 100);
+    }
 
     #[test]
     fn waits_for_room_and_refuses_the_impossible() {

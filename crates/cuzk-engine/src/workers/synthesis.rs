@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
-use cuzk_groth16::{Scalar, SynthesizedCircuit, SCALAR_BYTES};
+use cuzk_groth16::{Scalar, SynthesizedCircuit};
 
 use super::panic_guard::catch_panic;
 use crate::error::EngineError;
@@ -78,8 +78,7 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
     };
     // The set stays charged while its partition is in flight: both must fit the budget
     // together, or the partition would wait for memory forever.
-    let abc_bytes = if params.matrices.is_some() { 0 } else { 3 * (SCALAR_BYTES * job.eval_len) as u64 };
-    let need = params.size_bytes + job.partition_bytes + abc_bytes;
+    let need = params.size_bytes + crate::memory::partition_need(job.partition_bytes, job.eval_len, params.matrices.is_none());
     if need > shared.budget.total() {
         return fail(format!(
             "parameter set {} ({} bytes) and one partition's memory need {need} bytes together, more than the memory budget ({} bytes, memory.total_budget)",

@@ -12,7 +12,7 @@
 //!   longest idle with no request in flight (idle or hostile peers that answer pings
 //!   cannot either), and is refused (closed at once) only when every open one has a
 //!   request in flight; a connection whose only requests are uploads that have
-//!   brought no data for [`crate::request_bytes::BODY_RATE_GRACE`] counts as idle
+//!   brought no data for [`BODY_RATE_GRACE`] counts as idle
 //!   (a request waiting on the server, a Prove or an AwaitProof, never does);
 //! - when accepting fails for lack of descriptors, the loop backs off (and frees the
 //!   oldest silent connection's) instead of spinning;
@@ -38,6 +38,11 @@ use crate::authority::AuthorityFix;
 /// length (a TLS ClientHello is longer).
 pub const HANDSHAKE_BYTES: usize = 24;
 
+/// How long a request body may run before its pace is judged against the minimum rate
+/// (a request's first bytes may wait on the client's own work), and how long uploads
+/// that bring nothing keep their connection from counting as idle.
+pub const BODY_RATE_GRACE: Duration = Duration::from_secs(10);
+
 /// TOML `daemon.max_connections`, `daemon.handshake_timeout`, `daemon.idle_timeout`,
 /// `daemon.max_request_bytes_in_flight`, `daemon.request_body_timeout`,
 /// `daemon.request_body_min_rate`.
@@ -47,13 +52,13 @@ pub struct ConnectionLimits {
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
     /// Bytes of request bodies being received at once, all connections together
-    /// (crate::request_bytes); at least one largest message. One connection may hold
+    /// (the request-bytes layer); at least one largest message. One connection may hold
     /// half of it, one peer three quarters.
     pub max_request_bytes_in_flight: u64,
     /// How long a request's body may take to arrive, whole.
     pub body_timeout: Duration,
     /// The slowest a body may arrive (bytes per second, averaged from its start, judged
-    /// after [`crate::request_bytes::BODY_RATE_GRACE`]); 0: no minimum.
+    /// after [`BODY_RATE_GRACE`]); 0: no minimum.
     pub body_min_rate: u64,
 }
 
@@ -99,7 +104,7 @@ pub(crate) struct ConnectionState {
     in_flight: AtomicUsize,
     /// When a request last started or finished on it (its handshake, before any).
     last_request: Mutex<Option<Instant>>,
-    /// Requests on it whose bodies are still arriving (crate::request_bytes).
+    /// Requests on it whose bodies are still arriving (the request-bytes layer counts them).
     pub(crate) uploading: AtomicUsize,
     /// When a body on it last brought data.
     last_upload: Mutex<Option<Instant>>,
@@ -124,7 +129,7 @@ impl ConnectionState {
     }
 
     /// How long it has had no request in flight, or (when its only requests are uploads)
-    /// no upload progress for at least [`crate::request_bytes::BODY_RATE_GRACE`]; None
+    /// no upload progress for at least [`BODY_RATE_GRACE`]; None
     /// while a request is served (or before its handshake).
     fn idle_for(&self) -> Option<Duration> {
         let in_flight = self.in_flight.load(Ordering::SeqCst);
@@ -136,7 +141,7 @@ impl ConnectionState {
         }
         let last = [*self.last_upload.lock().unwrap_or_else(|e| e.into_inner()), *self.last_request.lock().unwrap_or_else(|e| e.into_inner())];
         let since = last.into_iter().flatten().max().map(|t| t.elapsed())?;
-        (since >= crate::request_bytes::BODY_RATE_GRACE).then_some(since)
+        (since >= BODY_RATE_GRACE).then_some(since)
     }
 
     fn close(&self) {
@@ -547,7 +552,7 @@ mod tests {
         let r = Registry::default();
         let (_, s) = r.admit(2, Peer::Unknown).unwrap();
         s.handshaken.store(true, Ordering::SeqCst);
-        let long_ago = Instant::now() - crate::request_bytes::BODY_RATE_GRACE - Duration::from_secs(1);
+        let long_ago = Instant::now() - BODY_RATE_GRACE - Duration::from_secs(1);
         *s.last_request.lock().unwrap() = Some(long_ago);
         // One request, its body still arriving and silent since long ago: idle.
         s.in_flight.fetch_add(1, Ordering::SeqCst);

@@ -485,7 +485,10 @@ pub async fn serve_service_tls(
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         // The token and every refusal (guard.rs), before any request is counted.
         .layer(guard)
-        .layer(request_bytes::RequestBytesLayer::new(request_bytes::InFlight::new(limits.max_request_bytes_in_flight), limits.clone()))
+        .layer(request_bytes::RequestBytesLayer::new(
+            request_bytes::InFlight::new(limits.max_request_bytes_in_flight, MAX_MESSAGE_BYTES as u64),
+            limits.clone(),
+        ))
         // Each connection's requests in flight: what keeps it open (connections.rs).
         .layer(connections::RequestsLayer)
         .add_service(svc);

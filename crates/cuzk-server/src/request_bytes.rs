@@ -27,12 +27,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tonic::body::Body;
 use tonic::Status;
 
-use crate::connections::{connection_of, ConnectionLimits, ConnectionState, Peer, Throttled};
-
-/// How long a body may run before its pace is judged against the minimum rate (a
-/// request's first bytes may wait on the client's own work), and how long uploads
-/// that bring nothing keep their connection from counting as idle.
-pub const BODY_RATE_GRACE: Duration = Duration::from_secs(10);
+use crate::connections::{connection_of, ConnectionLimits, ConnectionState, Peer, Throttled, BODY_RATE_GRACE};
 
 /// How often a body that brings nothing is judged again.
 const JUDGED_EVERY: Duration = Duration::from_secs(1);
@@ -42,6 +37,8 @@ const JUDGED_EVERY: Duration = Duration::from_secs(1);
 pub struct InFlight {
     held: AtomicU64,
     cap: u64,
+    /// The least a connection's or a peer's share may be: one largest message.
+    largest: u64,
     by_peer: Mutex<HashMap<Peer, u64>>,
     cut_log: Mutex<Throttled>,
 }
@@ -54,8 +51,9 @@ enum Short {
 }
 
 impl InFlight {
-    pub fn new(cap: u64) -> Arc<InFlight> {
-        Arc::new(InFlight { held: AtomicU64::new(0), cap, by_peer: Mutex::default(), cut_log: Mutex::new(Throttled::new()) })
+    /// `cap` bytes in all; no share below `largest` (one largest message).
+    pub fn new(cap: u64, largest: u64) -> Arc<InFlight> {
+        Arc::new(InFlight { held: AtomicU64::new(0), cap, largest, by_peer: Mutex::default(), cut_log: Mutex::new(Throttled::new()) })
     }
 
     /// Bytes held now.
@@ -65,12 +63,12 @@ impl InFlight {
 
     /// What one connection may hold: half the cap, at least one largest message.
     fn per_connection(&self) -> u64 {
-        (self.cap / 2).max(crate::MAX_MESSAGE_BYTES as u64).min(self.cap)
+        (self.cap / 2).max(self.largest).min(self.cap)
     }
 
     /// What one peer may hold: three quarters of the cap, at least one largest message.
     fn per_peer(&self) -> u64 {
-        (self.cap / 4 * 3).max(crate::MAX_MESSAGE_BYTES as u64).min(self.cap)
+        (self.cap / 4 * 3).max(self.largest).min(self.cap)
     }
 
     /// Takes `n` more bytes for a body on `conn` if they fit every share.
@@ -347,7 +345,7 @@ mod tests {
 
     #[test]
     fn bytes_are_taken_up_to_the_cap_and_given_back() {
-        let f = InFlight::new(100);
+        let f = InFlight::new(100, 0);
         assert!(f.take(60, None).is_ok() && f.take(40, None).is_ok());
         assert!(f.take(1, None).is_err(), "over the cap");
         f.give_back(60, None);
@@ -358,7 +356,7 @@ mod tests {
     #[test]
     fn one_connection_holds_half_and_one_peer_three_quarters() {
         let gib = 1u64 << 30;
-        let f = InFlight::new(gib);
+        let f = InFlight::new(gib, 256 << 20);
         let peer = Peer::Ip("10.0.0.1".parse().unwrap());
         let (a, b, other) = (ConnectionState::of(peer), ConnectionState::of(peer), ConnectionState::of(Peer::Uid(1000)));
         // Two ~256 MiB announcements fit on one connection, a third does not.

@@ -178,7 +178,7 @@ async fn connections_whose_only_requests_are_stalled_uploads_make_way() {
     assert_eq!(stalled[0].1, Some(cuzk_server::MAX_STREAMS_PER_CONNECTION), "SETTINGS_MAX_CONCURRENT_STREAMS not announced");
     // (Before the grace a newcomer is refused once the server has seen all 8 requests;
     // when that is, the test cannot tell: the unit test of connections.rs checks it.)
-    tokio::time::sleep(cuzk_server::request_bytes::BODY_RATE_GRACE + Duration::from_secs(1)).await;
+    tokio::time::sleep(cuzk_server::connections::BODY_RATE_GRACE + Duration::from_secs(1)).await;
     let t = Instant::now();
     let served = tokio::time::timeout(Duration::from_secs(10), async { d.client().await.get_status(pb::GetStatusRequest {}).await }).await;
     assert!(matches!(&served, Ok(Ok(_))), "{served:?}");

@@ -20,9 +20,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Host memory one partition holds from its synthesis to its proof: its witness and
 /// densities (`partition_bytes`), and three a, b, c buffers of `eval_len` scalars where
-/// they are made on the host (`abc_on_host`: no compiled matrices, so synthesis makes
-/// them). The one formula for submission (which does not know yet whether the set has
-/// compiled matrices: the worst case) and for admission.
+/// they are made on the host (`abc_on_host`: by synthesis, or from the compiled
+/// matrices where the backends do not compute them). The one formula for submission
+/// (which does not know yet where the set's a, b, c are made: the worst case) and for
+/// admission.
 pub(crate) fn partition_need(partition_bytes: u64, eval_len: usize, abc_on_host: bool) -> u64 {
     let abc = if abc_on_host { 3 * (cuzk_groth16::SCALAR_BYTES * eval_len) as u64 } else { 0 };
     partition_bytes + abc

@@ -28,6 +28,10 @@ pub(crate) struct LoadedParameterSet {
     /// The circuit's compiled matrices where its kind proves with them
     /// ([`KindHandler::load_matrices`]).
     pub matrices: Option<Arc<ConstraintMatrices>>,
+    /// Whether every backend computes a, b, c of its partitions from the matrices
+    /// ([`ProvingBackend::computes_products`]); else a partition's synthesis computes
+    /// them on the host, in buffers the budget counts.
+    pub products_by_backends: bool,
     /// Host memory it holds: the set, its matrices, and the pinned copy of its points
     /// backends streaming it share.
     pub size_bytes: u64,
@@ -186,12 +190,13 @@ impl ParameterCache {
             b.plan_params(&set, matrices.as_deref())
                 .map_err(|e| EngineError::FailedPrecondition(format!("parameter set {id} on {}: {e}", b.name())))?;
         }
+        let products_by_backends = matrices.is_some() && self.backends.iter().all(|b| b.computes_products(&set));
         // What the host holds for the set and its matrices, and the pinned copy of its
         // points that backends streaming it share.
         let pinned = self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
         let size_bytes = set.size_bytes() as u64 + matrices_bytes + pinned;
         let took = t.elapsed();
-        tracing::info!(circuit_id = id, size_bytes, matrices_bytes, ms = took.as_millis() as u64, "parameters loaded");
+        tracing::info!(circuit_id = id, size_bytes, matrices_bytes, products_by_backends, ms = took.as_millis() as u64, "parameters loaded");
         // A set larger than the whole budget would wait forever.
         if size_bytes > self.budget.total() {
             return Err(EngineError::ResourceExhausted(format!(
@@ -209,6 +214,7 @@ impl ParameterCache {
             set,
             pvk,
             matrices,
+            products_by_backends,
             size_bytes,
             backends: self.backends.clone(),
             _charge: charge,

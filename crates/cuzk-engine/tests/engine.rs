@@ -556,9 +556,10 @@ fn host_memory_a_backend_pins_for_a_set_is_charged_with_it() {
     assert_eq!(charged(Arc::new(Pinning::default())), plain + PINNED);
 }
 
-/// With compiled matrices the synthetic kind synthesizes witnesses only and the
-/// backend computes a, b, c: the proofs verify, the timeline shows witness spans in
-/// place of synthesis, and the budget charges the set's matrices with it.
+/// With compiled matrices the synthetic kind synthesizes witnesses only (a, b, c from
+/// the matrices: the CPU backend does not compute them itself, so synthesis does, into
+/// counted buffers): the proofs verify, the timeline shows witness spans in place of
+/// synthesis, and the budget charges the set's matrices with it.
 #[test]
 fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     use cuzk_engine::EventKind;
@@ -594,6 +595,44 @@ fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     // vector goes back before its proof is recorded).
     assert!(second.0 >= first.1, "reused {} of the first job's {} vectors", second.0, first.1);
     e.shutdown(Duration::from_secs(5));
+}
+
+/// The CPU backend, saying it computes a, b, c from compiled matrices itself (as a GPU
+/// whose plan has them on its device does; the CPU backend can).
+struct ComputesProducts(CpuBackend);
+
+impl ProvingBackend for ComputesProducts {
+    fn name(&self) -> String {
+        "computes-products".into()
+    }
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.0.prove_with(u, p, c, r)
+    }
+    fn computes_products(&self, _: &ParameterSet) -> bool {
+        true
+    }
+}
+
+/// a, b, c made on the host are counted wherever they are made: by synthesis from the
+/// compiled matrices where the backend does not compute them (the CPU; a GPU whose
+/// plan has no room for them), and not at all where it does.
+#[test]
+fn a_b_c_computed_on_the_host_from_compiled_matrices_are_counted() {
+    let peak = |b: Arc<dyn ProvingBackend>| {
+        let kind = SyntheticKind::new(16).with_compiled_matrices(true);
+        let e = Engine::start(config(), vec![b], vec![Arc::new(kind)]).unwrap();
+        let s = e.submit(synthetic(12, 1, 80, Priority::Normal, "")).unwrap();
+        let out = e.wait(&s.job_id, None).unwrap();
+        assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+        check_proof(&out.proof, 12, 1, 80);
+        let peak = e.status().memory_peak_bytes;
+        e.shutdown(Duration::from_secs(5));
+        peak
+    };
+    let on_host = peak(Arc::new(CpuBackend::new()));
+    let by_backend = peak(Arc::new(ComputesProducts(CpuBackend::new())));
+    // Three buffers of the 2^12 domain's scalars at least.
+    assert!(on_host >= by_backend + 3 * 32 * (1 << 12), "{on_host} vs {by_backend}");
 }
 
 /// A partition holding a token: what a decoded request holds.

@@ -5,6 +5,7 @@
 //! kinds: it names only the types their answers are made of.
 
 use blstrs::Scalar;
+use cuzk_groth16::matrices::ConstraintMatrices;
 use rand_chacha::ChaCha20Rng;
 
 use crate::error::FilecoinError;
@@ -41,4 +42,12 @@ pub(crate) trait Family {
 
     /// A valid request at `size`: its vanilla proofs verify; values drawn from `rng`.
     fn valid(size: SectorSize, rng: &mut ChaCha20Rng) -> Result<RequestFiles, FilecoinError>;
+
+    /// The most significant aux values (neither 0 nor 1) a partition's witness is
+    /// expected to have, given the circuit's compiled matrices; None where the kind
+    /// cannot say better than a device plan's default.
+    fn significant_aux(matrices: &ConstraintMatrices) -> Option<usize> {
+        let _ = matrices;
+        None
+    }
 }

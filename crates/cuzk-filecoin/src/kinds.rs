@@ -10,6 +10,7 @@ pub(crate) mod snap;
 
 use std::path::{Path, PathBuf};
 
+use cuzk_groth16::matrices::ConstraintMatrices;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::parameter_cache::VERSION;
@@ -86,6 +87,13 @@ impl Circuit {
     /// `<dir>/<stem>.vk`.
     pub fn vk_path(self, dir: &Path) -> Result<PathBuf, FilecoinError> {
         Ok(dir.join(format!("{}.vk", self.file_stem()?)))
+    }
+
+    /// `matrices` (this circuit's) with what its kind expects of a partition's witness
+    /// ([`ConstraintMatrices::significant_aux`]).
+    pub fn with_witness_profile(self, mut matrices: ConstraintMatrices) -> ConstraintMatrices {
+        matrices.significant_aux = with_family!(self.kind, F => F::significant_aux(&matrices));
+        matrices
     }
 }
 

@@ -44,7 +44,7 @@ impl WithBlank for Compile<'_> {
 /// partition, minutes and gigabytes).
 pub fn compile(circuit: crate::Circuit, progress: &dyn Progress) -> Result<ConstraintMatrices, FilecoinError> {
     let expected = circuit.published_constraints().map(|p| p.constraints).unwrap_or(0);
-    with_blank(circuit, Compile { expected, progress })
+    Ok(circuit.with_witness_profile(with_blank(circuit, Compile { expected, progress })?))
 }
 
 /// Compiles `circuit`'s matrices and writes them into `dir`; returns the file's path.
@@ -72,7 +72,7 @@ pub enum Provenance {
 pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<ConstraintMatrices>, FilecoinError> {
     let path = matrices_path(circuit, dir)?;
     match read_matrices(&path, &identity(circuit)?) {
-        Ok(m) => Ok(Some(m)),
+        Ok(m) => Ok(Some(circuit.with_witness_profile(m))),
         Err(MatrixFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.needs_recompile() => {
             tracing::warn!(
@@ -97,7 +97,7 @@ pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<Con
 pub fn load_or_compile(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(ConstraintMatrices, Provenance), FilecoinError> {
     let path = matrices_path(circuit, dir)?;
     let reason = match read_matrices(&path, &identity(circuit)?) {
-        Ok(m) => return Ok((m, Provenance::Mapped)),
+        Ok(m) => return Ok((circuit.with_witness_profile(m), Provenance::Mapped)),
         Err(MatrixFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => "missing".to_string(),
         Err(e) if e.needs_recompile() => {
             tracing::warn!(circuit = %circuit, error = %e, "compiled matrices unusable; compiling them again");
@@ -109,5 +109,5 @@ pub fn load_or_compile(circuit: crate::Circuit, dir: &Path, progress: &dyn Progr
     compile_to(circuit, dir, progress)?;
     let m =
         read_matrices(&path, &identity(circuit)?).map_err(|e| FilecoinError::invalid(format!("reading the compiled matrices just written: {e}")))?;
-    Ok((m, Provenance::Compiled(reason)))
+    Ok((circuit.with_witness_profile(m), Provenance::Compiled(reason)))
 }

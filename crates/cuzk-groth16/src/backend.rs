@@ -287,6 +287,15 @@ pub trait ProvingBackend: Send + Sync {
         Ok(())
     }
 
+    /// Whether this backend computes a, b, c of the set's partitions itself from the
+    /// compiled matrices (a GPU whose plan has them on its device), without host
+    /// buffers for them; where it does not, the caller computes them on the host first,
+    /// in buffers it counted. Asked after [`ProvingBackend::plan_params`]. By default no.
+    fn computes_products(&self, params: &ParameterSet) -> bool {
+        let _ = params;
+        false
+    }
+
     /// The set `id` will not be proven with again (it was evicted and its last user has
     /// finished): per-set state such as device-resident points can go. A later `prove`
     /// with a set of that id may load it anew. By default nothing is kept, nothing done.

@@ -25,6 +25,7 @@
 
 pub mod array;
 pub mod backend;
+pub mod booleans;
 pub mod compact;
 pub mod density;
 pub mod domain;

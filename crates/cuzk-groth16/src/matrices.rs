@@ -116,6 +116,11 @@ pub struct ConstraintMatrices {
     /// Inputs and aux variables in the B query.
     pub b_input_density: Density,
     pub b_aux_density: Density,
+    /// The most aux values of a partition's witness expected to be significant (neither
+    /// 0 nor 1), where the circuit's kind knows (`crate::booleans` bounds it from the
+    /// matrices): a device plan sizes its witness area from it. Not in the matrices
+    /// file; None until the kind sets it.
+    pub significant_aux: Option<usize>,
 }
 
 /// Compiling failed: the circuit's own error, or more distinct coefficients than
@@ -226,6 +231,7 @@ pub fn compile_matrices_with<C: Circuit<Scalar>>(circuit: C, expected: usize, pr
         b: cs.b,
         c: cs.c,
         dictionary: cs.dictionary,
+        significant_aux: None,
     })
 }
 

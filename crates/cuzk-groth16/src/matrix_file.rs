@@ -229,7 +229,7 @@ pub fn read_matrices(path: &Path, identity: &str) -> Result<ConstraintMatrices, 
     }
     let [a, b, c]: [SparseMatrix; 3] = matrices.try_into().expect("three matrices");
     let [a_aux_density, b_input_density, b_aux_density]: [Density; 3] = densities.try_into().expect("three densities");
-    Ok(ConstraintMatrices { num_inputs, num_aux, a, b, c, dictionary, a_aux_density, b_input_density, b_aux_density })
+    Ok(ConstraintMatrices { num_inputs, num_aux, a, b, c, dictionary, a_aux_density, b_input_density, b_aux_density, significant_aux: None })
 }
 
 /// Rows in order from 0 to the non-zero count, columns below `variables`, coefficient

@@ -153,6 +153,7 @@ impl CudaBackend {
             inputs: p.vk.ic.len(),
             aux: lens.l,
             matrices_bytes: matrices.map(|m| matrices_bytes(m) as usize),
+            significant: matrices.and_then(|m| m.significant_aux),
         };
         let held = Held::of(decided.values().map(|d| (&d.plan, &d.shape)));
         // Beside sets already planned, the memory the first of them was planned with:
@@ -175,7 +176,14 @@ impl CudaBackend {
                 )
             })
             .collect();
-        tracing::info!(backend = %self.name(), set = %p.id().0, loaded = each.join("; "), before = held.summary(capacity), "planning a parameter set");
+        tracing::info!(
+            backend = %self.name(),
+            set = %p.id().0,
+            significant_aux = ?shape.significant,
+            loaded = each.join("; "),
+            before = held.summary(capacity),
+            "planning a parameter set"
+        );
         let plan = plan(&shape, capacity, &held, &self.overrides).map_err(|e| ProveError::Backend(format!("{} has {e}", self.name())))?;
         self.prover
             .staging
@@ -410,6 +418,13 @@ impl ProvingBackend for CudaBackend {
 
     fn plan_params(&self, params: &ParameterSet, matrices: Option<&ConstraintMatrices>) -> Result<(), ProveError> {
         self.plan_of(params, matrices).map(drop)
+    }
+
+    /// Where the plan has a, b, c on the device (a partition whose witness has more
+    /// significant values than the plan expected still has them computed on the host,
+    /// logged once per set).
+    fn computes_products(&self, params: &ParameterSet) -> bool {
+        self.decided.lock().ok().and_then(|m| m.get(&params.id()).map(|d| d.plan.matrices_on_device)).unwrap_or(false)
     }
 
     /// Pinned host bytes the set takes: its points where they stream, and its compiled

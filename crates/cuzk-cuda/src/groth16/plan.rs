@@ -82,6 +82,10 @@ pub struct SetShape {
     pub aux: usize,
     /// Device bytes of the circuit's compiled matrices, where it has them.
     pub matrices_bytes: Option<usize>,
+    /// The most significant aux values (neither 0 nor 1) a partition's witness is
+    /// expected to have, where the circuit's kind says
+    /// (cuzk_groth16::matrices::ConstraintMatrices::significant_aux).
+    pub significant: Option<usize>,
 }
 
 impl SetShape {
@@ -101,6 +105,20 @@ impl SetShape {
 
     fn witness_least(&self) -> usize {
         crate::msm::compact::CompactLayout::least_bytes(self.inputs, self.aux)
+    }
+
+    /// The least witness area where a, b, c are computed on the device, which needs
+    /// every significant value there: room for a twentieth of the aux values (a 32 GiB
+    /// PoRep partition has 1.3 %), or for as many as the kind expects where it says
+    /// more (a 32 GiB WindowPoSt partition has 99 %: with a twentieth, its a, b, c were
+    /// computed on the host, 9.8 s of its 26.4 s on the H100 at 9a7c8eb).
+    fn witness_for_products(&self) -> usize {
+        let (least, worst) = (self.witness_least(), self.witness_worst());
+        let twentieth = least + (worst - least) / 20;
+        match self.significant {
+            Some(s) => twentieth.max(crate::msm::compact::CompactLayout::new(self.inputs, self.aux, s.min(self.aux), true).bytes()),
+            None => twentieth,
+        }
     }
 
     /// The largest query's lists at worst (every value significant), with the window
@@ -468,14 +486,9 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     let scratch = scratch_bound::<G1>(c.h_piece).max(scratch_bound::<G1>(LIST_CHUNK)).max(scratch_bound::<G2>(LIST_CHUNK));
     let least_lists = LEAST_LIST_BYTES;
     // Where a, b, c are computed on the device the witness's other values must be
-    // there: room for a twentieth of the aux values at least (a 32 GiB PoRep partition
-    // has 1.3 %; a partition with more has its a, b, c computed on the host).
-    let least_witness = if c.matrices && !o.witness_least {
-        let (least, worst) = (shape.witness_least(), shape.witness_worst());
-        least + (worst - least) / 20
-    } else {
-        shape.witness_least()
-    };
+    // there (a partition with more than its area holds has its a, b, c computed on the
+    // host).
+    let least_witness = if c.matrices && !o.witness_least { shape.witness_for_products() } else { shape.witness_least() };
     let resident_points = match (c.chunk_bytes, c.h_resident) {
         (None, _) => shape.points_bytes(),
         (Some(_), true) => G1_BYTES * shape.queries[0],
@@ -588,6 +601,7 @@ pub(crate) mod tests {
             inputs: 328,
             aux: 130_169_893,
             matrices_bytes: Some(7_461_000_000),
+            significant: None,
         }
     }
     pub(crate) fn wpost() -> SetShape {
@@ -597,6 +611,8 @@ pub(crate) mod tests {
             inputs: 26_000,
             aux: 126_902_376,
             matrices_bytes: Some(9_890_000_000),
+            // The booleanity bound's share at 2 KiB (99.5 %); 125.7 M measured at 9a7c8eb.
+            significant: Some(126_300_000),
         }
     }
     pub(crate) fn snap() -> SetShape {
@@ -607,13 +623,22 @@ pub(crate) mod tests {
             inputs: 8,
             aux: 81_000_000,
             matrices_bytes: Some(5_000_000_000),
+            significant: None,
         }
     }
 
     /// The 32 GiB WinningPoSt circuit (`cuzk compile` on the H100 at 3afd87f).
     pub(crate) fn winning() -> SetShape {
         let n = 1 << 19;
-        SetShape { n, queries: [n - 1, 375_210, 284_329, 272_185, 272_185], inputs: 133, aux: 375_210, matrices_bytes: Some(29_369_880) }
+        SetShape {
+            n,
+            queries: [n - 1, 375_210, 284_329, 272_185, 272_185],
+            inputs: 133,
+            aux: 375_210,
+            matrices_bytes: Some(29_369_880),
+            // The booleanity bound's share at 2 KiB (99.6 %).
+            significant: Some(373_700),
+        }
     }
 
     /// Cards by the bytes a process gets: what a cap of `gib` GiB leaves, or a whole
@@ -738,6 +763,29 @@ pub(crate) mod tests {
             }
         }
         assert!(resident && device && slots == 2);
+    }
+
+    /// A WindowPoSt partition's witness is nearly all significant values: where a, b, c
+    /// are computed on the device the area holds them all (else they were computed on
+    /// the host), and where that does not fit the plan says a, b, c are on the host.
+    #[test]
+    fn a_witness_of_field_elements_gets_its_whole_area_where_a_b_c_are_on_the_device() {
+        let real = crate::msm::compact::CompactLayout::new(26_000, 126_902_376, 125_700_000, true).bytes();
+        for (card, bytes) in cards() {
+            let p = plan(&wpost(), bytes, &Held::default(), &Overrides::default()).unwrap_or_else(|e| panic!("{card}: {e}"));
+            check(&wpost(), &p);
+            assert!(!p.matrices_on_device || p.witness_bytes >= real, "{card}: {}", p.summary(&wpost()));
+            eprintln!("wpost on {card}: {}", p.summary(&wpost()));
+        }
+        // The whole H100 computes them on the device (at 9a7c8eb it had 1.09 GB of area,
+        // and a, b, c went to the host); so does every card from 32 GiB.
+        for bytes in [32 * GIB, 48 * GIB, 84_460_000_000, 149_550_000_000] {
+            assert!(plan(&wpost(), bytes, &Held::default(), &Overrides::default()).unwrap().matrices_on_device, "{bytes}");
+        }
+        // Unknown, the plan keeps its default: a twentieth.
+        let unknown = SetShape { significant: None, ..wpost() };
+        let p = plan(&unknown, 84_460_000_000, &Held::default(), &Overrides::default()).unwrap();
+        assert!(p.witness_bytes < real, "{p:?}");
     }
 
     #[test]

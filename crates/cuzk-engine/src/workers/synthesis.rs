@@ -1,7 +1,8 @@
 //! A synthesis worker: the next partition by priority → its parameter set → its
 //! memory (admission) → synthesis → its public inputs checked → the hand-off to the
-//! provers. Where the set carries compiled matrices, synthesis is witness-only and
-//! the partition takes no a, b, c buffers: the backend computes them.
+//! provers. Where the set carries compiled matrices, synthesis is witness-only; where
+//! every backend computes a, b, c from them (a GPU's plan has them on its device) the
+//! partition takes no a, b, c buffers, else they are computed here, into counted ones.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ struct Admitted {
     /// The partition's own memory (its witness: the charge and an aux vector), besides
     /// a, b, c.
     witness: WitnessLoan,
-    /// None where a, b, c are left to the backend (compiled matrices).
+    /// None where a, b, c are left to the backend (compiled matrices it computes them from).
     abc: Option<EvalBuffers>,
 }
 
@@ -78,7 +79,8 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
     };
     // The set stays charged while its partition is in flight: both must fit the budget
     // together, or the partition would wait for memory forever.
-    let need = params.size_bytes + crate::memory::partition_need(job.partition_bytes, job.eval_len, params.matrices.is_none());
+    let abc_on_host = !params.products_by_backends;
+    let need = params.size_bytes + crate::memory::partition_need(job.partition_bytes, job.eval_len, abc_on_host);
     if need > shared.budget.total() {
         return fail(format!(
             "parameter set {} ({} bytes) and one partition's memory need {need} bytes together, more than the memory budget ({} bytes, memory.total_budget)",
@@ -92,12 +94,12 @@ fn admit(shared: &Shared, job: &Arc<Job>) -> Option<Admitted> {
     // the budget has room for and wait for the rest forever. A partition whose a, b, c
     // the backend computes takes one charge, holds nothing while it waits, and need
     // not queue here behind one that waits for memory (an urgent lane would).
-    let _admit = params.matrices.is_none().then(|| lock(&shared.admit));
+    let _admit = abc_on_host.then(|| lock(&shared.admit));
     let witness = match shared.take_witness(job.partition_bytes, &give_up) {
         Ok(w) => w?,
         Err(e) => return fail(e.to_string()),
     };
-    let abc = if params.matrices.is_some() {
+    let abc = if !abc_on_host {
         None
     } else {
         match shared.take_abc(job.eval_len, &give_up) {
@@ -132,11 +134,17 @@ fn synthesize(
     };
     shared.timeline.record(&job.id.0, Some(index), start, lane);
     let t = Instant::now();
+    let other_shape = |_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into());
     let result = match (matrices, abc) {
-        (Some(m), _) => catch_panic("witness synthesis", move || {
+        (Some(m), None) => catch_panic("witness synthesis", move || {
             let w = work.witness(witness.aux_buffer(Some(m.num_aux)))?;
-            SynthesizedCircuit::with_pending_products(m, w)
-                .map_err(|_| EngineError::Internal("the witness does not fit the circuit's compiled matrices (another circuit shape)".into()))
+            SynthesizedCircuit::with_pending_products(m, w).map_err(other_shape)
+        }),
+        // A backend that does not compute them (the CPU, a GPU whose plan has no room
+        // for them): a, b, c from the matrices here, into the counted buffers.
+        (Some(m), Some(abc)) => catch_panic("witness synthesis and products", move || {
+            let w = work.witness(witness.aux_buffer(Some(m.num_aux)))?;
+            SynthesizedCircuit::from_matrices(&m, w, abc).map_err(other_shape)
         }),
         (None, Some(abc)) => {
             // Full synthesis makes its own aux vector (kept by the loan afterwards): a

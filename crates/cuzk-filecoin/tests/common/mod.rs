@@ -57,6 +57,7 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: 
     let what = job.describe();
     let matrices = Arc::new(job.compile(0).unwrap_or_else(|e| panic!("{what}: {e}")));
     let mut first = None;
+    let bound = matrices.significant_aux_bound();
     for k in 0..job.partitions() {
         let full = job.synthesize(k, buffers()).unwrap_or_else(|e| panic!("{what}: {e}"));
         // Laid out ahead from the matrices' aux count (in place: never joined after all),
@@ -87,6 +88,11 @@ fn assert_compiled_path_equals_full_synthesis(job: &dyn FilecoinJob, param_dir: 
         assert_eq!(compiled.a_aux_density, full.a_aux_density, "{what} partition {k}: A density");
         assert_eq!(compiled.b_input_density, full.b_input_density, "{what} partition {k}: B input density");
         assert_eq!(compiled.b_aux_density, full.b_aux_density, "{what} partition {k}: B aux density");
+        // The matrices' bound on significant values (what a device plan sizes the
+        // witness area from) holds for the real witness.
+        let significant = full.aux_classes.counts().2;
+        assert!(significant <= bound, "{what} partition {k}: {significant} significant values, bound {bound}");
+        eprintln!("{what} partition {k}: {significant} significant aux values of {}, bound {bound}", full.aux.len());
         if let Some(w) = witness0 {
             first = Some((full, w));
         }

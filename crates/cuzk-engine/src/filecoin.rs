@@ -292,7 +292,7 @@ impl KindHandler for FilecoinKind {
             MatricesUse::Background => match load_if_present(circuit, dir).map_err(failed)? {
                 Some(m) => {
                     self.compiles.lock().unwrap_or_else(|e| e.into_inner()).remove(circuit_id);
-                    (m, Provenance::Mapped)
+                    (m, Provenance::Read)
                 }
                 None => {
                     self.compile_in_background(circuit, dir);
@@ -303,7 +303,7 @@ impl KindHandler for FilecoinKind {
         tracing::info!(
             circuit_id,
             dir = %dir.display(),
-            how = match provenance { Provenance::Mapped => "mapped from the file".to_string(), Provenance::Compiled(why) => format!("compiled ({why}) and written") },
+            how = match provenance { Provenance::Read => "read from the file".to_string(), Provenance::Compiled(why) => format!("compiled ({why}) and written") },
             gb = format!("{:.2}", m.bytes() as f64 / 1e9),
             secs = format!("{:.2}", t.elapsed().as_secs_f64()),
             "compiled matrices ready: partitions are synthesized witness-only"

@@ -1,8 +1,9 @@
 //! Compiled constraint matrices of Filecoin circuits: recorded once from the blank
 //! circuit, kept beside the parameter files as `<stem>.cuzk-matrices` (the stem of
 //! the `.params` file, which carries a digest of the circuit's public parameters),
-//! memory-mapped by every proof of that circuit, and rebuilt when missing, stale or
-//! corrupt.
+//! read into memory when the set loads (a copy: a file changed in place afterwards
+//! does not reach it), shared by every proof of that circuit, and rebuilt when
+//! missing, stale or corrupt.
 
 use std::path::{Path, PathBuf};
 
@@ -59,8 +60,8 @@ pub fn compile_to(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) 
 /// How [`load_or_compile`] got the matrices.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Provenance {
-    /// Mapped from the file.
-    Mapped,
+    /// Read from the file (into memory: the file may change afterwards).
+    Read,
     /// Compiled now (the file was missing, stale or corrupt: the reason) and written.
     Compiled(String),
 }
@@ -97,7 +98,7 @@ pub fn load_if_present(circuit: crate::Circuit, dir: &Path) -> Result<Option<Con
 pub fn load_or_compile(circuit: crate::Circuit, dir: &Path, progress: &dyn Progress) -> Result<(ConstraintMatrices, Provenance), FilecoinError> {
     let path = matrices_path(circuit, dir)?;
     let reason = match read_matrices(&path, &identity(circuit)?) {
-        Ok(m) => return Ok((circuit.with_witness_profile(m), Provenance::Mapped)),
+        Ok(m) => return Ok((circuit.with_witness_profile(m), Provenance::Read)),
         Err(MatrixFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => "missing".to_string(),
         Err(e) if e.needs_recompile() => {
             tracing::warn!(circuit = %circuit, error = %e, "compiled matrices unusable; compiling them again");

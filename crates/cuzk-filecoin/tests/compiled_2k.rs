@@ -32,7 +32,7 @@ fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
     // on values.
     assert!(compiled == job.compile(0).unwrap(), "blank and instance matrices differ");
     let (mapped, how) = load_or_compile(job.circuit(), dir.path(), &cuzk_groth16::NoProgress).unwrap();
-    assert_eq!(how, Provenance::Mapped);
+    assert_eq!(how, Provenance::Read);
     assert!(mapped == compiled);
     assert!(load_if_present(job.circuit(), dir.path()).unwrap().is_some_and(|m| m == compiled));
 

@@ -8,7 +8,7 @@
 //!   is built);
 //! - [`matrices`]: a circuit shape's constraint matrices, compiled once; a, b, c as
 //!   their products with a witness;
-//! - [`matrix_file`]: the file compiled matrices are kept in, memory-mapped;
+//! - [`matrix_file`]: the file compiled matrices are kept in, read into a shared copy;
 //! - [`domain`]: the radix-2 evaluation domain (NTTs over the scalar field);
 //! - [`msm`]: multi-scalar multiplication, including the split 0/1/significant MSM;
 //! - [`params`]: parameter sets and verifying keys in memory;

@@ -1,5 +1,6 @@
-//! The file of a circuit shape's compiled constraint matrices: written once, then
-//! memory-mapped by every proof of that shape.
+//! The file of a circuit shape's compiled constraint matrices: written once, then read
+//! into memory when the shape's set loads (a copy: see crate::array), shared by every
+//! proof of that shape.
 //!
 //! Layout (little-endian; every section starts at a multiple of 8 bytes, so the
 //! mapped arrays are aligned):
@@ -26,7 +27,7 @@ use blstrs::Scalar;
 use ff::PrimeField;
 use rayon::prelude::*;
 
-use crate::array::{Array, Plain};
+use crate::array::{Array, FileBytes, Plain};
 use crate::matrices::{ConstraintMatrices, SparseMatrix};
 use crate::synthesis::Density;
 
@@ -153,15 +154,18 @@ fn digest_of_sections(sections: &[&[u8]]) -> [u8; DIGEST_BYTES] {
     blake2b_256(&parts)
 }
 
-/// Maps `path` and checks it: format, identity, digest, and the structure every
+/// Reads `path` into memory (a copy: the file may then change or go, see
+/// crate::array) and checks it: format, identity, digest, and the structure every
 /// product relies on (rows in order, columns and coefficient indices in range).
 pub fn read_matrices(path: &Path, identity: &str) -> Result<ConstraintMatrices, MatrixFileError> {
     let corrupt = |reason: String| MatrixFileError::Corrupt { path: path.to_owned(), reason };
-    let map = Arc::new(crate::format::map_file(path).map_err(|e| match e {
-        crate::format::FormatError::Io { path, source } => MatrixFileError::Io { path, source },
-        other => corrupt(other.to_string()),
+    let io = |source| MatrixFileError::Io { path: path.to_owned(), source };
+    let file = File::open(path).map_err(io)?;
+    let copy = Arc::new(FileBytes::read(&file).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => corrupt("the file shrank while it was read".into()),
+        _ => io(e),
     })?);
-    let data = &map[..];
+    let data = &copy[..];
     if data.len() < FIXED_HEADER + DIGEST_BYTES || &data[..8] != MAGIC {
         return Err(corrupt("not a compiled-matrices file".into()));
     }
@@ -204,14 +208,14 @@ pub fn read_matrices(path: &Path, identity: &str) -> Result<ConstraintMatrices, 
         let (o_rows, _) = take((rows + 1) * 8, name)?;
         let (o_cols, _) = take(nnz * 4, name)?;
         let (o_coef, _) = take(nnz * 2, name)?;
-        fn array<T: Plain>(map: &Arc<memmap2::Mmap>, offset: usize, len: usize) -> Option<Array<T>> {
-            Array::mapped(map.clone(), offset, len)
+        fn array<T: Plain>(copy: &Arc<FileBytes>, offset: usize, len: usize) -> Option<Array<T>> {
+            Array::in_file(copy.clone(), offset, len)
         }
         let misplaced = || corrupt(format!("{name} misplaced"));
         matrices.push(SparseMatrix {
-            row_starts: array(&map, o_rows, rows + 1).ok_or_else(misplaced)?,
-            columns: array(&map, o_cols, nnz).ok_or_else(misplaced)?,
-            coefficients: array(&map, o_coef, nnz).ok_or_else(misplaced)?,
+            row_starts: array(&copy, o_rows, rows + 1).ok_or_else(misplaced)?,
+            columns: array(&copy, o_cols, nnz).ok_or_else(misplaced)?,
+            coefficients: array(&copy, o_coef, nnz).ok_or_else(misplaced)?,
         });
     }
     let mut densities = Vec::with_capacity(3);
@@ -264,15 +268,18 @@ mod tests {
     }
 
     #[test]
-    fn a_written_file_maps_back_to_the_same_matrices_and_products() {
+    fn a_written_file_reads_back_to_the_same_matrices_and_products_and_outlives_its_truncation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shape.matrices");
         let shape = SyntheticShape::for_domain(12);
         let compiled = compile_matrices(shape.circuit(0)).unwrap();
         write_matrices(&path, &compiled, "synthetic-2^12").unwrap();
         let mapped = read_matrices(&path, "synthetic-2^12").unwrap();
-        assert!(matches!(mapped.a.columns, Array::Mapped { .. }), "memory-mapped, not copied");
+        assert!(matches!(mapped.a.columns, Array::InFile { .. }), "shared from the file's copy");
         assert_eq!(mapped, compiled);
+        // Truncated in place, as `cp` over it does (a mapping would now raise SIGBUS
+        // at the products below): what was read stays.
+        std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
         let full = synthesize(shape.circuit(4)).unwrap();
         let s = crate::synthesis::SynthesizedCircuit::from_matrices(&mapped, synthesize_witness(shape.circuit(4), 0).unwrap(), buffers()).unwrap();
         assert!(s.a.as_slice() == full.a.as_slice() && s.b.as_slice() == full.b.as_slice() && s.c.as_slice() == full.c.as_slice());

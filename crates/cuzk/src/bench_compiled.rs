@@ -58,7 +58,7 @@ impl CompiledRun {
         Ok(format!(
             " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} witness_fresh_median_wall_s={:.2} witness_fresh_median_core_s={:.2} witness_reused_median_wall_s={:.2} witness_reused_median_core_s={:.2} products_wall_s={:.2} products_core_s={}",
             match self.matrices {
-                Provenance::Mapped => "mapped",
+                Provenance::Read => "mapped",
                 Provenance::Compiled(_) => "compiled",
             },
             self.witness.wall.as_secs_f64(),
@@ -94,7 +94,7 @@ pub fn run(
     println!(
         "  compiled matrices ({}): {} constraints, non-zeros A {} B {} C {}, {} distinct coefficients, {:.2} GB in memory ({:.2} bytes per non-zero); {}",
         match &provenance {
-            Provenance::Mapped => "mapped".to_string(),
+            Provenance::Read => "mapped".to_string(),
             Provenance::Compiled(why) => format!("compiled now: {why}"),
         },
         matrices.num_constraints(),

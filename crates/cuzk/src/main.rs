@@ -355,7 +355,7 @@ fn setup_filecoin(
         println!(
             "{circuit}: compiled matrices {} ({} constraints, {} inputs, {} aux) in {}; a real setup from them, the points made on {}",
             match provenance {
-                cuzk_filecoin::matrices::Provenance::Mapped => format!("read from {}", mdir.display()),
+                cuzk_filecoin::matrices::Provenance::Read => format!("read from {}", mdir.display()),
                 cuzk_filecoin::matrices::Provenance::Compiled(why) => format!("compiled ({why}) and written to {}", mdir.display()),
             },
             m.num_constraints(),

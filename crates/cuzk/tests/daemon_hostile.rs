@@ -1,7 +1,8 @@
 //! `cuzk daemon` as a process under a hostile client and an impatient operator (issue
 //! 26): at the descriptor limit it neither spins nor shuts a real client out, a
 //! second SIGTERM ends the shutdown's grace period at once, a port other machines
-//! can reach needs a token, and what it returns passes a client's own check.
+//! can reach needs a token, what it returns passes a client's own check, and a file
+//! truncated under it does not kill it.
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};
@@ -252,6 +253,42 @@ fn a_production_daemons_proofs_pass_the_clients_own_check() {
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success() && text.contains("is missing") && text.contains(".vk") && !text.contains("refused the proof"), "{text}");
+}
+
+/// A compiled-matrices file truncated in place while the daemon proves with it (what
+/// `cp` over it does) never kills the daemon: the loaded set keeps what it read, so the
+/// next job still completes and verifies. (With the file memory-mapped, that job's
+/// products read pages that were gone: SIGBUS, exit 135, no log line.)
+#[test]
+fn a_matrices_file_truncated_in_place_under_the_daemon_does_not_kill_it() {
+    let f = cuzk_filecoin::fixtures::fixtures_2k().expect("2 KiB fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("porep-2k");
+    let cuzk = env!("CARGO_BIN_EXE_cuzk");
+    let run = |c: &mut Command| {
+        let o = c.output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        (o.status.success(), text)
+    };
+    let (ok, text) = run(Command::new(cuzk).args(["fixture", "porep", "--sector-size", "2KiB", "--valid", "--out"]).arg(&input));
+    assert!(ok, "{text}");
+    let (ok, text) = run(Command::new(cuzk).args(["compile", "--circuit", "porep-2k", "--dir"]).arg(dir.path()));
+    assert!(ok, "{text}");
+    let (mut d, addr) = production_daemon(dir.path(), &f.param_dir);
+    let submit = || {
+        let mut c = Command::new(cuzk);
+        c.args(["submit", "--to", &format!("http://{addr}"), "--verify", "--request"]).arg(&input).env("FIL_PROOFS_PARAMETER_CACHE", &f.param_dir);
+        c
+    };
+    let (ok, text) = run(&mut submit());
+    assert!(ok && text.contains("verify: all 1 returned proofs accepted"), "{text}");
+    d.wait_for("compiled matrices ready");
+    let file = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "cuzk-matrices"));
+    let file = file.expect("the compiled matrices file");
+    std::fs::OpenOptions::new().write(true).truncate(true).open(&file).unwrap();
+    let (ok, text) = run(&mut submit());
+    assert!(ok && text.contains("verify: all 1 returned proofs accepted"), "{text}");
+    assert!(d.child.try_wait().unwrap().is_none(), "the daemon ended:\n{}", d.seen);
 }
 
 /// A proof filecoin-proofs' verifier cannot take (a lone API V1_0 WindowPoSt partition

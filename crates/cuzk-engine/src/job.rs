@@ -68,6 +68,24 @@ pub(crate) struct Job {
     stats: Arc<Mutex<Stats>>,
 }
 
+/// A partition in flight, from its admission ([`Job::begin_partition`]) to its end
+/// however it ends: proved ([`Job::partition_done`]), failed, cancelled, or panicked
+/// (the unwinding drops it). Its job counts it in flight until then; the partition's
+/// memory is held by values of its own (its witness loan, its a, b, c buffers).
+pub(crate) struct PartitionTicket {
+    /// None once counted out.
+    job: Option<Arc<Job>>,
+}
+
+impl Drop for PartitionTicket {
+    fn drop(&mut self) {
+        if let Some(job) = self.job.take() {
+            let mut s = job.state();
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+    }
+}
+
 struct JobState {
     status: JobStatus,
     /// The decoded request, per partition, and the check of the assembled proof (which
@@ -217,11 +235,13 @@ impl Job {
         }
     }
 
-    /// Marks a partition as started; false when the job has finished meanwhile.
-    pub fn begin_partition(&self, index: usize, attempt: u8, parameter_load: Duration) -> bool {
+    /// Marks a partition as started: its ticket, which counts it in flight until it
+    /// drops (or is handed to [`Job::partition_done`]); None when the job has finished
+    /// meanwhile.
+    pub fn begin_partition(self: &Arc<Self>, index: usize, attempt: u8, parameter_load: Duration) -> Option<PartitionTicket> {
         let mut s = self.state();
         if s.status.is_finished() {
-            return false;
+            return None;
         }
         if let Some(x) = s.parts.get_mut(index) {
             *x = PartitionState::Synthesizing;
@@ -233,12 +253,7 @@ impl Job {
             s.started += 1;
         }
         s.in_flight += 1;
-        true
-    }
-
-    pub fn end_partition(&self) {
-        let mut s = self.state();
-        s.in_flight = s.in_flight.saturating_sub(1);
+        Some(PartitionTicket { job: Some(self.clone()) })
     }
 
     pub fn add_synthesis(&self, d: Duration) {
@@ -252,9 +267,12 @@ impl Job {
     /// Records a partition's proof (verified, or proved for timing as `state` says);
     /// returns the assembled proof when this was the last one missing (the job is
     /// completed by [`Job::complete`]).
-    pub fn partition_done(&self, index: usize, proof: Vec<u8>, state: PartitionState) -> Option<Vec<u8>> {
+    pub fn partition_done(&self, mut ticket: PartitionTicket, index: usize, proof: Vec<u8>, state: PartitionState) -> Option<Vec<u8>> {
         let mut s = self.state();
-        s.in_flight = s.in_flight.saturating_sub(1);
+        // Counted out under the same lock that records the proof.
+        if ticket.job.take().is_some() {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
         if s.status.is_finished() || s.proofs[index].is_some() {
             return None;
         }
@@ -550,6 +568,27 @@ mod tests {
         let req = JobRequest::new("", Priority::Normal, crate::synthetic::SyntheticRequest(Vec::new()));
         let plan = JobPlan { circuit_id: "c".into(), partitions: Vec::new(), eval_len: 0, partition_bytes: 0, final_check: None, timing_note: None };
         Arc::new(Job::new(JobId("job-t".into()), 1, &req, req.digest(), plan, Arc::new(Timeline::new(16)), Arc::default()))
+    }
+
+    #[test]
+    fn a_partition_ticket_counts_it_in_flight_until_it_drops_however_it_ends() {
+        let j = job();
+        let t = j.begin_partition(0, 0, Duration::ZERO).expect("an unfinished job");
+        assert_eq!(j.state().in_flight, 1);
+        // A bug while the partition runs: the unwinding drops its ticket.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = t;
+            panic!("a partition's bug");
+        }));
+        assert!(r.is_err());
+        assert_eq!(j.state().in_flight, 0);
+        let (a, b) = (j.begin_partition(0, 0, Duration::ZERO).unwrap(), j.begin_partition(0, 1, Duration::ZERO).unwrap());
+        assert_eq!(j.state().in_flight, 2);
+        drop((a, b));
+        assert_eq!(j.state().in_flight, 0);
+        // A finished job starts nothing.
+        j.cancel("test");
+        assert!(j.begin_partition(0, 0, Duration::ZERO).is_none());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use cuzk_groth16::{Scalar, SynthesizedCircuit};
 
-use crate::job::Job;
+use crate::job::{Job, PartitionTicket};
 use crate::params::ParameterLease;
 use crate::request::Priority;
 
@@ -132,6 +132,8 @@ pub(crate) struct ReadyPartition {
     /// The public inputs the proof is checked against (without the leading one).
     pub inputs: Vec<Scalar>,
     pub params: ParameterLease,
+    /// Counts the partition in flight until it ends.
+    pub ticket: PartitionTicket,
 }
 
 /// A bounded queue between synthesis and the provers: synthesis blocks when the

@@ -297,10 +297,14 @@ fn a_panicking_backend_fails_the_job_and_the_worker_keeps_serving() {
     let out = e.wait(&s.job_id, None).unwrap();
     assert_eq!(out.status, JobStatus::Failed);
     assert!(out.error.contains("panicked: simulated backend bug"), "{}", out.error);
+    let after_failure = e.status().memory_used_bytes;
     let s = e.submit(synthetic(8, 1, 2, Priority::Normal, "")).unwrap();
     let out = e.wait(&s.job_id, Some(Duration::from_secs(60))).unwrap();
     assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
     check_proof(&out.proof, 8, 1, 2);
+    // The panicked partition gave back all it held, as the completed one did.
+    assert_eq!(e.status().memory_used_bytes, after_failure);
+    eprintln!("memory in use after the failure and after the completion: {after_failure}");
     e.shutdown(Duration::from_secs(5));
 }
 

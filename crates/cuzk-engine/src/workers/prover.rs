@@ -13,7 +13,7 @@ use rand_chacha::ChaCha20Rng;
 
 use super::panic_guard::catch_panic;
 use crate::error::EngineError;
-use crate::job::{Job, PartitionState};
+use crate::job::{Job, PartitionState, PartitionTicket};
 use crate::scheduler::{Lane, PartitionTask, ReadyPartition};
 use crate::shared::{lock, BackendSlot, Shared};
 use crate::timeline::EventKind;
@@ -28,10 +28,11 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
     let several = shared.backends.len() > 1;
     let mine = |r: &ReadyPartition| takes.takes(r.task.job.priority) && (!several || r.task.avoid_backend != Some(backend_index));
     while let Some(ready) = shared.ready.pop_where(mine, |r| r.task.rank()) {
-        let ReadyPartition { task, mut circuit, inputs, params } = ready;
+        // The ticket counts the partition in flight until it is dropped or handed to
+        // its job with the proof: on every way out below.
+        let ReadyPartition { task, mut circuit, inputs, params, ticket } = ready;
         let job = task.job.clone();
         if job.is_finished() {
-            job.end_partition();
             continue;
         }
         let randomness = ProofRandomness::random(&mut rng);
@@ -62,12 +63,12 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         let proof = match result {
             Ok(out) if out.proofs.len() == 1 => out.proofs[0],
             Ok(out) => {
-                job.end_partition();
+                drop(ticket);
                 shared.fail_job(&job, format!("partition {}: the backend returned {} proofs for one circuit", task.index, out.proofs.len()));
                 continue;
             }
             Err(e) => {
-                job.end_partition();
+                drop(ticket);
                 shared.fail_job(&job, format!("partition {}: proving failed on {}: {e}", task.index, slot.backend.name()));
                 continue;
             }
@@ -77,7 +78,9 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
             // done finds the set unused (EvictSRS refuses a set in use).
             drop(params);
             // Timing only: the proof is not checked, and it is never returned.
-            if job.partition_done(task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some() && job.complete(Vec::new()) {
+            if job.partition_done(ticket, task.index, proof.to_bytes().to_vec(), PartitionState::ProvedForTiming).is_some()
+                && job.complete(Vec::new())
+            {
                 tracing::info!(job = %job.id, kind = %job.kind, "timing-only job completed; no proof is returned");
             }
             continue;
@@ -85,13 +88,13 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         let verdict = verify_proof(&params.pvk, &proof, &inputs);
         drop(params);
         match verdict {
-            Ok(true) => shared.on_lane_threads(takes, || keep(shared, &job, task.index, &proof, lane)),
+            Ok(true) => shared.on_lane_threads(takes, || keep(shared, &job, ticket, task.index, &proof, lane)),
             bad => {
                 let why = match bad {
                     Err(e) => format!("verification error: {e}"),
                     _ => "the proof does not verify".to_string(),
                 };
-                reject(shared, slot, task, backend_index, why, lane);
+                reject(shared, slot, task, ticket, backend_index, why, lane);
             }
         }
     }
@@ -158,9 +161,9 @@ fn prove(
 
 /// A verified partition proof: kept; the last one completes the job once the kind's
 /// final check accepts the assembled proof.
-fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str) {
+fn keep(shared: &Shared, job: &Arc<Job>, ticket: PartitionTicket, index: usize, proof: &Proof, lane: &str) {
     shared.timeline.record(&job.id.0, Some(index), EventKind::Verified, lane);
-    let Some(assembled) = job.partition_done(index, proof.to_bytes().to_vec(), PartitionState::Verified) else { return };
+    let Some(assembled) = job.partition_done(ticket, index, proof.to_bytes().to_vec(), PartitionState::Verified) else { return };
     let t = Instant::now();
     let checked = match job.final_check() {
         None => Ok("every partition proof verified".to_string()),
@@ -183,11 +186,12 @@ fn keep(shared: &Shared, job: &Arc<Job>, index: usize, proof: &Proof, lane: &str
 
 /// A partition proof that failed verification: queued again once, to be proved on
 /// another backend where there is one; the second failure fails the job.
-fn reject(shared: &Shared, slot: &BackendSlot, task: PartitionTask, backend_index: usize, why: String, lane: &str) {
+fn reject(shared: &Shared, slot: &BackendSlot, task: PartitionTask, ticket: PartitionTicket, backend_index: usize, why: String, lane: &str) {
     let job = task.job;
     lock(&shared.stats).verify_failures += 1;
     shared.timeline.record(&job.id.0, Some(task.index), EventKind::Rejected, lane);
-    job.end_partition();
+    // Out of flight before its second attempt is queued.
+    drop(ticket);
     if task.attempt == 0 {
         tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), why = why.as_str(), "partition proof rejected; proving it again");
         job.set_part(task.index, PartitionState::Queued);

@@ -42,9 +42,8 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str, takes: Lane) {
         }
         shared.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
         let Some(Admitted { params, load, mut witness, abc }) = admit(shared, &job) else { continue };
-        if !job.begin_partition(task.index, task.attempt, load) {
-            continue;
-        }
+        // Counts the partition in flight until it is dropped: on every way out below.
+        let Some(ticket) = job.begin_partition(task.index, task.attempt, load) else { continue };
         let matrices = params.matrices.clone();
         let synthesized = shared.on_lane_threads(takes, || synthesize(shared, &job, task.index, abc, &mut witness, matrices, lane));
         let Some((mut circuit, inputs)) = synthesized else { continue };
@@ -55,9 +54,8 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str, takes: Lane) {
         job.set_part(task.index, PartitionState::WaitingForProver);
         // Urgent partitions never wait for room behind ordinary ones.
         let urgent = job.priority.urgent();
-        if let Err(r) = shared.ready.push(ReadyPartition { task, circuit, inputs, params }, urgent) {
-            // Closed: the engine is shutting down.
-            r.task.job.end_partition();
+        if shared.ready.push(ReadyPartition { task, circuit, inputs, params, ticket }, urgent).is_err() {
+            // Closed: the engine is shutting down (the partition's ticket went with it).
             return;
         }
     }
@@ -129,7 +127,6 @@ fn synthesize(
     };
     let Some(work) = job.work(index) else {
         // Finished (cancelled, failed) since it was admitted.
-        job.end_partition();
         return None;
     };
     shared.timeline.record(&job.id.0, Some(index), start, lane);
@@ -178,7 +175,6 @@ fn synthesize(
             Some((circuit, inputs))
         }
         Err(e) => {
-            job.end_partition();
             shared.fail_job(job, format!("partition {index}: synthesis failed: {e}"));
             None
         }

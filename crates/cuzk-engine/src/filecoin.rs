@@ -70,6 +70,8 @@ enum MatricesUse {
 struct ParamsHeader {
     /// The length of a, b, c.
     domain_size: usize,
+    /// Host bytes of the set loaded, with its points decoded and left in the file.
+    host_bytes: [u64; 2],
     /// Random points (`cuzk setup --timing-params`): proofs made with them never verify.
     timing_points: bool,
     file: (u64, Option<std::time::SystemTime>),
@@ -175,7 +177,8 @@ impl FilecoinKind {
             }
         }
         let (vk, layout) = read_params_header(&path).map_err(|e| unusable_parameters(circuit, &path, &e))?;
-        let h = ParamsHeader { domain_size: layout.domain_size(), timing_points: vk.is_timing_only(), file: stamp };
+        let host_bytes = [layout.host_bytes(false) as u64, layout.host_bytes(true) as u64];
+        let h = ParamsHeader { domain_size: layout.domain_size(), host_bytes, timing_points: vk.is_timing_only(), file: stamp };
         self.headers.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, h);
         Ok(h)
     }
@@ -309,6 +312,10 @@ impl KindHandler for FilecoinKind {
             "compiled matrices ready: partitions are synthesized witness-only"
         );
         Ok(Some(m))
+    }
+
+    fn params_host_bytes(&self, circuit_id: &str, points_in_file: bool) -> Result<Option<u64>, EngineError> {
+        Ok(Some(self.header(self.circuit(circuit_id)?)?.host_bytes[points_in_file as usize]))
     }
 
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {

@@ -74,6 +74,16 @@ pub trait KindHandler: Send + Sync {
     /// may then leave them there ([`cuzk_groth16::format::read_params_placed`]).
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError>;
 
+    /// The host memory `circuit_id`'s set will take once loaded as `load_params` loads
+    /// it ([`ParameterSet::size_bytes`]), from its file's header alone, where the kind
+    /// can tell without loading it: the set is then charged before any point is read,
+    /// and refused at once when it is larger than the whole budget. None: charged once
+    /// loaded.
+    fn params_host_bytes(&self, circuit_id: &str, points_in_file: bool) -> Result<Option<u64>, EngineError> {
+        let _ = (circuit_id, points_in_file);
+        Ok(None)
+    }
+
     /// The compiled matrices of `circuit_id` (read, or compiled first) when this kind
     /// proves with them: its partitions are then synthesized witness-only
     /// ([`PartitionWork::witness`]) and the backend computes a, b, c from these. None:

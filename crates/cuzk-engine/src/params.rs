@@ -38,7 +38,9 @@ pub(crate) struct LoadedParameterSet {
     /// Told when the set is dropped (evicted and no longer used), to free what they
     /// hold for it (a GPU's copy of the points).
     backends: Vec<Arc<dyn ProvingBackend>>,
-    _charge: BudgetGuard,
+    /// Its memory: what was charged once it was loaded, and what its header said
+    /// before.
+    _charge: (BudgetGuard, Option<BudgetGuard>),
 }
 
 impl Drop for LoadedParameterSet {
@@ -179,7 +181,25 @@ impl ParameterCache {
             .find(|h| h.owns_circuit(id))
             .ok_or_else(|| EngineError::NotFound(format!("no proof kind knows the circuit id {}", crate::error::shown(id))))?;
         let t = Instant::now();
-        tracing::info!(circuit_id = id, "loading parameters");
+        // What the set will take, from its file's header: a set larger than the whole
+        // budget is refused before any point is read, and one that fits is charged
+        // before it is read (room made by evicting idle sets, else waiting for
+        // partitions in flight), so loading never takes memory the budget has not got.
+        let header_bytes = handler.params_host_bytes(id, self.points_in_file)?;
+        if let Some(h) = header_bytes.filter(|&h| h > self.budget.total()) {
+            return Err(EngineError::ResourceExhausted(format!(
+                "parameter set {id} takes at least {h} bytes of host memory (from its file's header), more than the whole memory budget ({} bytes, memory.total_budget); nothing of it was read",
+                self.budget.total()
+            )));
+        }
+        let header_charge = match header_bytes {
+            Some(h) => match self.budget.wait_for(give_up, make_room, || self.budget.try_charge(h, 0))? {
+                Some(c) => Some(c),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        tracing::info!(circuit_id = id, header_bytes, "loading parameters");
         let set = handler.load_params(id, self.points_in_file)?;
         let pvk = PreparedVerifyingKey::new(&set.vk);
         let matrices = handler.load_matrices(id)?.map(Arc::new);
@@ -204,9 +224,11 @@ impl ParameterCache {
                 self.budget.total()
             )));
         }
-        // Room is made by evicting idle sets, else this waits for partitions in flight
-        // to finish.
-        let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(size_bytes, pinned))? else {
+        // The rest beyond the header's charge (the matrices, a pinned copy of the
+        // points): room is made by evicting idle sets, else this waits for partitions
+        // in flight to finish.
+        let rest = size_bytes.saturating_sub(header_charge.as_ref().map_or(0, |c| c.bytes()));
+        let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(rest, pinned.min(rest)))? else {
             return Ok(None);
         };
         let loaded = Arc::new(LoadedParameterSet {
@@ -217,7 +239,7 @@ impl ParameterCache {
             products_by_backends,
             size_bytes,
             backends: self.backends.clone(),
-            _charge: charge,
+            _charge: (charge, header_charge),
         });
         lock(&self.entries).insert(id.to_string(), Entry { set: loaded.clone(), last_used: Instant::now() });
         Ok(Some((self.lease(loaded), took)))

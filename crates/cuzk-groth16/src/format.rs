@@ -496,6 +496,9 @@ mod tests {
         let f = read_params_layout(&path).unwrap();
         assert_eq!((&f.vk, f.lens(), f.points_bytes()), (&p.vk, p.lens(), p.points_bytes()));
         assert!(f.host().is_err() && f != p && f.size_bytes() < p.size_bytes());
+        // The header alone tells what either form holds in host memory.
+        let (_, layout) = read_params_header(&path).unwrap();
+        assert_eq!((layout.host_bytes(true), layout.host_bytes(false)), (f.size_bytes(), p.size_bytes()));
         let host = p.host().unwrap();
         assert_eq!(f.input_rows(2, 2), Some((&host.a[..2], &host.b_g1[..2], &host.b_g2[..2])));
         assert_eq!(f.input_rows(3, 0), None, "only the inputs' rows are kept");

@@ -49,4 +49,19 @@ impl ParamsLayout {
     pub fn domain_size(&self) -> usize {
         self.h.count + 1
     }
+
+    /// Host bytes the set takes once read ([`crate::params::ParameterSet::size_bytes`]):
+    /// every query's points decoded, or (`points_in_file`) only the public inputs' rows
+    /// of A and B, the others left in the file for the GPUs
+    /// ([`crate::format::read_params_layout`]). Known from the header alone, before
+    /// any point is read.
+    pub fn host_bytes(&self, points_in_file: bool) -> usize {
+        let (g1, g2) = if points_in_file {
+            let b = self.inputs.min(self.b_g1.count);
+            (self.inputs + b, b)
+        } else {
+            (self.h.count + self.l.count + self.a.count + self.b_g1.count, self.b_g2.count)
+        };
+        crate::params::host_bytes(self.inputs, g1, g2)
+    }
 }

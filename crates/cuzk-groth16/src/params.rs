@@ -191,12 +191,11 @@ impl ParameterSet {
 
     /// Bytes of points held in host memory (for memory accounting).
     pub fn size_bytes(&self) -> usize {
-        let (g1, g2) = (std::mem::size_of::<G1Affine>(), std::mem::size_of::<G2Affine>());
         let (g1_points, g2_points) = match &self.points {
             QueryPoints::Host(q) => (q.h.len() + q.l.len() + q.a.len() + q.b_g1.len(), q.b_g2.len()),
             QueryPoints::File(f) => (f.a_inputs.len() + f.b_g1_inputs.len(), f.b_g2_inputs.len()),
         };
-        (self.vk.ic.len() + g1_points) * g1 + g2_points * g2
+        host_bytes(self.vk.ic.len(), g1_points, g2_points)
     }
 
     /// Bytes of the query points wherever they are (what a device holds of them).
@@ -224,6 +223,13 @@ impl ParameterSet {
         }
         Ok(())
     }
+}
+
+/// Host bytes of a set holding `ic` input points of the verifying key and `g1`, `g2`
+/// query points ([`ParameterSet::size_bytes`]; from a file's header,
+/// [`crate::layout::ParamsLayout::host_bytes`]).
+pub(crate) fn host_bytes(ic: usize, g1: usize, g2: usize) -> usize {
+    (ic + g1) * std::mem::size_of::<G1Affine>() + g2 * std::mem::size_of::<G2Affine>()
 }
 
 #[cfg(test)]

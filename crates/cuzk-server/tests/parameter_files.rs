@@ -116,3 +116,54 @@ async fn preload_names_a_damaged_file_and_a_directory_in_its_place() {
     assert!(!e.message().contains(dir.path().to_str().unwrap()), "a server path in {}", e.message());
     d.stop(Duration::from_secs(5)).await;
 }
+
+/// The Filecoin kind, counting the sets it loads.
+struct CountingLoads(FilecoinKind, Arc<std::sync::atomic::AtomicUsize>);
+
+impl KindHandler for CountingLoads {
+    fn kind(&self) -> cuzk_engine::ProofKind {
+        self.0.kind()
+    }
+    fn plan(&self, request: &cuzk_engine::JobRequest) -> Result<cuzk_engine::JobPlan, cuzk_engine::EngineError> {
+        self.0.plan(request)
+    }
+    fn owns_circuit(&self, circuit_id: &str) -> bool {
+        self.0.owns_circuit(circuit_id)
+    }
+    fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<cuzk_groth16::ParameterSet, cuzk_engine::EngineError> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.load_params(circuit_id, points_in_file)
+    }
+    fn params_host_bytes(&self, circuit_id: &str, points_in_file: bool) -> Result<Option<u64>, cuzk_engine::EngineError> {
+        self.0.params_host_bytes(circuit_id, points_in_file)
+    }
+}
+
+/// A parameter set larger than the whole memory budget is refused from its file's
+/// header, before any of its points is read (it used to be read, then refused); one
+/// that fits is charged what its header said, which is what it holds once loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_set_larger_than_the_budget_is_refused_before_any_byte_is_read() {
+    let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
+    let start = |budget: u64, loads: Arc<std::sync::atomic::AtomicUsize>| {
+        let kind = CountingLoads(FilecoinKind::new(CircuitKind::WindowPost, f.param_dir.clone(), InputChecks::Full), loads);
+        let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: budget, ..config() };
+        Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)], cuzk_engine::Buffers::plain())
+    };
+    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let d = start(64 << 10, loads.clone()).await;
+    let e = preload(&d, "wpost-2k").await.expect_err("a set larger than the budget was loaded");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("from its file's header") && e.message().contains("nothing of it was read"), "{}", e.message());
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0, "the set was read before it was refused");
+    d.stop(Duration::from_secs(5)).await;
+
+    let d = start(1 << 30, loads.clone()).await;
+    preload(&d, "wpost-2k").await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let (_, layout) = cuzk_groth16::format::read_params_header(&WPOST_2K.params_path(&f.param_dir).unwrap()).unwrap();
+    let st = d.engine.status();
+    let set = st.parameter_sets.iter().find(|p| p.circuit_id == "wpost-2k").expect("the set is loaded");
+    assert_eq!((set.size_bytes, st.memory_used_bytes), (layout.host_bytes(false) as u64, layout.host_bytes(false) as u64));
+    d.stop(Duration::from_secs(5)).await;
+}

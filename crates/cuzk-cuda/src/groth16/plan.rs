@@ -59,6 +59,13 @@ pub(crate) const MARGIN_BYTES: usize = 768 << 20;
 /// ("83.48 GB needed" of 83.48). Without a reserve a PoRep set planned first on a
 /// 16 GiB card left no byte (15.86 GB needed of 15.82).
 const URGENT_RESERVE_BYTES: usize = 128 << 20;
+/// What the ladder first asks a configuration to leave free beside its least: room
+/// for a small urgent set beside a streaming one (its NTT tables, 43 MB for a 32 GiB
+/// WinningPoSt). Without it a WindowPoSt set on a 16 GiB card, whose a, b, c go to the
+/// host once its witness area holds its significant values, took all but 0.01 GB. Less
+/// than the 70 MB the measured 16 GiB PoRep plan leaves (15.75 of 15.82 GB), which it
+/// keeps.
+const URGENT_ROOM_BYTES: usize = 64 << 20;
 /// The least twiddle table: the blocked stages (crate::ntt).
 const LEAST_TABLE_LOG: u32 = 10;
 /// Slots' arenas and witness areas are whole blocks of this many bytes.
@@ -427,45 +434,53 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
     // largest chunks; every twiddle stage in tables (each stage computed costs ~4 % of
     // an NTT); two slots (one partition's products overlap the other's MSMs: a few
     // tens of ms per partition).
-    for &(matrices, streamed_matrices) in matrices_choices {
-        for group in &groups {
-            // Within a group: the fewest H runs first, then the largest chunks (fewer list
-            // pieces), each run a chunk's points at most when they stream.
-            let mut candidates = Vec::new();
-            for &(chunk_bytes, h_resident) in group {
-                // Streamed matrices go through the backend's chunk buffers: reached only
-                // where resident matrices do not fit even with streamed points, so
-                // resident points do not either.
-                if streamed_matrices && chunk_bytes.is_none() {
-                    continue;
-                }
-                let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
-                for halvings in 0..usize::BITS {
-                    let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
-                    if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
-                        break;
+    // First the configurations that leave room for a small urgent set beside this one
+    // (URGENT_ROOM_BYTES), then, where none does, any that fits.
+    let mut ladder = |keep: usize| -> Option<DevicePlan> {
+        for &(matrices, streamed_matrices) in matrices_choices {
+            for group in &groups {
+                // Within a group: the fewest H runs first, then the largest chunks (fewer list
+                // pieces), each run a chunk's points at most when they stream.
+                let mut candidates = Vec::new();
+                for &(chunk_bytes, h_resident) in group {
+                    // Streamed matrices go through the backend's chunk buffers: reached only
+                    // where resident matrices do not fit even with streamed points, so
+                    // resident points do not either.
+                    if streamed_matrices && chunk_bytes.is_none() {
+                        continue;
                     }
-                    candidates.push((h_piece, chunk_bytes, h_resident));
+                    let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
+                    for halvings in 0..usize::BITS {
+                        let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
+                        if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
+                            break;
+                        }
+                        candidates.push((h_piece, chunk_bytes, h_resident));
+                    }
                 }
-            }
-            candidates.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
-            for (h_piece, chunk_bytes, h_resident) in candidates {
-                // The chunk buffers in the slot's arena after h first: b and c's room,
-                // which the lists need little of when their pieces span a chunk.
-                let in_slot: &[bool] = if chunk_bytes.is_some() && !o.chunks_outside_slot { &[true, false] } else { &[false] };
-                for &table_log in &tables {
-                    for &slots in &slot_choices {
-                        for &in_slot in in_slot {
-                            let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, in_slot, slots, table_log, h_piece };
-                            match try_choice(shape, capacity, held, choice, o) {
-                                Ok(p) => return Ok(p),
-                                Err(need) => least_seen = least_seen.min(need),
+                candidates.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
+                for (h_piece, chunk_bytes, h_resident) in candidates {
+                    // The chunk buffers in the slot's arena after h first: b and c's room,
+                    // which the lists need little of when their pieces span a chunk.
+                    let in_slot: &[bool] = if chunk_bytes.is_some() && !o.chunks_outside_slot { &[true, false] } else { &[false] };
+                    for &table_log in &tables {
+                        for &slots in &slot_choices {
+                            for &in_slot in in_slot {
+                                let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, in_slot, slots, table_log, h_piece };
+                                match try_choice(shape, capacity, held, choice, o, keep) {
+                                    Ok(p) => return Some(p),
+                                    Err(need) => least_seen = least_seen.min(need),
+                                }
                             }
                         }
                     }
                 }
             }
         }
+        None
+    };
+    if let Some(p) = ladder(URGENT_ROOM_BYTES).or_else(|| ladder(0)) {
+        return Ok(p);
     }
     let gb = |b: usize| b as f64 / 1e9;
     Err(format!(
@@ -478,7 +493,7 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
 
 /// The plan of one configuration with its leftover handed to the witness and the
 /// lists; Err(the total it needs at least) if it does not fit.
-fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Overrides) -> Result<DevicePlan, usize> {
+fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Overrides, keep: usize) -> Result<DevicePlan, usize> {
     let log_n = shape.log_n();
     let n = shape.n;
     // The scratch: the H runs', and at least a list chunk's significant values in G1
@@ -528,7 +543,7 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
     let margin = MARGIN_BYTES;
     let total_for = |lists: usize, witness: usize| fixed + slots * (slot_for(lists) + witness_for(witness)) + margin;
     let least = total_for(least_lists, least_witness);
-    if least > capacity {
+    if least + keep > capacity {
         return Err(least);
     }
     // The leftover goes to the witness's other values (a, b, c computed on the device

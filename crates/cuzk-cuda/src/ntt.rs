@@ -19,6 +19,7 @@ use ff::{Field, PrimeField};
 
 use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, as_device_mut, to_device, DeviceFr};
+use cuzk_groth16::sync::lock;
 
 /// Stages done inside contiguous shared-memory blocks (2^10 elements = 32 KiB).
 const BLOCK_LOG: u32 = 10;
@@ -179,19 +180,19 @@ impl GpuNtt {
     /// that are dropped (freed once the transforms using them are done).
     pub fn set_table_bytes(&self, bytes: usize) -> Result<(), GpuError> {
         self.table_bytes.store(bytes, Ordering::SeqCst);
-        let mut cache = self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?;
+        let mut cache = lock(&self.domains);
         cache.retain(|&log_n, d| d.table_log <= table_log_within(log_n, bytes));
         Ok(())
     }
 
     /// Device bytes of the tables kept now.
     pub fn bytes_held(&self) -> usize {
-        self.domains.lock().map(|c| c.values().map(|d| domain_bytes(d.log_n, d.table_log)).sum()).unwrap_or(0)
+        lock(&self.domains).values().map(|d| domain_bytes(d.log_n, d.table_log)).sum()
     }
 
     /// Drops every table kept (freed once the transforms using them are done).
     pub fn release(&self) -> Result<(), GpuError> {
-        self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?.clear();
+        lock(&self.domains).clear();
         Ok(())
     }
 
@@ -250,7 +251,7 @@ impl GpuNtt {
     }
 
     fn domain(&self, log_n: u32) -> Result<Arc<DeviceDomain>, GpuError> {
-        let mut cache = self.domains.lock().map_err(|_| GpuError::Invalid("domain cache poisoned".into()))?;
+        let mut cache = lock(&self.domains);
         let table_log = self.table_log(log_n);
         if let Some(d) = cache.get(&log_n) {
             return Ok(d.clone());
@@ -495,7 +496,7 @@ impl GpuNtt {
     /// The workspace with three vectors of at least n elements each (larger ones
     /// replace smaller: contents are whatever the last call left).
     fn workspace(&self, n: usize) -> Result<std::sync::MutexGuard<'_, Vec<CudaSlice<DeviceFr>>>, GpuError> {
-        let mut ws = self.workspace.lock().map_err(|_| GpuError::Invalid("NTT workspace poisoned".into()))?;
+        let mut ws = lock(&self.workspace);
         if ws.len() < 3 || ws[0].len() < n {
             ws.clear();
             for _ in 0..3 {

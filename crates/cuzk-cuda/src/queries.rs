@@ -10,6 +10,7 @@ use cuzk_groth16::params::{HostQueries, ParameterSetId};
 use crate::device::{Gpu, GpuError};
 use crate::msm::streamed::HostBases;
 use crate::msm::{DeviceBases, G1, G2};
+use cuzk_groth16::sync::lock;
 
 /// A parameter set's five queries as one placement holds them: the G1 queries as `B1`,
 /// B_G2 as `B2`.
@@ -53,14 +54,14 @@ static SHARED: Mutex<Option<HashMap<ParameterSetId, Slot>>> = Mutex::new(None);
 pub fn shared<E>(id: ParameterSetId, load: impl FnOnce() -> Result<StreamedQueries, E>) -> Result<(Arc<StreamedQueries>, bool), E> {
     let slot = {
         // A poisoned map only lost a weak reference or two: go on with what it holds.
-        let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&SHARED);
         let map = map.get_or_insert_with(HashMap::new);
         // Drop the slots of sets gone from every backend; a slot someone holds (a load
         // under way: its lock is taken) stays.
         map.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().map_or(true, |w| w.strong_count() > 0));
         map.entry(id).or_default().clone()
     };
-    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let mut held = lock(&slot);
     if let Some(q) = held.upgrade() {
         return Ok((q, true));
     }

@@ -10,6 +10,8 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use cuzk_groth16::sync::{lock, wait};
+
 use crate::device::GpuError;
 
 /// Held around a GPU's compute regions: by the proving backend for a proof's (one
@@ -46,13 +48,9 @@ pub struct Claim {
     live: bool,
 }
 
-fn poisoned() -> GpuError {
-    GpuError::Invalid("device turn poisoned".into())
-}
-
 impl DeviceTurn {
     fn state(&self) -> Result<MutexGuard<'_, State>, GpuError> {
-        self.state.lock().map_err(|_| poisoned())
+        Ok(lock(&self.state))
     }
 
     /// The device for an ordinary caller: once it is free and no urgent caller has a
@@ -73,7 +71,7 @@ impl DeviceTurn {
         let mut claim = self.check(claim)?;
         let mut s = self.state()?;
         while s.held || (claim.is_none() && s.claims > 0) {
-            s = self.changed.wait(s).map_err(|_| poisoned())?;
+            s = wait(&self.changed, s);
         }
         Ok(self.hold(&mut s, claim.as_mut()))
     }
@@ -114,10 +112,7 @@ impl DeviceTurn {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        match self.turn.state.lock() {
-            Ok(mut s) => s.held = false,
-            Err(e) => e.into_inner().held = false,
-        }
+        lock(&self.turn.state).held = false;
         self.turn.changed.notify_all();
     }
 }
@@ -127,10 +122,7 @@ impl Drop for Claim {
         if !self.live {
             return;
         }
-        match self.turn.state.lock() {
-            Ok(mut s) => s.claims -= 1,
-            Err(e) => e.into_inner().claims -= 1,
-        }
+        lock(&self.turn.state).claims -= 1;
         self.turn.changed.notify_all();
     }
 }

@@ -27,11 +27,12 @@ use crate::params::Eviction;
 use crate::pool::Buffers;
 use crate::request::{JobId, JobOutcome, JobRequest};
 use crate::scheduler::{Lane, PartitionTask};
-use crate::shared::{lock, Shared};
+use crate::shared::Shared;
 use crate::status::EngineStatus;
 use crate::store::ProofStore;
 use crate::timeline::{EventKind, TimelineEvent};
 use crate::workers::{prover_loop, synthesis_loop};
+use cuzk_groth16::sync::lock;
 
 /// What `submit` did.
 #[derive(Clone, Debug)]

@@ -18,6 +18,7 @@ use cuzk_groth16::{AuxBuffer, NoProgress, ParameterSet, Scalar, SynthesizedCircu
 use crate::error::EngineError;
 use crate::kind::{JobPlan, KindHandler, PartitionWork, TIMING_ONLY_NOTE};
 use crate::request::{JobRequest, ProofKind};
+use cuzk_groth16::sync::lock;
 
 fn engine_error(e: FilecoinError) -> EngineError {
     if e.is_client_error() {
@@ -115,7 +116,7 @@ impl FilecoinKind {
     fn compile_in_background(&self, circuit: Circuit, dir: &std::path::Path) {
         let id = circuit.id();
         {
-            let mut compiles = self.compiles.lock().unwrap_or_else(|e| e.into_inner());
+            let mut compiles = lock(&self.compiles);
             if compiles.get(&id) == Some(&Compile::Running) {
                 tracing::info!(circuit_id = %id, "compiled matrices still being made in the background: partitions are synthesized in full meanwhile");
                 return;
@@ -146,11 +147,11 @@ impl FilecoinKind {
                     Compile::Failed
                 }
             };
-            compiles.lock().unwrap_or_else(|e| e.into_inner()).insert(thread_id, state);
+            lock(&compiles).insert(thread_id, state);
         });
         if let Err(e) = spawned {
             tracing::warn!(circuit_id = %id, error = %e, "could not start the background compile: partitions stay on full synthesis");
-            self.compiles.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Compile::Failed);
+            lock(&self.compiles).insert(id, Compile::Failed);
         }
     }
 
@@ -171,7 +172,7 @@ impl FilecoinKind {
         let Some(stamp) = file_stamp(&path) else {
             return Err(EngineError::NotFound(FilecoinError::MissingParameters { path }.to_string()));
         };
-        if let Some(&h) = self.headers.lock().unwrap_or_else(|e| e.into_inner()).get(&circuit) {
+        if let Some(&h) = lock(&self.headers).get(&circuit) {
             if h.file == stamp {
                 return Ok(h);
             }
@@ -179,7 +180,7 @@ impl FilecoinKind {
         let (vk, layout) = read_params_header(&path).map_err(|e| unusable_parameters(circuit, &path, &e))?;
         let host_bytes = [layout.host_bytes(false) as u64, layout.host_bytes(true) as u64];
         let h = ParamsHeader { domain_size: layout.domain_size(), host_bytes, timing_points: vk.is_timing_only(), file: stamp };
-        self.headers.lock().unwrap_or_else(|e| e.into_inner()).insert(circuit, h);
+        lock(&self.headers).insert(circuit, h);
         Ok(h)
     }
 }
@@ -282,7 +283,7 @@ impl KindHandler for FilecoinKind {
     }
 
     fn matrices_ready(&self, circuit_id: &str) -> bool {
-        self.compiles.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id) == Some(&Compile::Done)
+        lock(&self.compiles).get(circuit_id) == Some(&Compile::Done)
     }
 
     fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
@@ -294,7 +295,7 @@ impl KindHandler for FilecoinKind {
             MatricesUse::CompileOnUse => load_or_compile(circuit, dir, &NoProgress).map_err(failed)?,
             MatricesUse::Background => match load_if_present(circuit, dir).map_err(failed)? {
                 Some(m) => {
-                    self.compiles.lock().unwrap_or_else(|e| e.into_inner()).remove(circuit_id);
+                    lock(&self.compiles).remove(circuit_id);
                     (m, Provenance::Read)
                 }
                 None => {
@@ -356,12 +357,12 @@ impl LogProgress {
 
 impl cuzk_groth16::Progress for LogProgress {
     fn stage(&self, name: &str, total: u64) {
-        *self.stage.lock().unwrap_or_else(|e| e.into_inner()) = (name.to_string(), total, 0, 0);
+        *lock(&self.stage) = (name.to_string(), total, 0, 0);
         tracing::info!(circuit_id = %self.circuit_id, stage = name, total, "background compile");
     }
 
     fn advance(&self, n: u64) {
-        let mut g = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.stage);
         let (name, total, done, logged) = &mut *g;
         *done += n;
         let tenth = (*done * 10).checked_div(*total).unwrap_or(0);

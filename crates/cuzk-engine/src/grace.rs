@@ -7,6 +7,7 @@
 //! this process (a moving average of synthesis and of proving per circuit id); a
 //! circuit never measured is given the benefit of the doubt.
 
+use cuzk_groth16::sync::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ pub(crate) struct PartitionCosts {
 
 impl PartitionCosts {
     fn update(&self, circuit_id: &str, f: impl FnOnce(&mut Cost)) {
-        let mut g = self.by_circuit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.by_circuit);
         match g.get_mut(circuit_id) {
             Some(c) => f(c),
             None => {
@@ -61,7 +62,7 @@ impl PartitionCosts {
         if unstarted == 0 {
             return Some(Duration::ZERO);
         }
-        let c = *self.by_circuit.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id)?;
+        let c = *lock(&self.by_circuit).get(circuit_id)?;
         let (synthesis, prove) = (c.synthesis?, c.prove?);
         let pace = (synthesis / lanes.0.max(1) as f64).max(prove / lanes.1.max(1) as f64);
         Some(Duration::from_secs_f64(synthesis + prove + pace * (unstarted - 1) as f64))
@@ -77,12 +78,12 @@ pub(crate) struct Grace {
 impl Grace {
     /// Begins (or shortens) the grace period: it ends at `deadline` at the latest.
     pub fn end_by(&self, deadline: Instant) {
-        let mut g = self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.deadline);
         *g = Some(g.map_or(deadline, |d| d.min(deadline)));
     }
 
     pub fn deadline(&self) -> Option<Instant> {
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+        *lock(&self.deadline)
     }
 
     /// Why a job with `unstarted` partitions of `circuit_id` left should not start

@@ -14,10 +14,7 @@ use crate::metrics::Stats;
 use crate::request::{ms, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind};
 use crate::store::StoredProof;
 use crate::timeline::{EventKind, Timeline};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use cuzk_groth16::sync::{lock, wait};
 
 /// Where one partition of a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,7 +377,7 @@ impl Job {
         let mut s = self.state();
         while !s.status.is_finished() {
             match deadline {
-                None => s = self.finished.wait(s).unwrap_or_else(|e| e.into_inner()),
+                None => s = wait(&self.finished, s),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {

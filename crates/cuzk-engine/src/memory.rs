@@ -9,14 +9,11 @@
 //! the engine shuts down), never polls.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::error::EngineError;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use cuzk_groth16::sync::{lock, wait};
 
 /// Host memory one partition holds from its synthesis to its proof: its witness and
 /// densities (`partition_bytes`), and three a, b, c buffers of `eval_len` scalars where
@@ -144,7 +141,7 @@ impl MemoryBudget {
             let mut ev = lock(&self.events);
             while ev.count == seen && !ev.closed {
                 match retry_at {
-                    None => ev = self.changed.wait(ev).unwrap_or_else(|e| e.into_inner()),
+                    None => ev = wait(&self.changed, ev),
                     Some(at) => {
                         let now = Instant::now();
                         if now >= at {

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::matrices::ConstraintMatrices;
@@ -14,10 +14,7 @@ use cuzk_groth16::{ParameterSet, ProvingBackend};
 use crate::error::EngineError;
 use crate::kind::KindHandler;
 use crate::memory::{BudgetGuard, MemoryBudget};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use cuzk_groth16::sync::lock;
 
 /// A parameter set ready for proving and for checking its proofs. Its memory stays
 /// charged until its last user is done, even after it left the cache.

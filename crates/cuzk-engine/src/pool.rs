@@ -9,7 +9,7 @@
 //! charged to the memory budget for as long as it exists, in use or idle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use cuzk_groth16::synthesis::{EvalBuffers, EvalStorage, WitnessCharge};
@@ -17,6 +17,7 @@ use cuzk_groth16::{AuxBuffer, Scalar, SCALAR_BYTES};
 
 use crate::error::EngineError;
 use crate::memory::{BudgetGuard, MemoryBudget};
+use cuzk_groth16::sync::lock;
 
 /// Makes a new buffer of `len` scalars (e.g. pinned host memory).
 pub type BufferMaker = dyn Fn(usize) -> Result<Box<dyn EvalStorage>, EngineError> + Send + Sync;
@@ -44,10 +45,6 @@ impl Buffers {
 struct Held<T> {
     storage: T,
     charge: BudgetGuard,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A pool's idle memory, each piece still charged.

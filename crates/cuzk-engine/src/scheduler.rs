@@ -17,6 +17,7 @@ use cuzk_groth16::{Scalar, SynthesizedCircuit};
 use crate::job::{Job, PartitionTicket};
 use crate::params::ParameterLease;
 use crate::request::Priority;
+use cuzk_groth16::sync::{lock, wait};
 
 /// One partition of one job, waiting for synthesis.
 pub(crate) struct PartitionTask {
@@ -85,7 +86,7 @@ impl PartitionQueue {
     }
 
     pub fn push(&self, t: PartitionTask) {
-        self.heap.lock().unwrap_or_else(|e| e.into_inner()).0.push(t);
+        lock(&self.heap).0.push(t);
         // Every waiter looks: an urgent lane's worker takes what an ordinary one would.
         self.ready.notify_all();
     }
@@ -93,7 +94,7 @@ impl PartitionQueue {
     /// The next task `lane` takes (the highest ranked, when it takes it); None once
     /// closed.
     pub fn pop(&self, lane: Lane) -> Option<PartitionTask> {
-        let mut g = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.heap);
         loop {
             if g.1 {
                 return None;
@@ -101,23 +102,23 @@ impl PartitionQueue {
             if g.0.peek().is_some_and(|t| lane.takes(t.job.priority)) {
                 return g.0.pop();
             }
-            g = self.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = wait(&self.ready, g);
         }
     }
 
     /// Drops every queued task of a job (cancelled or failed).
     pub fn remove_job(&self, seq: u64) {
-        let mut g = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.heap);
         let kept: Vec<_> = std::mem::take(&mut g.0).into_iter().filter(|t| t.job.seq != seq).collect();
         g.0 = kept.into();
     }
 
     pub fn len(&self) -> usize {
-        self.heap.lock().unwrap_or_else(|e| e.into_inner()).0.len()
+        lock(&self.heap).0.len()
     }
 
     pub fn close(&self) {
-        self.heap.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        lock(&self.heap).1 = true;
         self.ready.notify_all();
     }
 }
@@ -154,9 +155,9 @@ impl<T> BoundedQueue<T> {
 
     /// Err(item) once closed. `urgent`: without waiting for room.
     pub fn push(&self, item: T, urgent: bool) -> Result<(), T> {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.state);
         while !urgent && g.0.len() >= self.capacity && !g.1 {
-            g = self.not_full.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = wait(&self.not_full, g);
         }
         if g.1 {
             return Err(item);
@@ -170,7 +171,7 @@ impl<T> BoundedQueue<T> {
     /// The item of the greatest `rank` that `accept` takes (the oldest of equals),
     /// waiting for one; None once closed (and no accepted item is left).
     pub fn pop_where<K: Ord>(&self, accept: impl Fn(&T) -> bool, rank: impl Fn(&T) -> K) -> Option<T> {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.state);
         loop {
             // max_by_key keeps the last of equals: search from the back for the oldest.
             let best = g.0.iter().enumerate().rev().filter(|(_, t)| accept(t)).max_by_key(|(_, t)| rank(t)).map(|(i, _)| i);
@@ -182,12 +183,12 @@ impl<T> BoundedQueue<T> {
             if g.1 {
                 return None;
             }
-            g = self.not_empty.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = wait(&self.not_empty, g);
         }
     }
 
     pub fn close(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        lock(&self.state).1 = true;
         self.not_empty.notify_all();
         self.not_full.notify_all();
     }

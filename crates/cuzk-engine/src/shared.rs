@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -24,10 +24,7 @@ use crate::scheduler::{BoundedQueue, Lane, PartitionQueue, ReadyPartition};
 use crate::status::{BackendStatus, EngineStatus, QueueStatus};
 use crate::store::ProofStore;
 use crate::timeline::Timeline;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use cuzk_groth16::sync::lock;
 
 fn urgent_threads() -> Option<rayon::ThreadPool> {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());

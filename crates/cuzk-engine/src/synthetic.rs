@@ -26,6 +26,7 @@ use serde::Deserialize;
 use crate::error::EngineError;
 use crate::kind::{JobPlan, KindHandler, PartitionWork};
 use crate::request::{JobRequest, ProofKind, RequestBody};
+use cuzk_groth16::sync::lock;
 
 /// A synthetic request: its JSON payload (the wire's `vanilla_proof`), e.g.
 /// `{"log_size": 10, "partitions": 1, "seed": 0}`.
@@ -174,7 +175,7 @@ impl Premade {
     /// lives on while partitions still hold it: benchmarks use one seed).
     fn get(&self, shape: SyntheticShape, seed: u64) -> Result<Arc<SynthesizedCircuit>, EngineError> {
         // A panic while synthesizing left `kept` empty (it is cleared first): still consistent.
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = lock(&self.kept);
         let key = (shape.constraints, seed);
         if let Some((k, c)) = &*kept {
             if *k == key {

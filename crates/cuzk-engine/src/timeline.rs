@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use cuzk_groth16::sync::lock;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -79,7 +80,7 @@ impl Timeline {
             kind,
             lane: lane.to_string(),
         };
-        let mut g = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.events);
         if g.len() == self.capacity {
             g.pop_front();
         }
@@ -87,7 +88,7 @@ impl Timeline {
     }
 
     pub fn events(&self) -> Vec<TimelineEvent> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        lock(&self.events).iter().cloned().collect()
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::{guarded, FilecoinError};
+use cuzk_groth16::sync::lock;
 
 static PARAMETER_DIR: OnceLock<PathBuf> = OnceLock::new();
 static SETTING: Mutex<()> = Mutex::new(());
@@ -18,7 +19,7 @@ static SETTING: Mutex<()> = Mutex::new(());
 /// function of this crate; calling it again with the same directory is a no-op, with
 /// another an error (storage-proofs cannot change it once read).
 pub fn use_parameter_dir(dir: &Path) -> Result<(), FilecoinError> {
-    let _one_at_a_time = SETTING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = lock(&SETTING);
     if let Some(set) = PARAMETER_DIR.get() {
         if set == dir {
             return Ok(());

@@ -41,6 +41,7 @@ pub mod proof;
 pub mod prover;
 pub mod shape;
 pub mod streamed_setup;
+pub mod sync;
 pub mod synthesis;
 pub mod synthetic;
 pub mod verifier;

@@ -18,6 +18,7 @@ use crate::domain::Domain;
 use crate::msm::{msm, split_msm, MsmAffine};
 use crate::params::{HostQueries, ParameterSet};
 use crate::proof::Proof;
+use crate::sync::lock;
 use crate::synthesis::{EvalBuffers, SynthesizedCircuit};
 
 /// Groth16 on the CPU: NTTs with rayon, MSMs with blst's Pippenger.
@@ -38,7 +39,7 @@ impl CpuBackend {
 
     fn domain(&self, min_size: usize) -> Result<Arc<Domain>, ProveError> {
         let log = min_size.max(1).next_power_of_two().trailing_zeros();
-        let mut cache = self.domains.lock().map_err(|_| ProveError::Backend("domain cache poisoned".into()))?;
+        let mut cache = lock(&self.domains);
         if let Some(d) = cache.get(&log) {
             return Ok(d.clone());
         }
@@ -67,7 +68,7 @@ impl ProvingBackend for CpuBackend {
         let checked = check_inputs(params, circuits, randomness)?;
         prove_each(checked, circuits, randomness, StageTimings::default(), |c, rs, t| {
             let domain = self.domain(c.num_constraints())?;
-            let _busy = (urgency == Urgency::Ordinary).then(|| self.busy.lock().unwrap_or_else(|e| e.into_inner()));
+            let _busy = (urgency == Urgency::Ordinary).then(|| lock(&self.busy));
             prove_one(params, q, &domain, c, rs, t)
         })
     }

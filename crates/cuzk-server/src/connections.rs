@@ -33,6 +33,7 @@ use tokio::time::Sleep;
 use tonic::transport::server::Connected;
 
 use crate::authority::AuthorityFix;
+use cuzk_groth16::sync::lock;
 
 /// Bytes a client must send within the handshake timeout: the HTTP/2 client preface's
 /// length (a TLS ClientHello is longer).
@@ -120,12 +121,12 @@ impl ConnectionState {
     }
 
     fn stamp(&self) {
-        *self.last_request.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *lock(&self.last_request) = Some(Instant::now());
     }
 
     /// A body on it brought data.
     pub(crate) fn upload_progressed(&self) {
-        *self.last_upload.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *lock(&self.last_upload) = Some(Instant::now());
     }
 
     /// How long it has had no request in flight, or (when its only requests are uploads)
@@ -134,19 +135,19 @@ impl ConnectionState {
     fn idle_for(&self) -> Option<Duration> {
         let in_flight = self.in_flight.load(Ordering::SeqCst);
         if in_flight == 0 {
-            return self.last_request.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+            return lock(&self.last_request).map(|t| t.elapsed());
         }
         if in_flight > self.uploading.load(Ordering::SeqCst) {
             return None;
         }
-        let last = [*self.last_upload.lock().unwrap_or_else(|e| e.into_inner()), *self.last_request.lock().unwrap_or_else(|e| e.into_inner())];
+        let last = [*lock(&self.last_upload), *lock(&self.last_request)];
         let since = last.into_iter().flatten().max().map(|t| t.elapsed())?;
         (since >= BODY_RATE_GRACE).then_some(since)
     }
 
     fn close(&self) {
         self.closed_by_us.store(true, Ordering::SeqCst);
-        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(w) = lock(&self.waker).take() {
             w.wake();
         }
     }
@@ -164,7 +165,7 @@ impl Registry {
     /// the place of the oldest that has not finished its handshake, else of the one
     /// idle longest.
     fn admit(&self, cap: usize, peer: Peer) -> Option<(u64, Arc<ConnectionState>)> {
-        let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.open);
         if g.1.len() >= cap {
             let silent = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id);
             let idlest = || g.1.iter().filter_map(|(id, c)| c.idle_for().map(|d| (d, *id))).max().map(|(_, id)| id);
@@ -182,7 +183,7 @@ impl Registry {
 
     /// Closes the oldest connection that has not finished its handshake; true if one was.
     fn close_oldest_silent(&self) -> bool {
-        let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = lock(&self.open);
         let Some(id) = g.1.iter().find(|(_, c)| !c.handshaken.load(Ordering::SeqCst)).map(|(id, _)| *id) else { return false };
         if let Some(c) = g.1.remove(&id) {
             c.close();
@@ -191,7 +192,7 @@ impl Registry {
     }
 
     fn remove(&self, id: u64) {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&id);
+        lock(&self.open).1.remove(&id);
     }
 }
 
@@ -363,7 +364,7 @@ impl<T> Bounded<T> {
         if self.state.closed_by_us.load(Ordering::SeqCst) {
             return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed: its place was needed (daemon.max_connections)"));
         }
-        *self.state.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        *lock(&self.state.waker) = Some(cx.waker().clone());
         while self.deadline.as_mut().poll(cx).is_ready() {
             if self.read < HANDSHAKE_BYTES {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "no handshake within daemon.handshake_timeout"));

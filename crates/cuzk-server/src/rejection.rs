@@ -7,6 +7,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use cuzk_groth16::sync::lock;
 use tonic::Status;
 
 /// Bytes of a refusal's message at most (the engine already cuts quoted input to a
@@ -91,7 +92,7 @@ impl Rejections {
 
     /// Whether to log one more now; with how many were suppressed before it.
     fn admit(&self) -> Option<u64> {
-        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = lock(&self.window);
         if w.started.elapsed() >= Duration::from_secs(1) {
             w.started = Instant::now();
             w.logged = 0;

@@ -28,6 +28,7 @@ use tonic::body::Body;
 use tonic::Status;
 
 use crate::connections::{connection_of, ConnectionLimits, ConnectionState, Peer, Throttled, BODY_RATE_GRACE};
+use cuzk_groth16::sync::lock;
 
 /// How often a body that brings nothing is judged again.
 const JUDGED_EVERY: Duration = Duration::from_secs(1);
@@ -73,7 +74,7 @@ impl InFlight {
 
     /// Takes `n` more bytes for a body on `conn` if they fit every share.
     fn take(&self, n: u64, conn: Option<&ConnectionState>) -> Result<(), Short> {
-        let mut peers = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers = lock(&self.by_peer);
         if let Some(c) = conn {
             if c.reserved.load(Ordering::SeqCst) + n > self.per_connection() {
                 return Err(Short::Connection(self.per_connection()));
@@ -95,7 +96,7 @@ impl InFlight {
     fn give_back(&self, n: u64, conn: Option<&ConnectionState>) {
         if let Some(c) = conn {
             c.reserved.fetch_sub(n, Ordering::SeqCst);
-            let mut peers = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut peers = lock(&self.by_peer);
             if let Some(p) = peers.get_mut(&c.peer) {
                 *p = p.saturating_sub(n);
                 if *p == 0 {
@@ -247,7 +248,7 @@ impl Counted {
     fn cut(&mut self, why: String) -> Status {
         self.end_upload();
         let peer = self.conn.as_ref().map(|c| c.peer).unwrap_or_default();
-        if let Some(skipped) = self.in_flight.cut_log.lock().unwrap_or_else(|e| e.into_inner()).due(Duration::from_secs(1)) {
+        if let Some(skipped) = lock(&self.in_flight.cut_log).due(Duration::from_secs(1)) {
             tracing::warn!(?peer, skipped, "request body cut: {why}");
         }
         Status::deadline_exceeded(why)

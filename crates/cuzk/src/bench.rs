@@ -35,6 +35,7 @@ use rand_chacha::ChaCha20Rng;
 use crate::backends::{backend_planned, fixed_base_on, BackendKind};
 use crate::progress::Bars;
 use crate::shape::ShapeArgs;
+use cuzk_groth16::sync::lock;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -371,10 +372,10 @@ fn back_to_back(
                             }
                         }
                         if let Some(d) = out.device {
-                            device.lock().unwrap_or_else(|e| e.into_inner()).add(&d);
+                            lock(device).add(&d);
                         }
                         let (p, u) = (out.timings.get(Stage::Prepare), out.timings.get(Stage::Upload));
-                        hidden.lock().unwrap_or_else(|e| e.into_inner()).push((p, u));
+                        lock(hidden).push((p, u));
                     }
                     Ok(())
                 })
@@ -386,7 +387,7 @@ fn back_to_back(
         Ok(())
     })?;
     let wall = t.elapsed();
-    let d = *device.lock().unwrap_or_else(|e| e.into_inner());
+    let d = *lock(&device);
     // Steady state: from the first compute region's start to the last one's end (the
     // wall time adds the first partition's preparation, before the device has work).
     let steady = match (d.held_from, d.held_to) {

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use cuzk_groth16::sync::lock;
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata};
 use tracing_subscriber::layer::{Context, Filter};
@@ -45,7 +46,7 @@ impl LibraryLogLimit {
             tracing::Level::DEBUG => 3,
             _ => 4,
         };
-        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut windows = lock(&self.windows);
         let w = &mut windows[i];
         let now = Instant::now();
         if now.duration_since(w.0) >= Duration::from_secs(1) {

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 
+use cuzk_groth16::sync::lock;
 use cuzk_groth16::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -16,10 +17,8 @@ impl Bars {
     }
 
     pub fn finish(&self) {
-        if let Ok(mut b) = self.bar.lock() {
-            if let Some(b) = b.take() {
-                b.finish_and_clear();
-            }
+        if let Some(b) = lock(&self.bar).take() {
+            b.finish_and_clear();
         }
     }
 }
@@ -30,18 +29,14 @@ impl Progress for Bars {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
         let bar = ProgressBar::new(total).with_style(style).with_message(name.to_string());
-        if let Ok(mut b) = self.bar.lock() {
-            if let Some(old) = b.replace(bar) {
-                old.finish_and_clear();
-            }
+        if let Some(old) = lock(&self.bar).replace(bar) {
+            old.finish_and_clear();
         }
     }
 
     fn advance(&self, n: u64) {
-        if let Ok(b) = self.bar.lock() {
-            if let Some(b) = b.as_ref() {
-                b.inc(n);
-            }
+        if let Some(b) = lock(&self.bar).as_ref() {
+            b.inc(n);
         }
     }
 }

@@ -26,6 +26,7 @@ use super::row_blocks::{ProductSource, StreamedMatrices};
 use super::staging::SlotSizes;
 use crate::device::{backend_error, Gpu};
 use crate::turn::DeviceLock;
+use cuzk_groth16::sync::lock;
 
 /// A set's plan, made once, with its shape.
 #[derive(Clone)]
@@ -120,19 +121,15 @@ impl CudaBackend {
     /// Device bytes this backend holds now: slots, chunk buffers, NTT tables, resident
     /// points and matrices.
     pub fn device_bytes_held(&self) -> Result<usize, ProveError> {
-        let poisoned = |what: &str| ProveError::Backend(format!("{what} poisoned"));
-        let points: usize = self
-            .loaded
-            .lock()
-            .map_err(|_| poisoned("loaded parameter map"))?
+        let points: usize = lock(&self.loaded)
             .values()
             .map(|l| match &**l {
                 LoadedPoints::Resident(q) => q.bytes(),
                 LoadedPoints::Streamed { h, .. } => h.as_ref().map_or(0, |h| h.bytes()),
             })
             .sum();
-        let matrices: usize = self.matrices.lock().map_err(|_| poisoned("matrices map"))?.iter().map(|(_, d)| d.device_bytes()).sum();
-        let chunks = self.prover.chunks.lock().map_err(|_| poisoned("chunk buffers"))?.as_ref().map_or(0, |c| 2 * c.chunk_bytes());
+        let matrices: usize = lock(&self.matrices).iter().map(|(_, d)| d.device_bytes()).sum();
+        let chunks = lock(&self.prover.chunks).as_ref().map_or(0, |c| 2 * c.chunk_bytes());
         Ok(points + matrices + chunks + self.prover.staging.bytes_held() + self.prover.ntt.bytes_held())
     }
 
@@ -141,7 +138,7 @@ impl CudaBackend {
     /// other sets' resident parts and keeps the shared parts (slots, tables, chunk
     /// buffers) at the largest any set needs; the slots and tables are sized now.
     fn plan_of(&self, p: &ParameterSet, matrices: Option<&ConstraintMatrices>) -> Result<Decided, ProveError> {
-        let mut decided = self.decided.lock().map_err(|_| ProveError::Backend("plan map poisoned".into()))?;
+        let mut decided = lock(&self.decided);
         if let Some(d) = decided.get(&p.id()) {
             return Ok(d.clone());
         }
@@ -220,7 +217,7 @@ impl CudaBackend {
     /// `m` where the plan puts it: uploaded to this device, or pinned on the host in
     /// row blocks for the plan's chunk buffers; on first use.
     fn device_matrices(&self, m: &Arc<ConstraintMatrices>, plan: &DevicePlan) -> Result<PlacedMatrices, ProveError> {
-        let mut cache = self.matrices.lock().map_err(|_| ProveError::Backend("compiled matrices map poisoned".into()))?;
+        let mut cache = lock(&self.matrices);
         cache.retain(|(k, _)| Arc::strong_count(k) > 1 || Arc::ptr_eq(k, m));
         if let Some((_, d)) = cache.iter().find(|(k, _)| Arc::ptr_eq(k, m)) {
             return Ok(d.clone());
@@ -314,13 +311,13 @@ impl CudaBackend {
         progress: &dyn Progress,
     ) -> Result<(Arc<LoadedPoints>, Decided), ProveError> {
         let loaded = || -> Result<Option<Arc<LoadedPoints>>, ProveError> {
-            let map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
+            let map = lock(&self.loaded);
             Ok(map.get(&p.id()).cloned())
         };
         if let Some(r) = loaded()? {
             return Ok((r, self.plan_of(p, matrices)?));
         }
-        let _loading = self.loading.lock().map_err(|_| ProveError::Backend("parameter loading lock poisoned".into()))?;
+        let _loading = lock(&self.loading);
         // Another caller may have loaded it while this one waited.
         if let Some(r) = loaded()? {
             return Ok((r, self.plan_of(p, matrices)?));
@@ -352,7 +349,7 @@ impl CudaBackend {
             "parameter set loaded"
         );
         let points = Arc::new(points);
-        let mut map = self.loaded.lock().map_err(|_| ProveError::Backend("loaded parameter map poisoned".into()))?;
+        let mut map = lock(&self.loaded);
         map.insert(p.id(), points.clone());
         Ok((points, d))
     }
@@ -424,13 +421,13 @@ impl ProvingBackend for CudaBackend {
     /// significant values than the plan expected still has them computed on the host,
     /// logged once per set).
     fn computes_products(&self, params: &ParameterSet) -> bool {
-        self.decided.lock().ok().and_then(|m| m.get(&params.id()).map(|d| d.plan.matrices_on_device)).unwrap_or(false)
+        lock(&self.decided).get(&params.id()).is_some_and(|d| d.plan.matrices_on_device)
     }
 
     /// Pinned host bytes the set takes: its points where they stream, and its compiled
     /// matrices where they stream in row blocks.
     fn host_bytes_for(&self, params: &ParameterSet) -> u64 {
-        let decided = self.decided.lock().ok().and_then(|m| m.get(&params.id()).cloned());
+        let decided = lock(&self.decided).get(&params.id()).cloned();
         // A set that cannot be planned at all fails to load with that error; it holds nothing.
         let Some(d) = decided.or_else(|| self.plan_of(params, None).ok()) else { return 0 };
         let points = if d.plan.chunk_bytes().is_some() { params.points_bytes() as u64 } else { 0 };
@@ -441,25 +438,18 @@ impl ProvingBackend for CudaBackend {
     /// The points leave the device once the proofs in flight with them finish (each
     /// holds its own reference).
     fn release_params(&self, id: ParameterSetId) {
-        let (removed, streaming, none_left) = match self.loaded.lock() {
-            Ok(mut map) => (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. })), map.is_empty()),
-            Err(_) => {
-                tracing::error!("loaded parameter map poisoned: points not released");
-                (false, true, false)
-            }
+        let (removed, streaming, none_left) = {
+            let mut map = lock(&self.loaded);
+            (map.remove(&id).is_some(), map.values().any(|r| matches!(**r, LoadedPoints::Streamed { .. })), map.is_empty())
         };
         if removed {
             tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
         }
-        if let Ok(mut decided) = self.decided.lock() {
-            decided.remove(&id);
-        }
+        lock(&self.decided).remove(&id);
         // No streamed set left: the chunk buffers go too (their drop waits for the
         // kernels that read them last).
         if !streaming {
-            if let Ok(mut chunks) = self.prover.chunks.lock() {
-                *chunks = None;
-            }
+            *lock(&self.prover.chunks) = None;
         }
         // No set left: nor the slots and tables (the next set's plan sizes them anew).
         if none_left {

@@ -26,6 +26,7 @@ use crate::msm::streamed::BaseChunks;
 use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
 use crate::turn::{DeviceLock, Turn};
+use cuzk_groth16::sync::lock;
 
 /// What proves partitions on one GPU: its NTT and MSM engines, the staging slots, the
 /// streamed points' chunk buffers, and the lock held around a proof's compute region.
@@ -73,7 +74,7 @@ impl PartitionProver {
     /// (the plans count the larger; the lock keeps every user out meanwhile, and the
     /// old buffers' drop waits for their copies and readers).
     pub fn chunk_buffers(&self, bytes: usize) -> Result<MutexGuard<'_, Option<BaseChunks>>, GpuError> {
-        let mut chunks = self.chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+        let mut chunks = lock(&self.chunks);
         if chunks.as_ref().is_some_and(|c| c.chunk_bytes() < bytes) {
             *chunks = None;
         }
@@ -248,10 +249,8 @@ impl PartitionProver {
         if let Err(e) = self.gpu.stream().synchronize() {
             tracing::error!(error = %e, "synchronizing after a failed proof");
         }
-        if let Ok(chunks) = self.chunks.lock() {
-            if let Some(Err(e)) = chunks.as_ref().map(BaseChunks::synchronize) {
-                tracing::error!(error = %e, "synchronizing the chunk copies after a failed proof");
-            }
+        if let Some(Err(e)) = lock(&self.chunks).as_ref().map(BaseChunks::synchronize) {
+            tracing::error!(error = %e, "synchronizing the chunk copies after a failed proof");
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::device::{Gpu, GpuError};
 use crate::field::{as_device, DeviceFr};
 use crate::msm::compact::CompactView;
 use crate::msm::streamed::BaseChunks;
+use cuzk_groth16::sync::lock;
 
 /// Where a partition's a, b, c are computed from: matrices resident on the device, or
 /// streamed from the host through the backend's chunk buffers (locked while the
@@ -50,7 +51,7 @@ impl ProductSource<'_> {
         match self {
             ProductSource::Resident(m) => m.products_into(gpu, stream, z, out).map(|()| 0),
             ProductSource::Streamed(m, chunks) => {
-                let mut guard = chunks.lock().map_err(|_| GpuError::Invalid("chunk buffers poisoned".into()))?;
+                let mut guard = lock(chunks);
                 let chunks = guard.as_mut().ok_or_else(|| GpuError::Invalid("streamed matrices without chunk buffers".into()))?;
                 let r = m.products_into(gpu, stream, chunks, z, out);
                 if r.is_err() {

@@ -32,6 +32,7 @@ use crate::field::{as_device, DeviceFr};
 use crate::msm::compact::{CompactLayout, CompactView};
 use crate::turn::Claim;
 use crate::turn::DeviceLock;
+use cuzk_groth16::sync::{lock, wait};
 
 /// The memory of one partition in flight.
 struct Slot {
@@ -86,14 +87,10 @@ impl StagingSlots {
         StagingSlots { gpu, pool: Mutex::new(SlotPool::default()), freed: Condvar::new(), turn }
     }
 
-    fn poisoned() -> GpuError {
-        GpuError::Invalid("staging slots poisoned".into())
-    }
-
     /// From now on at most `sizes.count` slots of the given sizes: free slots of other
     /// sizes go now (in stream order), taken ones when they come back.
     pub fn configure(&self, sizes: SlotSizes) -> Result<(), GpuError> {
-        let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+        let mut pool = lock(&self.pool);
         if pool.sizes == sizes {
             return Ok(());
         }
@@ -117,7 +114,7 @@ impl StagingSlots {
 
     /// The configured sizes.
     pub fn sizes(&self) -> SlotSizes {
-        self.pool.lock().map(|p| p.sizes).unwrap_or_default()
+        lock(&self.pool).sizes
     }
 
     /// A slot for a partition of an n-point domain: a free one, else a new one while
@@ -152,7 +149,7 @@ impl StagingSlots {
     }
 
     fn take_slot(&self, urgency: Urgency) -> Result<Slot, GpuError> {
-        let pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+        let pool = lock(&self.pool);
         let urgent = urgency == Urgency::Urgent;
         if !urgent {
             return self.take_slot_in(pool, false);
@@ -163,10 +160,7 @@ impl StagingSlots {
         struct Waiting<'a>(&'a StagingSlots);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
-                match self.0.pool.lock() {
-                    Ok(mut p) => p.urgent_waiting -= 1,
-                    Err(e) => e.into_inner().urgent_waiting -= 1,
-                }
+                lock(&self.0.pool).urgent_waiting -= 1;
                 self.0.freed.notify_all();
             }
         }
@@ -183,7 +177,7 @@ impl StagingSlots {
                 return Err(GpuError::Invalid("no staging slots: the device plan has not sized them".into()));
             }
             if !urgent && pool.urgent_waiting > 0 {
-                pool = self.freed.wait(pool).map_err(|_| Self::poisoned())?;
+                pool = wait(&self.freed, pool);
                 continue;
             }
             if let Some(slot) = pool.free.pop() {
@@ -208,7 +202,7 @@ impl StagingSlots {
                     Ok(Slot { arena, witness, copy, claim: None })
                 };
                 let r = alloc();
-                let mut pool = self.pool.lock().map_err(|_| Self::poisoned())?;
+                let mut pool = lock(&self.pool);
                 match &r {
                     Ok(slot) => {
                         pool.held += slot.bytes();
@@ -225,42 +219,39 @@ impl StagingSlots {
                 }
                 return r;
             }
-            pool = self.freed.wait(pool).map_err(|_| Self::poisoned())?;
+            pool = wait(&self.freed, pool);
         }
     }
 
     /// Device bytes the slots hold now.
     pub fn bytes_held(&self) -> usize {
-        self.pool.lock().map(|p| p.held).unwrap_or(0)
+        lock(&self.pool).held
     }
 
     /// Frees every free slot (the plan goes with the last set); taken ones go when given back.
     pub fn release(&self) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.sizes = SlotSizes::default();
-            for slot in std::mem::take(&mut pool.free) {
-                pool.total -= 1;
-                pool.held -= slot.bytes();
-            }
+        let mut pool = lock(&self.pool);
+        pool.sizes = SlotSizes::default();
+        for slot in std::mem::take(&mut pool.free) {
+            pool.total -= 1;
+            pool.held -= slot.bytes();
         }
     }
 
     fn put(&self, mut slot: Slot) {
         // An urgent partition's claim goes with its slot (an error before its turn).
         slot.claim = None;
-        match self.pool.lock() {
-            Ok(mut pool) => {
-                let sizes = pool.sizes;
-                if Self::fits(&slot, sizes) && pool.total <= sizes.count {
-                    pool.free.push(slot);
-                } else {
-                    // Sized for an earlier plan: freed (in stream order); a new one is made
-                    // when next needed.
-                    pool.total -= 1;
-                    pool.held -= slot.bytes();
-                }
+        {
+            let mut pool = lock(&self.pool);
+            let sizes = pool.sizes;
+            if Self::fits(&slot, sizes) && pool.total <= sizes.count {
+                pool.free.push(slot);
+            } else {
+                // Sized for an earlier plan: freed (in stream order); a new one is made
+                // when next needed.
+                pool.total -= 1;
+                pool.held -= slot.bytes();
             }
-            Err(_) => tracing::error!("staging slots poisoned; a slot is dropped"),
         }
         // Every waiter looks: an urgent one goes first, and ordinary ones wait for it.
         self.freed.notify_all();

@@ -14,6 +14,7 @@ use super::plan::{affine_rounds, window_bits, windows, words_of, AffinePlan, Scr
 use crate::device::{Gpu, GpuError};
 use crate::field::DeviceFr;
 use crate::kernels::At;
+use cuzk_groth16::sync::lock;
 
 /// Device time of one MSM's phases, from CUDA events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -229,21 +230,18 @@ impl GpuMsm {
 
     /// Frees the scratch (in stream order, after the kernels that use it).
     pub fn release_scratch(&self) {
-        match self.scratch.lock() {
-            Ok(mut held) => *held = None,
-            Err(_) => tracing::error!("MSM scratch poisoned: not released"),
-        }
+        *lock(&self.scratch) = None;
     }
 
     /// Device bytes the scratch holds.
     pub fn scratch_held(&self) -> usize {
-        self.scratch.lock().ok().and_then(|g| g.as_ref().map(|a| 4 * a.len())).unwrap_or(0)
+        lock(&self.scratch).as_ref().map_or(0, |a| 4 * a.len())
     }
 
     /// The scratch, grown to at least `words` (the old one is freed in stream order,
     /// after the kernels that use it).
     fn scratch(&self, words: usize) -> Result<MutexGuard<'_, Option<CudaSlice<u32>>>, GpuError> {
-        let mut held = self.scratch.lock().map_err(|_| GpuError::Invalid("MSM scratch poisoned".into()))?;
+        let mut held = lock(&self.scratch);
         let had = held.as_ref().map_or(0, |a| a.len());
         if had < words {
             *held = None;

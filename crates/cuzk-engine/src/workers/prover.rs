@@ -15,8 +15,9 @@ use super::panic_guard::catch_panic;
 use crate::error::EngineError;
 use crate::job::{Job, PartitionState, PartitionTicket};
 use crate::scheduler::{Lane, PartitionTask, ReadyPartition};
-use crate::shared::{lock, BackendSlot, Shared};
+use crate::shared::{BackendSlot, Shared};
 use crate::timeline::EventKind;
+use cuzk_groth16::sync::lock;
 
 /// Runs until the hand-off queue closes, taking the partitions `takes` takes, highest
 /// priority first (an urgent lane's on its own threads). `backend_index` is the slot's

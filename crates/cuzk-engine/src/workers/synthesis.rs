@@ -17,8 +17,9 @@ use crate::job::{Job, PartitionState};
 use crate::params::ParameterLease;
 use crate::pool::WitnessLoan;
 use crate::scheduler::{Lane, ReadyPartition};
-use crate::shared::{lock, Shared};
+use crate::shared::Shared;
 use crate::timeline::EventKind;
+use cuzk_groth16::sync::lock;
 
 /// What a partition needs before its synthesis starts.
 struct Admitted {

@@ -62,6 +62,13 @@ impl ParamsLayout {
         } else {
             (self.h.count + self.l.count + self.a.count + self.b_g1.count, self.b_g2.count)
         };
-        crate::params::host_bytes(self.inputs, g1, g2)
+        host_bytes(self.inputs, g1, g2)
     }
+}
+
+/// Host bytes of a set holding `ic` input points of the verifying key and `g1`, `g2`
+/// query points ([`crate::params::ParameterSet::size_bytes`]; from a file's header,
+/// [`ParamsLayout::host_bytes`]).
+pub(crate) fn host_bytes(ic: usize, g1: usize, g2: usize) -> usize {
+    (ic + g1) * std::mem::size_of::<blstrs::G1Affine>() + g2 * std::mem::size_of::<blstrs::G2Affine>()
 }

@@ -195,7 +195,7 @@ impl ParameterSet {
             QueryPoints::Host(q) => (q.h.len() + q.l.len() + q.a.len() + q.b_g1.len(), q.b_g2.len()),
             QueryPoints::File(f) => (f.a_inputs.len() + f.b_g1_inputs.len(), f.b_g2_inputs.len()),
         };
-        host_bytes(self.vk.ic.len(), g1_points, g2_points)
+        crate::layout::host_bytes(self.vk.ic.len(), g1_points, g2_points)
     }
 
     /// Bytes of the query points wherever they are (what a device holds of them).
@@ -223,13 +223,6 @@ impl ParameterSet {
         }
         Ok(())
     }
-}
-
-/// Host bytes of a set holding `ic` input points of the verifying key and `g1`, `g2`
-/// query points ([`ParameterSet::size_bytes`]; from a file's header,
-/// [`crate::layout::ParamsLayout::host_bytes`]).
-pub(crate) fn host_bytes(ic: usize, g1: usize, g2: usize) -> usize {
-    (ic + g1) * std::mem::size_of::<G1Affine>() + g2 * std::mem::size_of::<G2Affine>()
 }
 
 #[cfg(test)]

@@ -95,10 +95,25 @@ impl FilecoinRequest {
     }
 
     /// Bytes of its variable-length fields: about what the decoded request holds while
-    /// its job is unfinished.
+    /// its job is unfinished. The destructuring names every field, so a new one does
+    /// not compile until it is counted here or said to be fixed-size.
     pub fn bytes(&self) -> u64 {
-        let lists = self.vanilla_proofs.iter().map(Vec::len).sum::<usize>();
-        (self.vanilla_proof.len() + lists + self.randomness.len() + self.comm_r_old.len() + self.comm_r_new.len() + self.comm_d_new.len()) as u64
+        let FilecoinRequest {
+            kind: _,
+            registered_proof: _,
+            sector_size: _,
+            vanilla_proof,
+            vanilla_proofs,
+            sector_number: _,
+            miner_id: _,
+            randomness,
+            partition_index: _,
+            comm_r_old,
+            comm_r_new,
+            comm_d_new,
+        } = self;
+        let lists = vanilla_proofs.iter().map(Vec::len).sum::<usize>();
+        (vanilla_proof.len() + lists + randomness.len() + comm_r_old.len() + comm_r_new.len() + comm_d_new.len()) as u64
     }
 }
 

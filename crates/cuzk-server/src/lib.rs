@@ -32,23 +32,39 @@ pub mod pb {
 use pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
 
 /// The wire's SubmitProofRequest of a Filecoin request (a request folder's, `cuzk
-/// fixture`), as Curio would send it: the inverse of [`request_of`].
+/// fixture`), as Curio would send it: the inverse of [`request_of`]. Both structs are
+/// written out whole: a field added to either does not compile until it is mapped.
 pub fn submit_request_of(r: &FilecoinRequest) -> pb::SubmitProofRequest {
-    let r = r.clone();
+    let FilecoinRequest {
+        kind,
+        registered_proof,
+        sector_size,
+        vanilla_proof,
+        vanilla_proofs,
+        sector_number,
+        miner_id,
+        randomness,
+        partition_index,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
+    } = r.clone();
     pb::SubmitProofRequest {
-        proof_kind: wire_kind(ProofKind::Filecoin(r.kind)) as i32,
-        registered_proof: r.registered_proof,
-        sector_size: r.sector_size,
-        vanilla_proof: r.vanilla_proof,
-        vanilla_proofs: r.vanilla_proofs,
-        sector_number: r.sector_number,
-        miner_id: r.miner_id,
-        randomness: r.randomness,
-        partition_index: r.partition_index,
-        comm_r_old: r.comm_r_old,
-        comm_r_new: r.comm_r_new,
-        comm_d_new: r.comm_d_new,
-        ..Default::default()
+        // The caller's to set: a folder has neither.
+        request_id: String::new(),
+        priority: pb::Priority::Unspecified as i32,
+        proof_kind: wire_kind(ProofKind::Filecoin(kind)) as i32,
+        registered_proof,
+        sector_size,
+        vanilla_proof,
+        vanilla_proofs,
+        sector_number,
+        miner_id,
+        randomness,
+        partition_index,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
     }
 }
 

@@ -52,6 +52,15 @@ fn size(v: &toml::Value, example: &str) -> Result<u64, String> {
     parse_size(s).ok_or_else(|| format!("{s:?} is not a size like \"{example}\""))
 }
 
+/// A size that holds at least one largest request (crate::MAX_MESSAGE_BYTES): a cap
+/// below it would refuse such a request forever.
+fn message_room(v: &toml::Value, example: &str) -> Result<u64, String> {
+    match size(v, example)? {
+        n if n < crate::MAX_MESSAGE_BYTES as u64 => Err(format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20)),
+        n => Ok(n),
+    }
+}
+
 value_type!(Text(String) = |v| text(v).map(str::to_string));
 value_type!(Flag(bool) = |v| v.as_bool().ok_or_else(|| format!("expected true or false, found {v}")));
 value_type!(Count(usize) = count);
@@ -70,12 +79,7 @@ value_type!(Size(u64) = |v| size(v, "5GiB"));
 value_type!(
     /// Bytes of queued requests: at least one largest request, else such a request
     /// would be told to retry forever.
-    QueueBytes(u64) = |v| match size(v, "2GiB")? {
-        n if n < crate::MAX_MESSAGE_BYTES as u64 => {
-            Err(format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20))
-        }
-        n => Ok(n),
-    }
+    QueueBytes(u64) = |v| message_room(v, "2GiB")
 );
 value_type!(
     /// Prover workers per GPU: 1..=[`super::MAX_WORKERS_PER_DEVICE`].
@@ -150,12 +154,7 @@ value_type!(
 );
 value_type!(
     /// A size that holds at least one largest gRPC message.
-    RequestBytes(u64) = |v| match size(v, "1GiB")? {
-        n if n < crate::MAX_MESSAGE_BYTES as u64 => {
-            Err(format!("must hold at least one largest request ({} MiB)", crate::MAX_MESSAGE_BYTES >> 20))
-        }
-        n => Ok(n),
-    }
+    RequestBytes(u64) = |v| message_room(v, "1GiB")
 );
 value_type!(
     /// A list of proof kind names ("winning_post", …).

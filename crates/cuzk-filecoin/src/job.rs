@@ -141,6 +141,14 @@ pub fn verify_partitions(job: &dyn FilecoinJob, proof: &[u8], param_dir: &std::p
     Ok(PartitionsChecked { partitions: n, vk: path })
 }
 
+/// A partition index the request has (every kind's `FilecoinJob` checks it first).
+pub(crate) fn check_partition(partition: usize, partitions: usize) -> Result<(), FilecoinError> {
+    if partition >= partitions {
+        return Err(FilecoinError::invalid(format!("partition {partition} does not exist (the proof has {partitions})")));
+    }
+    Ok(())
+}
+
 /// The refusal of [`FilecoinJob::verify`] for a timing-only job.
 pub(crate) fn timing_only_refusal(what: String) -> FilecoinError {
     FilecoinError::TimingOnly(format!("{what}: a timing-only job (vanilla proofs not checked) has no proof to check"))

@@ -532,6 +532,13 @@ mod tests {
         }
         assert!(kind_of(pb::ProofKind::Unspecified as i32).is_err());
         assert!(kind_of(99).is_err());
+        // And every wire value but UNSPECIFIED has its kind (a value added to the proto
+        // without one fails here, by name).
+        let values: Vec<pb::ProofKind> = (0..256).filter_map(|v| pb::ProofKind::try_from(v).ok()).collect();
+        assert!(values.len() > ProofKind::all().count(), "{values:?}");
+        for v in values.into_iter().filter(|&v| v != pb::ProofKind::Unspecified) {
+            assert_eq!(kind_of(v as i32).map(wire_kind).ok(), Some(v), "the wire value {} has no kind", v.as_str_name());
+        }
     }
 
     /// A request folder's request reaches the engine with every field as it was.

@@ -28,7 +28,7 @@ use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
 use crate::family::{Family, WithBlank};
 use crate::ids::{post_config, post_public_params, prover_id};
-use crate::job::{timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::payload::{bincode_decode, domain_bytes, field_bytes};
 use crate::post_witness::PostWitnessCircuit;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
@@ -444,11 +444,4 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PostJob<Tree> {
         randomness[0] ^= 1;
         ("the randomness", self.verify_as(proof, &randomness))
     }
-}
-
-pub(crate) fn check_partition(partition: usize, partitions: usize) -> Result<(), FilecoinError> {
-    if partition >= partitions {
-        return Err(FilecoinError::invalid(format!("partition {partition} does not exist (the proof has {partitions})")));
-    }
-    Ok(())
 }

@@ -315,8 +315,20 @@ impl KindHandler for FilecoinKind {
         Ok(Some(m))
     }
 
+    /// The set from its header, and the compiled matrices file's length where one is
+    /// there to be read (its copy holds about as much: crate::array in cuzk-groth16).
     fn params_host_bytes(&self, circuit_id: &str, points_in_file: bool) -> Result<Option<u64>, EngineError> {
-        Ok(Some(self.header(self.circuit(circuit_id)?)?.host_bytes[points_in_file as usize]))
+        let circuit = self.circuit(circuit_id)?;
+        let set = self.header(circuit)?.host_bytes[points_in_file as usize];
+        let matrices = match &self.matrices {
+            Some((dir, _)) => cuzk_filecoin::matrices::matrices_path(circuit, dir)
+                .ok()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .filter(|m| m.is_file())
+                .map_or(0, |m| m.len()),
+            None => 0,
+        };
+        Ok(Some(set + matrices))
     }
 
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {

@@ -75,10 +75,11 @@ pub trait KindHandler: Send + Sync {
     fn load_params(&self, circuit_id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError>;
 
     /// The host memory `circuit_id`'s set will take once loaded as `load_params` loads
-    /// it ([`ParameterSet::size_bytes`]), from its file's header alone, where the kind
-    /// can tell without loading it: the set is then charged before any point is read,
-    /// and refused at once when it is larger than the whole budget. None: charged once
-    /// loaded.
+    /// it ([`ParameterSet::size_bytes`]) with its compiled matrices where `load_matrices`
+    /// will read a file of them, from the files' headers and lengths alone, where the
+    /// kind can tell without loading them: the set is then charged before any of it is
+    /// read, and refused at once when it is larger than the whole budget. None: charged
+    /// once loaded.
     fn params_host_bytes(&self, circuit_id: &str, points_in_file: bool) -> Result<Option<u64>, EngineError> {
         let _ = (circuit_id, points_in_file);
         Ok(None)
@@ -86,8 +87,9 @@ pub trait KindHandler: Send + Sync {
 
     /// The compiled matrices of `circuit_id` (read, or compiled first) when this kind
     /// proves with them: its partitions are then synthesized witness-only
-    /// ([`PartitionWork::witness`]) and the backend computes a, b, c from these. None:
-    /// full synthesis. Loaded with the parameter set and kept (and charged) with it.
+    /// ([`PartitionWork::witness`]) and a, b, c computed from these (by the backends
+    /// where they can, else on the host). None: full synthesis. Loaded with the
+    /// parameter set and kept (and charged) with it.
     fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
         let _ = circuit_id;
         Ok(None)

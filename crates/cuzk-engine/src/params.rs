@@ -221,12 +221,22 @@ impl ParameterCache {
                 self.budget.total()
             )));
         }
-        // The rest beyond the header's charge (the matrices, a pinned copy of the
-        // points): room is made by evicting idle sets, else this waits for partitions
-        // in flight to finish.
+        // The rest beyond the header's charge (a pinned copy of the points): taken now if
+        // there is room. Else the header's charge goes back and the whole set is waited
+        // for, holding nothing meanwhile: a partition of another set waiting for memory
+        // must be able to finish (it would wait for the header's charge, and this for
+        // its set's memory); room is made by evicting idle sets, else this waits for
+        // partitions in flight to finish.
         let rest = size_bytes.saturating_sub(header_charge.as_ref().map_or(0, |c| c.bytes()));
-        let Some(charge) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(rest, pinned.min(rest)))? else {
-            return Ok(None);
+        let charge = match self.budget.try_charge(rest, pinned.min(rest))? {
+            Some(c) => (c, header_charge),
+            None => {
+                drop(header_charge);
+                let Some(c) = self.budget.wait_for(give_up, make_room, || self.budget.try_charge(size_bytes, pinned))? else {
+                    return Ok(None);
+                };
+                (c, None)
+            }
         };
         let loaded = Arc::new(LoadedParameterSet {
             circuit_id: id.to_string(),
@@ -236,7 +246,7 @@ impl ParameterCache {
             products_by_backends,
             size_bytes,
             backends: self.backends.clone(),
-            _charge: (charge, header_charge),
+            _charge: charge,
         });
         lock(&self.entries).insert(id.to_string(), Entry { set: loaded.clone(), last_used: Instant::now() });
         Ok(Some((self.lease(loaded), took)))

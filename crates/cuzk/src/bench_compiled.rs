@@ -1,6 +1,6 @@
 //! The compiled path of `cuzk bench --input … --compiled DIR`: one partition's witness
 //! by witness-only synthesis (on every core where the circuit splits), the circuit's
-//! compiled matrices (mapped, or compiled now), and a, b, c as their sparse products
+//! compiled matrices (read, or compiled now), and a, b, c as their sparse products
 //! with the witness. Its results are fingerprinted so that full synthesis, run after
 //! it (never beside it: at 32 GiB the two do not fit one 24 GiB host together), can
 //! be compared value for value. With parameters, the same witness is also proven with
@@ -58,7 +58,7 @@ impl CompiledRun {
         Ok(format!(
             " compiled_matrices={} witness_wall_s={:.2} witness_core_s={} witness_peak_gb={} witness_fresh_median_wall_s={:.2} witness_fresh_median_core_s={:.2} witness_reused_median_wall_s={:.2} witness_reused_median_core_s={:.2} products_wall_s={:.2} products_core_s={}",
             match self.matrices {
-                Provenance::Read => "mapped",
+                Provenance::Read => "read",
                 Provenance::Compiled(_) => "compiled",
             },
             self.witness.wall.as_secs_f64(),
@@ -94,7 +94,7 @@ pub fn run(
     println!(
         "  compiled matrices ({}): {} constraints, non-zeros A {} B {} C {}, {} distinct coefficients, {:.2} GB in memory ({:.2} bytes per non-zero); {}",
         match &provenance {
-            Provenance::Read => "mapped".to_string(),
+            Provenance::Read => "read".to_string(),
             Provenance::Compiled(why) => format!("compiled now: {why}"),
         },
         matrices.num_constraints(),

@@ -434,43 +434,42 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
     // largest chunks; every twiddle stage in tables (each stage computed costs ~4 % of
     // an NTT); two slots (one partition's products overlap the other's MSMs: a few
     // tens of ms per partition).
-    // First the configurations that leave room for a small urgent set beside this one
-    // (URGENT_ROOM_BYTES), then, where none does, any that fits.
-    let mut ladder = |keep: usize| -> Option<DevicePlan> {
-        for &(matrices, streamed_matrices) in matrices_choices {
-            for group in &groups {
-                // Within a group: the fewest H runs first, then the largest chunks (fewer list
-                // pieces), each run a chunk's points at most when they stream.
-                let mut candidates = Vec::new();
-                for &(chunk_bytes, h_resident) in group {
-                    // Streamed matrices go through the backend's chunk buffers: reached only
-                    // where resident matrices do not fit even with streamed points, so
-                    // resident points do not either.
-                    if streamed_matrices && chunk_bytes.is_none() {
-                        continue;
-                    }
-                    let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
-                    for halvings in 0..usize::BITS {
-                        let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
-                        if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
-                            break;
-                        }
-                        candidates.push((h_piece, chunk_bytes, h_resident));
-                    }
+    // Per place of a, b, c, first the configurations that leave room for a small urgent
+    // set beside this one (URGENT_ROOM_BYTES), then, where none does, any that fits: the
+    // room never costs a, b, c their place.
+    let mut ladder = |keep: usize, (matrices, streamed_matrices): (bool, bool)| -> Option<DevicePlan> {
+        for group in &groups {
+            // Within a group: the fewest H runs first, then the largest chunks (fewer list
+            // pieces), each run a chunk's points at most when they stream.
+            let mut candidates = Vec::new();
+            for &(chunk_bytes, h_resident) in group {
+                // Streamed matrices go through the backend's chunk buffers: reached only
+                // where resident matrices do not fit even with streamed points, so
+                // resident points do not either.
+                if streamed_matrices && chunk_bytes.is_none() {
+                    continue;
                 }
-                candidates.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
-                for (h_piece, chunk_bytes, h_resident) in candidates {
-                    // The chunk buffers in the slot's arena after h first: b and c's room,
-                    // which the lists need little of when their pieces span a chunk.
-                    let in_slot: &[bool] = if chunk_bytes.is_some() && !o.chunks_outside_slot { &[true, false] } else { &[false] };
-                    for &table_log in &tables {
-                        for &slots in &slot_choices {
-                            for &in_slot in in_slot {
-                                let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, in_slot, slots, table_log, h_piece };
-                                match try_choice(shape, capacity, held, choice, o, keep) {
-                                    Ok(p) => return Some(p),
-                                    Err(need) => least_seen = least_seen.min(need),
-                                }
+                let most = if h_resident { h } else { chunk_bytes.map_or(h, |c| (c / G1_BYTES).min(h)) }.max(1);
+                for halvings in 0..usize::BITS {
+                    let h_piece = o.h_piece.map_or(most >> halvings, |p| if halvings == 0 { p.min(most) } else { 0 });
+                    if h_piece < LIST_CHUNK.min(most) || h_piece == 0 {
+                        break;
+                    }
+                    candidates.push((h_piece, chunk_bytes, h_resident));
+                }
+            }
+            candidates.sort_by(|x, y| y.0.cmp(&x.0).then(y.1.cmp(&x.1)));
+            for (h_piece, chunk_bytes, h_resident) in candidates {
+                // The chunk buffers in the slot's arena after h first: b and c's room,
+                // which the lists need little of when their pieces span a chunk.
+                let in_slot: &[bool] = if chunk_bytes.is_some() && !o.chunks_outside_slot { &[true, false] } else { &[false] };
+                for &table_log in &tables {
+                    for &slots in &slot_choices {
+                        for &in_slot in in_slot {
+                            let choice = Choice { matrices, streamed_matrices, chunk_bytes, h_resident, in_slot, slots, table_log, h_piece };
+                            match try_choice(shape, capacity, held, choice, o, keep) {
+                                Ok(p) => return Some(p),
+                                Err(need) => least_seen = least_seen.min(need),
                             }
                         }
                     }
@@ -479,8 +478,10 @@ pub fn plan(shape: &SetShape, capacity: usize, held: &Held, o: &Overrides) -> Re
         }
         None
     };
-    if let Some(p) = ladder(URGENT_ROOM_BYTES).or_else(|| ladder(0)) {
-        return Ok(p);
+    for &choice in matrices_choices {
+        if let Some(p) = ladder(URGENT_ROOM_BYTES, choice).or_else(|| ladder(0, choice)) {
+            return Ok(p);
+        }
     }
     let gb = |b: usize| b as f64 / 1e9;
     Err(format!(

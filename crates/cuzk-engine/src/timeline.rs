@@ -23,6 +23,12 @@ pub enum EventKind {
     /// Witness-only synthesis (a kind with compiled matrices), in place of synthesis.
     WitnessStart,
     WitnessEnd,
+    /// The kind's public inputs computed from the request's public data, on the
+    /// synthesis worker after the synthesis: the inputs the proof is checked against.
+    /// Not the prover's wait: a 32 GiB WindowPoSt partition went 2.47 s from its
+    /// witness to its preparation on an idle H100 (a98d4e9) with no span to say why.
+    InputsStart,
+    InputsEnd,
     /// On a GPU's copy stream (lane "copy-…" of the prover worker), during the host
     /// preparation: the partition's uploads, then its a, b, c computed from compiled
     /// matrices where the backend does that.
@@ -110,6 +116,8 @@ fn stage_edges(kind: EventKind) -> &'static [(&'static str, bool)] {
         EventKind::SynthesisEnd => &[("synthesis", false)],
         EventKind::WitnessStart => &[("admission", false), ("witness", true)],
         EventKind::WitnessEnd => &[("witness", false)],
+        EventKind::InputsStart => &[("inputs", true)],
+        EventKind::InputsEnd => &[("inputs", false)],
         EventKind::UploadStart => &[("upload", true)],
         EventKind::UploadEnd => &[("upload", false)],
         EventKind::ProductsStart => &[("products", true)],
@@ -123,8 +131,8 @@ fn stage_edges(kind: EventKind) -> &'static [(&'static str, bool)] {
 }
 
 /// Pairs start/end events per (lane, job, partition) into spans: admission (waiting
-/// for parameters and memory), synthesis (or witness), prepare, upload, products,
-/// prove.
+/// for parameters and memory), synthesis (or witness), inputs, prepare, upload,
+/// products, prove.
 pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
     let mut open: BTreeMap<(String, String, Option<u32>, &'static str), u64> = BTreeMap::new();
     let mut out = Vec::new();
@@ -149,8 +157,8 @@ pub fn spans(events: &[TimelineEvent]) -> Vec<Span> {
 /// Where partitions waited, in µs, one entry per partition that reached a prover:
 /// in the queue (job queued → a synthesis worker took it; missing where the job's
 /// Queued event has left the timeline's ring), for admission (parameters and memory
-/// budget → its synthesis started) and for a prover (synthesis ended → its prover
-/// began, preparation included).
+/// budget → its synthesis started) and for a prover (synthesis, and the public inputs
+/// where they were computed, ended → its prover began, preparation included).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PartitionWaits {
     pub queue_us: Vec<u64>,
@@ -187,11 +195,12 @@ pub fn partition_waits(events: &[TimelineEvent]) -> PartitionWaits {
         let (Some(dequeued), Some(started), Some(prover)) = (get(EventKind::Dequeued), get(started_kind), prover) else {
             continue;
         };
+        let ready = get(EventKind::InputsEnd).map_or(t, |i| i.max(t));
         if let Some(&q) = queued.get(job) {
             w.queue_us.push(dequeued.saturating_sub(q));
         }
         w.admission_us.push(started.saturating_sub(dequeued));
-        w.prover_us.push(prover.saturating_sub(t));
+        w.prover_us.push(prover.saturating_sub(ready));
     }
     w
 }
@@ -428,6 +437,24 @@ mod tests {
         let sp = spans(&e);
         assert!(sp.iter().any(|s| s.name == "admission j p0" && (s.start_us, s.end_us) == (5, 25)), "{sp:?}");
         assert!(svg_gantt(&e).contains("#c8c8c8"));
+    }
+
+    #[test]
+    fn the_public_inputs_are_a_span_of_their_own_and_not_a_wait_for_a_prover() {
+        let e = vec![
+            ev(0, EventKind::Dequeued, "synth-0", 0),
+            ev(0, EventKind::WitnessStart, "synth-0", 0),
+            ev(100, EventKind::WitnessEnd, "synth-0", 0),
+            ev(100, EventKind::InputsStart, "synth-0", 0),
+            ev(350, EventKind::InputsEnd, "synth-0", 0),
+            ev(360, EventKind::PrepareStart, "host-0.0", 0),
+            ev(400, EventKind::PrepareEnd, "host-0.0", 0),
+            ev(400, EventKind::ProveStart, "prove-0.0", 0),
+            ev(900, EventKind::ProveEnd, "prove-0.0", 0),
+        ];
+        assert_eq!(partition_waits(&e).prover_us, vec![10]);
+        let sp = spans(&e);
+        assert!(sp.iter().any(|s| s.lane == "synth-0" && (s.start_us, s.end_us) == (100, 350) && s.name == "inputs j p0"), "{sp:?}");
     }
 
     #[test]

@@ -162,7 +162,10 @@ fn synthesize(
     let result = result.and_then(|circuit| {
         let own = circuit.input.get(1..).unwrap_or_default();
         let work = job.work(index).ok_or_else(|| EngineError::Internal("the job finished during synthesis".into()))?;
-        match catch_panic("computing public inputs", move || work.public_inputs().transpose())? {
+        shared.timeline.record(&job.id.0, Some(index), EventKind::InputsStart, lane);
+        let inputs = catch_panic("computing public inputs", move || work.public_inputs().transpose());
+        shared.timeline.record(&job.id.0, Some(index), EventKind::InputsEnd, lane);
+        match inputs? {
             None => Ok((own.to_vec(), circuit)),
             Some(expected) if expected == own => Ok((expected, circuit)),
             Some(_) => Err(EngineError::Internal(

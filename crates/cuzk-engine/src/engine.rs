@@ -21,7 +21,7 @@ use cuzk_groth16::ProvingBackend;
 use crate::config::EngineConfig;
 use crate::error::{shown, EngineError};
 use crate::job::{Job, JobCompletion, JobSummary};
-use crate::kind::KindHandler;
+use crate::kind::{Handler, Handlers};
 use crate::metrics::prometheus_text;
 use crate::params::Eviction;
 use crate::pool::Buffers;
@@ -54,7 +54,7 @@ impl Engine {
     /// Starts the synthesis and prover workers, a, b, c in plain vectors from a reused
     /// pool. Each backend gets `workers_per_backend` workers (the backend holds its
     /// device only for a proof's compute region).
-    pub fn start(config: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, handlers: Vec<Arc<dyn KindHandler>>) -> Result<Engine, EngineError> {
+    pub fn start(config: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, handlers: Vec<Handler>) -> Result<Engine, EngineError> {
         Self::start_with_buffers(config, backends, handlers, Buffers::plain())
     }
 
@@ -63,7 +63,7 @@ impl Engine {
     pub fn start_with_buffers(
         config: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
-        handlers: Vec<Arc<dyn KindHandler>>,
+        handlers: Vec<Handler>,
         buffers: Buffers,
     ) -> Result<Engine, EngineError> {
         if backends.is_empty() {
@@ -73,7 +73,7 @@ impl Engine {
             Some(dir) => Some(ProofStore::open(dir).map_err(|e| EngineError::InvalidArgument(e.to_string()))?),
             None => None,
         };
-        let shared = Arc::new(Shared::new(config, backends, handlers, buffers, store));
+        let shared = Arc::new(Shared::new(config, backends, &handlers, Handlers::new(&handlers)?, buffers, store));
         restore_completed(&shared)?;
         let engine = Engine { shared: shared.clone(), threads: Mutex::new(Vec::new()) };
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
@@ -112,11 +112,10 @@ impl Engine {
         if !shared.accepting.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
-        let handler = shared
+        let planner = shared
             .handlers
-            .get(&req.kind())
-            .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind())))?
-            .clone();
+            .planner(&req.body)
+            .ok_or_else(|| EngineError::InvalidArgument(format!("proof kind {} is not supported by this daemon", req.kind())))?;
         shared.config.admission.check_priority(req.kind(), req.priority)?;
         let digest = req.digest();
         shared.prune_jobs();
@@ -135,7 +134,7 @@ impl Engine {
         // waited behind PoRep work (a WinningPoSt's 5 ms decode took 2.7 s while a PoRep
         // set loaded at a 16 GiB cap on the H100 at e2b69a2).
         let lane = if req.priority.urgent() { Lane::Urgent } else { Lane::Any };
-        let plan = shared.on_lane_threads(lane, || handler.plan(&req))?;
+        let plan = shared.on_lane_threads(lane, || planner.plan())?;
         if plan.partitions.is_empty() {
             return Err(EngineError::InvalidArgument("the request has no partitions to prove".into()));
         }

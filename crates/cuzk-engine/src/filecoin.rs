@@ -16,8 +16,8 @@ use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{AuxBuffer, NoProgress, ParameterSet, Scalar, SynthesizedCircuit, Witness, SCALAR_BYTES};
 
 use crate::error::EngineError;
-use crate::kind::{JobPlan, KindHandler, PartitionWork, TIMING_ONLY_NOTE};
-use crate::request::{JobRequest, ProofKind};
+use crate::kind::{JobPlan, KindHandler, ParameterSource, PartitionWork, TIMING_ONLY_NOTE};
+use crate::request::ProofKind;
 use cuzk_groth16::sync::lock;
 
 fn engine_error(e: FilecoinError) -> EngineError {
@@ -104,7 +104,7 @@ impl FilecoinKind {
     /// background at its set's first load (at preload, or its first request) while
     /// its partitions are synthesized in full: no proof waits for minutes of compiling
     /// (a 32 GiB WindowPoSt circuit: 4–7 minutes on an H200 host, longer than a proving
-    /// deadline allows). Once written, [`KindHandler::matrices_ready`] tells the
+    /// deadline allows). Once written, [`ParameterSource::matrices_ready`] tells the
     /// parameter cache to load the set again with them when no partition holds it.
     pub fn with_compiled_matrices_in_background(mut self, dir: PathBuf) -> Self {
         self.matrices = Some((dir, MatricesUse::Background));
@@ -228,54 +228,9 @@ impl PartitionWork for FilecoinPartition {
     }
 }
 
-impl KindHandler for FilecoinKind {
+impl ParameterSource for FilecoinKind {
     fn kind(&self) -> ProofKind {
         ProofKind::Filecoin(self.kind)
-    }
-
-    fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
-        let body = request.body_as::<FilecoinRequest>().filter(|r| r.kind == self.kind);
-        let body = body.ok_or_else(|| EngineError::Internal(format!("a {} request sent to the {} kind", request.kind(), self.kind())))?;
-        let decode_start = std::time::Instant::now();
-        let job: Arc<dyn FilecoinJob> = body.decode(self.checks).map_err(engine_error)?.into();
-        let circuit = job.circuit();
-        let header = self.header(circuit)?;
-        let eval_len = header.domain_size;
-        if header.timing_points && self.checks == InputChecks::Full {
-            return Err(self.timing_points_refusal(circuit));
-        }
-        let timing_note = job.timing_only().then(|| {
-            format!(
-                "{TIMING_ONLY_NOTE}: the vanilla proofs were not checked{}; the proof is not checked and not returned: never for real work",
-                if header.timing_points { " and the parameters are timing parameters" } else { "" }
-            )
-        });
-        // The decode's time is the vanilla proofs' checks in production mode: part of
-        // what production costs over timing-only.
-        tracing::info!(
-            job = job.describe().as_str(),
-            circuit = %circuit,
-            vanilla_checks = !job.timing_only(),
-            decode_ms = decode_start.elapsed().as_millis() as u64,
-            "decoded"
-        );
-        let partitions =
-            (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
-        let check = job.clone();
-        let final_check = Arc::new(move |proof: &[u8]| match check.verify(proof) {
-            Ok(CheckedBy::FilecoinProofs) => Ok("filecoin-proofs' verifier accepted the proof".to_string()),
-            Ok(CheckedBy::PartitionsOnly(why)) => Ok(format!("each partition proof verified against storage-proofs' public inputs ({why})")),
-            Err(e) => Err(e.to_string()),
-        });
-        Ok(JobPlan {
-            circuit_id: circuit.id(),
-            partitions,
-            eval_len,
-            // The aux assignment and densities: about one variable per constraint.
-            partition_bytes: (SCALAR_BYTES * eval_len) as u64,
-            final_check: Some(final_check),
-            timing_note,
-        })
     }
 
     fn owns_circuit(&self, circuit_id: &str) -> bool {
@@ -352,6 +307,51 @@ impl KindHandler for FilecoinKind {
             "parameters loaded"
         );
         Ok(p)
+    }
+}
+
+impl KindHandler<FilecoinRequest> for FilecoinKind {
+    fn plan(&self, body: &FilecoinRequest) -> Result<JobPlan, EngineError> {
+        let decode_start = std::time::Instant::now();
+        let job: Arc<dyn FilecoinJob> = body.decode(self.checks).map_err(engine_error)?.into();
+        let circuit = job.circuit();
+        let header = self.header(circuit)?;
+        let eval_len = header.domain_size;
+        if header.timing_points && self.checks == InputChecks::Full {
+            return Err(self.timing_points_refusal(circuit));
+        }
+        let timing_note = job.timing_only().then(|| {
+            format!(
+                "{TIMING_ONLY_NOTE}: the vanilla proofs were not checked{}; the proof is not checked and not returned: never for real work",
+                if header.timing_points { " and the parameters are timing parameters" } else { "" }
+            )
+        });
+        // The decode's time is the vanilla proofs' checks in production mode: part of
+        // what production costs over timing-only.
+        tracing::info!(
+            job = job.describe().as_str(),
+            circuit = %circuit,
+            vanilla_checks = !job.timing_only(),
+            decode_ms = decode_start.elapsed().as_millis() as u64,
+            "decoded"
+        );
+        let partitions =
+            (0..job.partitions()).map(|index| Arc::new(FilecoinPartition { job: job.clone(), index }) as Arc<dyn PartitionWork>).collect();
+        let check = job.clone();
+        let final_check = Arc::new(move |proof: &[u8]| match check.verify(proof) {
+            Ok(CheckedBy::FilecoinProofs) => Ok("filecoin-proofs' verifier accepted the proof".to_string()),
+            Ok(CheckedBy::PartitionsOnly(why)) => Ok(format!("each partition proof verified against storage-proofs' public inputs ({why})")),
+            Err(e) => Err(e.to_string()),
+        });
+        Ok(JobPlan {
+            circuit_id: circuit.id(),
+            partitions,
+            eval_len,
+            // The aux assignment and densities: about one variable per constraint.
+            partition_bytes: (SCALAR_BYTES * eval_len) as u64,
+            final_check: Some(final_check),
+            timing_note,
+        })
     }
 }
 

@@ -1,13 +1,19 @@
 //! Proof kinds: how a request becomes partitions, and which parameter set they need.
+//! A kind's handler plans the body type of its own family ([`KindHandler<B>`]); the
+//! engine holds them as [`Handler`]s, one variant per [`RequestBody`] variant, so a
+//! request reaches a handler of its own type with no downcast.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use cuzk_filecoin::{CircuitKind, FilecoinRequest};
 
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{AuxBuffer, ParameterSet, Scalar, SynthesizedCircuit, Witness};
 
 use crate::error::EngineError;
-use crate::request::{JobRequest, ProofKind};
+use crate::request::{ProofKind, RequestBody, SyntheticRequest};
 
 /// One partition's circuit, synthesized on demand (so a queued job holds only its
 /// decoded payload, not gigabytes of witness).
@@ -62,11 +68,9 @@ pub struct JobPlan {
 /// answer by it.
 pub const TIMING_ONLY_NOTE: &str = "timing only (daemon.timing_only)";
 
-/// A proof kind's decoding and parameters.
-pub trait KindHandler: Send + Sync {
+/// A proof kind's parameter sets: what the parameter cache asks of every kind.
+pub trait ParameterSource: Send + Sync {
     fn kind(&self) -> ProofKind;
-    /// Decodes and checks a request; errors name what is wrong with it.
-    fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError>;
     /// Whether `circuit_id` names a parameter set of this kind.
     fn owns_circuit(&self, circuit_id: &str) -> bool;
     /// Loads (or makes) the parameter set `circuit_id`. With `points_in_file` every
@@ -101,5 +105,135 @@ pub trait KindHandler: Send + Sync {
     fn matrices_ready(&self, circuit_id: &str) -> bool {
         let _ = circuit_id;
         false
+    }
+}
+
+/// A proof kind: its parameter sets, and what it makes of a request of its family's
+/// body type `B`.
+pub trait KindHandler<B>: ParameterSource {
+    /// Decodes and checks a request; errors name what is wrong with it.
+    fn plan(&self, body: &B) -> Result<JobPlan, EngineError>;
+}
+
+/// A kind an engine serves, typed by the body it plans: one variant per
+/// [`RequestBody`] variant.
+#[derive(Clone)]
+pub enum Handler {
+    Filecoin(Arc<dyn KindHandler<FilecoinRequest>>),
+    Synthetic(Arc<dyn KindHandler<SyntheticRequest>>),
+}
+
+impl Handler {
+    pub fn filecoin(h: impl KindHandler<FilecoinRequest> + 'static) -> Handler {
+        Handler::Filecoin(Arc::new(h))
+    }
+
+    pub fn synthetic(h: impl KindHandler<SyntheticRequest> + 'static) -> Handler {
+        Handler::Synthetic(Arc::new(h))
+    }
+
+    pub(crate) fn source(&self) -> Arc<dyn ParameterSource> {
+        match self {
+            Handler::Filecoin(h) => h.clone(),
+            Handler::Synthetic(h) => h.clone(),
+        }
+    }
+}
+
+/// The handlers of an engine, keyed by what their bodies name: a request's body finds
+/// the handler of its own variant and kind, or none (a kind this daemon does not serve).
+pub(crate) struct Handlers {
+    filecoin: HashMap<CircuitKind, Arc<dyn KindHandler<FilecoinRequest>>>,
+    synthetic: Option<Arc<dyn KindHandler<SyntheticRequest>>>,
+}
+
+impl Handlers {
+    /// Refuses a handler whose kind is not of its variant's family, and two handlers of
+    /// one kind: mistakes of the code that starts the engine, found at its start.
+    pub fn new(handlers: &[Handler]) -> Result<Handlers, EngineError> {
+        let mut out = Handlers { filecoin: HashMap::new(), synthetic: None };
+        for h in handlers {
+            let kind = h.source().kind();
+            let taken = match (h, kind) {
+                (Handler::Filecoin(f), ProofKind::Filecoin(k)) => out.filecoin.insert(k, f.clone()).is_some(),
+                (Handler::Synthetic(s), ProofKind::Synthetic) => out.synthetic.replace(s.clone()).is_some(),
+                _ => return Err(EngineError::InvalidArgument(format!("a handler of the {kind} kind given as another family's"))),
+            };
+            if taken {
+                return Err(EngineError::InvalidArgument(format!("two handlers of the {kind} kind")));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn serves(&self, kind: ProofKind) -> bool {
+        match kind {
+            ProofKind::Filecoin(k) => self.filecoin.contains_key(&k),
+            ProofKind::Synthetic => self.synthetic.is_some(),
+        }
+    }
+
+    /// The handler of the body's kind, with the body as its type; None where this
+    /// engine has no handler of that kind.
+    pub fn planner<'a>(&'a self, body: &'a RequestBody) -> Option<Planner<'a>> {
+        match body {
+            RequestBody::Filecoin(r) => self.filecoin.get(&r.kind).map(|h| Planner::Filecoin(h.as_ref(), r)),
+            RequestBody::Synthetic(r) => self.synthetic.as_deref().map(|h| Planner::Synthetic(h, r)),
+        }
+    }
+}
+
+/// A request's body and the handler of its kind, matched by type.
+pub(crate) enum Planner<'a> {
+    Filecoin(&'a dyn KindHandler<FilecoinRequest>, &'a FilecoinRequest),
+    Synthetic(&'a dyn KindHandler<SyntheticRequest>, &'a SyntheticRequest),
+}
+
+impl Planner<'_> {
+    pub fn plan(&self) -> Result<JobPlan, EngineError> {
+        match self {
+            Planner::Filecoin(h, r) => h.plan(r),
+            Planner::Synthetic(h, r) => h.plan(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::SyntheticKind;
+
+    /// A Filecoin-family handler that says it is the synthetic kind.
+    struct Misfiled(SyntheticKind);
+
+    impl ParameterSource for Misfiled {
+        fn kind(&self) -> ProofKind {
+            self.0.kind()
+        }
+        fn owns_circuit(&self, id: &str) -> bool {
+            self.0.owns_circuit(id)
+        }
+        fn load_params(&self, id: &str, points_in_file: bool) -> Result<ParameterSet, EngineError> {
+            self.0.load_params(id, points_in_file)
+        }
+    }
+
+    impl KindHandler<FilecoinRequest> for Misfiled {
+        fn plan(&self, _: &FilecoinRequest) -> Result<JobPlan, EngineError> {
+            Err(EngineError::Internal("never planned".into()))
+        }
+    }
+
+    #[test]
+    fn a_body_finds_the_handler_of_its_own_type_and_misfiled_or_doubled_handlers_are_refused() {
+        let h = Handlers::new(&[Handler::synthetic(SyntheticKind::new(8))]).unwrap();
+        assert!(h.serves(ProofKind::Synthetic) && !h.serves(ProofKind::Filecoin(CircuitKind::Porep)));
+        assert!(matches!(h.planner(&RequestBody::Synthetic(SyntheticRequest(Vec::new()))), Some(Planner::Synthetic(..))));
+        assert!(h.planner(&RequestBody::Filecoin(FilecoinRequest::new(CircuitKind::Porep))).is_none());
+
+        let twice = Handlers::new(&[Handler::synthetic(SyntheticKind::new(8)), Handler::synthetic(SyntheticKind::new(8))]);
+        assert!(matches!(&twice, Err(EngineError::InvalidArgument(m)) if m.contains("two handlers of the synthetic kind")), "{:?}", twice.err());
+        let misfiled = Handlers::new(&[Handler::filecoin(Misfiled(SyntheticKind::new(8)))]);
+        assert!(matches!(&misfiled, Err(EngineError::InvalidArgument(m)) if m.contains("another family")), "{:?}", misfiled.err());
     }
 }

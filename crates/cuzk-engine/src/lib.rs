@@ -50,11 +50,13 @@ pub use config::EngineConfig;
 pub use engine::{Engine, Submitted};
 pub use error::{shown, EngineError, SHOWN_BYTES};
 pub use job::{JobCompletion, JobSummary, PartitionState};
-pub use kind::{FinalCheck, JobPlan, KindHandler, PartitionWork, TIMING_ONLY_NOTE};
+pub use kind::{FinalCheck, Handler, JobPlan, KindHandler, ParameterSource, PartitionWork, TIMING_ONLY_NOTE};
 pub use memory::MemoryBudget;
 pub use params::ParameterSetStatus;
 pub use pool::{BufferMaker, Buffers};
-pub use request::{label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind, RequestBody, JOB_LABEL_DIGITS};
+pub use request::{
+    label_of, JobId, JobOutcome, JobRequest, JobStatus, JobTimings, Priority, ProofKind, RequestBody, SyntheticRequest, JOB_LABEL_DIGITS,
+};
 pub use status::{BackendStatus, EngineStatus, QueueStatus};
 pub use store::{ProofStore, StoreError, StoredProof};
 pub use timeline::{EventKind, TimelineEvent};

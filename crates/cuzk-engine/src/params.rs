@@ -12,7 +12,7 @@ use cuzk_groth16::verifier::PreparedVerifyingKey;
 use cuzk_groth16::{ParameterSet, ProvingBackend};
 
 use crate::error::EngineError;
-use crate::kind::KindHandler;
+use crate::kind::ParameterSource;
 use crate::memory::{BudgetGuard, MemoryBudget};
 use cuzk_groth16::sync::lock;
 
@@ -23,7 +23,7 @@ pub(crate) struct LoadedParameterSet {
     pub set: ParameterSet,
     pub pvk: PreparedVerifyingKey,
     /// The circuit's compiled matrices where its kind proves with them
-    /// ([`KindHandler::load_matrices`]).
+    /// ([`ParameterSource::load_matrices`]).
     pub matrices: Option<Arc<ConstraintMatrices>>,
     /// Whether every backend computes a, b, c of its partitions from the matrices
     /// ([`ProvingBackend::computes_products`]); else a partition's synthesis computes
@@ -111,10 +111,10 @@ pub struct ParameterSetStatus {
 }
 
 pub(crate) struct ParameterCache {
-    handlers: Vec<Arc<dyn KindHandler>>,
+    handlers: Vec<Arc<dyn ParameterSource>>,
     backends: Vec<Arc<dyn ProvingBackend>>,
     budget: Arc<MemoryBudget>,
-    /// Every backend reads query points from their file itself (KindHandler::load_params).
+    /// Every backend reads query points from their file itself (ParameterSource::load_params).
     points_in_file: bool,
     entries: Mutex<HashMap<String, Entry>>,
     /// Serializes loading, so two partitions needing the same set load it once.
@@ -125,7 +125,7 @@ impl ParameterCache {
     /// Cached sets are charged to `budget`. `backends` are told when a set is gone;
     /// when every one of them reads points from files itself, sets are loaded with
     /// their points left in the file.
-    pub fn new(handlers: Vec<Arc<dyn KindHandler>>, backends: Vec<Arc<dyn ProvingBackend>>, budget: Arc<MemoryBudget>) -> Self {
+    pub fn new(handlers: Vec<Arc<dyn ParameterSource>>, backends: Vec<Arc<dyn ProvingBackend>>, budget: Arc<MemoryBudget>) -> Self {
         let points_in_file = !backends.is_empty() && backends.iter().all(|b| b.reads_params_from_file());
         ParameterCache { handlers, backends, budget, points_in_file, entries: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }

@@ -2,7 +2,6 @@
 //! it gets back (a job id, then the job's outcome). Plain data, used by every other
 //! module; it imports none of them.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,29 +112,70 @@ impl fmt::Display for JobId {
     }
 }
 
-/// What a request asks for, as its kind reads it: opaque to the engine but for its
-/// kind, its size and its digest. The kind's handler takes its own type back with
-/// [`JobRequest::body_as`].
-pub trait RequestBody: Any + Send + Sync + fmt::Debug {
-    fn kind(&self) -> ProofKind;
-    /// Feeds every field to `bytes`, each in its own call ([`JobRequest::digest`]).
-    fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8]));
-    /// Bytes of its variable-length fields: about what the decoded request holds while
-    /// its job is unfinished (admission.max_queued_request_bytes).
-    fn bytes(&self) -> u64;
+/// What a request asks for: the body of one family of kinds. Closed (the engine
+/// serves these families and no other), so each kind's handler receives its own
+/// family's type ([`crate::kind::Handler`]) and nothing is downcast.
+#[derive(Clone, Debug)]
+pub enum RequestBody {
+    Filecoin(FilecoinRequest),
+    Synthetic(SyntheticRequest),
 }
 
-impl RequestBody for FilecoinRequest {
-    fn kind(&self) -> ProofKind {
-        ProofKind::Filecoin(self.kind)
+impl RequestBody {
+    pub fn kind(&self) -> ProofKind {
+        match self {
+            RequestBody::Filecoin(r) => ProofKind::Filecoin(r.kind),
+            RequestBody::Synthetic(_) => ProofKind::Synthetic,
+        }
     }
 
+    /// Feeds every field to `bytes`, each in its own call ([`JobRequest::digest`]).
+    pub fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8])) {
+        match self {
+            RequestBody::Filecoin(r) => r.digest_fields(bytes),
+            RequestBody::Synthetic(r) => r.digest_fields(bytes),
+        }
+    }
+
+    /// Bytes of its variable-length fields: about what the decoded request holds while
+    /// its job is unfinished (admission.max_queued_request_bytes).
+    pub fn bytes(&self) -> u64 {
+        match self {
+            RequestBody::Filecoin(r) => r.bytes(),
+            RequestBody::Synthetic(r) => r.0.len() as u64,
+        }
+    }
+}
+
+impl From<FilecoinRequest> for RequestBody {
+    fn from(r: FilecoinRequest) -> Self {
+        RequestBody::Filecoin(r)
+    }
+}
+
+impl From<SyntheticRequest> for RequestBody {
+    fn from(r: SyntheticRequest) -> Self {
+        RequestBody::Synthetic(r)
+    }
+}
+
+/// A synthetic request ([`crate::synthetic`]): its JSON payload (the wire's
+/// `vanilla_proof`), e.g. `{"log_size": 10, "partitions": 1, "seed": 0}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntheticRequest(pub Vec<u8>);
+
+impl SyntheticRequest {
+    /// As a request of the wire's fields with only `vanilla_proof` set: the digests of
+    /// earlier versions.
     fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8])) {
-        FilecoinRequest::digest_fields(self, bytes)
-    }
-
-    fn bytes(&self) -> u64 {
-        FilecoinRequest::bytes(self)
+        for _ in 0..5 {
+            bytes(&0u64.to_le_bytes());
+        }
+        bytes(&self.0);
+        for _ in 0..4 {
+            bytes(&[]);
+        }
+        bytes(&0u64.to_le_bytes());
     }
 }
 
@@ -148,21 +188,16 @@ pub struct JobRequest {
     /// Curio's WindowPoSt partitions of one deadline are. Empty means none.
     pub request_id: String,
     pub priority: Priority,
-    pub body: Arc<dyn RequestBody>,
+    pub body: Arc<RequestBody>,
 }
 
 impl JobRequest {
-    pub fn new(request_id: impl Into<String>, priority: Priority, body: impl RequestBody) -> JobRequest {
-        JobRequest { request_id: request_id.into(), priority, body: Arc::new(body) }
+    pub fn new(request_id: impl Into<String>, priority: Priority, body: impl Into<RequestBody>) -> JobRequest {
+        JobRequest { request_id: request_id.into(), priority, body: Arc::new(body.into()) }
     }
 
     pub fn kind(&self) -> ProofKind {
         self.body.kind()
-    }
-
-    /// The body as its kind's type; `None` for another kind's.
-    pub fn body_as<T: RequestBody>(&self) -> Option<&T> {
-        (self.body.as_ref() as &dyn Any).downcast_ref::<T>()
     }
 
     /// SHA-256 of everything but the request id (kind, priority, every field of the

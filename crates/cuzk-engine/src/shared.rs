@@ -14,7 +14,7 @@ use crate::config::EngineConfig;
 use crate::error::EngineError;
 use crate::grace::{Grace, PartitionCosts};
 use crate::job::{Job, JobTable};
-use crate::kind::KindHandler;
+use crate::kind::{Handler, Handlers};
 use crate::memory::MemoryBudget;
 use crate::metrics::Stats;
 use crate::params::{ParameterCache, ParameterLease};
@@ -48,7 +48,7 @@ pub(crate) struct BackendSlot {
 
 pub(crate) struct Shared {
     pub config: EngineConfig,
-    pub handlers: HashMap<ProofKind, Arc<dyn KindHandler>>,
+    pub handlers: Handlers,
     pub params: ParameterCache,
     pub budget: Arc<MemoryBudget>,
     pub buffers: Arc<BufferPool>,
@@ -81,7 +81,8 @@ impl Shared {
     pub fn new(
         config: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
-        handlers: Vec<Arc<dyn KindHandler>>,
+        handlers: &[Handler],
+        by_body: Handlers,
         buffers: Buffers,
         store: Option<ProofStore>,
     ) -> Shared {
@@ -94,10 +95,10 @@ impl Shared {
             buffers: BufferPool::new(buffers, budget.clone(), 3 * in_flight),
             witnesses: WitnessPool::new(budget.clone(), in_flight),
             admit: Mutex::new(()),
-            handlers: handlers.iter().map(|h| (h.kind(), h.clone())).collect(),
+            handlers: by_body,
             // GPU backends read a set's points from its file onto their devices: the host
             // then keeps only the header (a C2 set: 47 GB less host memory, no decoding).
-            params: ParameterCache::new(handlers, backends.clone(), budget.clone()),
+            params: ParameterCache::new(handlers.iter().map(Handler::source).collect(), backends.clone(), budget.clone()),
             budget,
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),
@@ -237,7 +238,7 @@ impl Shared {
                 .collect(),
             parameter_sets: self.params.status(),
             queues: ProofKind::all()
-                .filter(|k| self.handlers.contains_key(k))
+                .filter(|&k| self.handlers.serves(k))
                 .map(|k| {
                     let (pending, in_progress) = queues.get(&k).copied().unwrap_or_default();
                     QueueStatus { kind: k, pending, in_progress }

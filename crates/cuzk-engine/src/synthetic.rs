@@ -24,37 +24,10 @@ use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
 
 use crate::error::EngineError;
-use crate::kind::{JobPlan, KindHandler, PartitionWork};
-use crate::request::{JobRequest, ProofKind, RequestBody};
+use crate::kind::{JobPlan, KindHandler, ParameterSource, PartitionWork};
+use crate::request::ProofKind;
+pub use crate::request::SyntheticRequest;
 use cuzk_groth16::sync::lock;
-
-/// A synthetic request: its JSON payload (the wire's `vanilla_proof`), e.g.
-/// `{"log_size": 10, "partitions": 1, "seed": 0}`.
-#[derive(Clone, Debug)]
-pub struct SyntheticRequest(pub Vec<u8>);
-
-impl RequestBody for SyntheticRequest {
-    fn kind(&self) -> ProofKind {
-        ProofKind::Synthetic
-    }
-
-    /// As a request of the wire's fields with only `vanilla_proof` set: the digests of
-    /// earlier versions.
-    fn digest_fields(&self, bytes: &mut dyn FnMut(&[u8])) {
-        for _ in 0..5 {
-            bytes(&0u64.to_le_bytes());
-        }
-        bytes(&self.0);
-        for _ in 0..4 {
-            bytes(&[]);
-        }
-        bytes(&0u64.to_le_bytes());
-    }
-
-    fn bytes(&self) -> u64 {
-        self.0.len() as u64
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -219,21 +192,54 @@ impl PartitionWork for SyntheticPartition {
     }
 }
 
-impl KindHandler for SyntheticKind {
+impl ParameterSource for SyntheticKind {
     fn kind(&self) -> ProofKind {
         ProofKind::Synthetic
     }
 
-    fn plan(&self, request: &JobRequest) -> Result<JobPlan, EngineError> {
+    fn owns_circuit(&self, circuit_id: &str) -> bool {
+        self.parse_circuit_id(circuit_id).is_some()
+    }
+
+    fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
+        if !self.compiled {
+            return Ok(None);
+        }
+        let (shape, _) = self
+            .parse_circuit_id(circuit_id)
+            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
+        let t = std::time::Instant::now();
+        let m = compile_matrices(shape.circuit(0)).map_err(|e| EngineError::Internal(format!("compiling the matrices of {circuit_id}: {e}")))?;
+        tracing::info!(
+            circuit_id,
+            gb = format!("{:.2}", m.bytes() as f64 / 1e9),
+            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
+            "synthetic matrices compiled: partitions are synthesized witness-only"
+        );
+        Ok(Some(m))
+    }
+
+    /// Made in memory: `points_in_file` does not apply.
+    fn load_params(&self, circuit_id: &str, _points_in_file: bool) -> Result<ParameterSet, EngineError> {
+        let (shape, seed) = self
+            .parse_circuit_id(circuit_id)
+            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
+        let mul = (self.fixed_base)().map_err(|e| EngineError::Internal(format!("setup of {circuit_id}: {e}")))?;
+        let t = std::time::Instant::now();
+        let p = Self::parameters_on(shape, seed, mul.as_ref())?;
+        tracing::info!(circuit_id, on = %mul.name(), secs = t.elapsed().as_secs_f64(), "synthetic parameters made");
+        Ok(p)
+    }
+}
+
+impl KindHandler<SyntheticRequest> for SyntheticKind {
+    fn plan(&self, body: &SyntheticRequest) -> Result<JobPlan, EngineError> {
         let bad = |e: serde_json::Error| {
             EngineError::InvalidArgument(format!(
                 "synthetic payload: vanilla_proof must be a JSON object like {{\"log_size\": 10, \"partitions\": 1, \"seed\": 0}}: {e}"
             ))
         };
         // An object only: serde would also take a struct from a JSON array (`[10]`).
-        let body = request
-            .body_as::<SyntheticRequest>()
-            .ok_or_else(|| EngineError::Internal(format!("a {} request sent to the synthetic kind", request.kind())))?;
         let object: serde_json::Map<String, serde_json::Value> = cuzk_filecoin::strict_json::from_slice(&body.0).map_err(bad)?;
         let p: SyntheticPayload = serde_json::from_value(serde_json::Value::Object(object)).map_err(bad)?;
         if !(1..=self.max_log_size).contains(&p.log_size) {
@@ -270,39 +276,5 @@ impl KindHandler for SyntheticKind {
         let eval_len = 1usize << p.log_size;
         let partition_bytes = (SCALAR_BYTES * eval_len) as u64;
         Ok(JobPlan { circuit_id, partitions, eval_len, partition_bytes, final_check: None, timing_note: None })
-    }
-
-    fn owns_circuit(&self, circuit_id: &str) -> bool {
-        self.parse_circuit_id(circuit_id).is_some()
-    }
-
-    fn load_matrices(&self, circuit_id: &str) -> Result<Option<ConstraintMatrices>, EngineError> {
-        if !self.compiled {
-            return Ok(None);
-        }
-        let (shape, _) = self
-            .parse_circuit_id(circuit_id)
-            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
-        let t = std::time::Instant::now();
-        let m = compile_matrices(shape.circuit(0)).map_err(|e| EngineError::Internal(format!("compiling the matrices of {circuit_id}: {e}")))?;
-        tracing::info!(
-            circuit_id,
-            gb = format!("{:.2}", m.bytes() as f64 / 1e9),
-            secs = format!("{:.2}", t.elapsed().as_secs_f64()),
-            "synthetic matrices compiled: partitions are synthesized witness-only"
-        );
-        Ok(Some(m))
-    }
-
-    /// Made in memory: `points_in_file` does not apply.
-    fn load_params(&self, circuit_id: &str, _points_in_file: bool) -> Result<ParameterSet, EngineError> {
-        let (shape, seed) = self
-            .parse_circuit_id(circuit_id)
-            .ok_or_else(|| EngineError::NotFound(format!("not a synthetic circuit id: {}", crate::error::shown(circuit_id))))?;
-        let mul = (self.fixed_base)().map_err(|e| EngineError::Internal(format!("setup of {circuit_id}: {e}")))?;
-        let t = std::time::Instant::now();
-        let p = Self::parameters_on(shape, seed, mul.as_ref())?;
-        tracing::info!(circuit_id, on = %mul.name(), secs = t.elapsed().as_secs_f64(), "synthetic parameters made");
-        Ok(p)
     }
 }

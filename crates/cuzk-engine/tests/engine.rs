@@ -23,7 +23,7 @@ fn config() -> EngineConfig {
 }
 
 fn engine_with(backend: Arc<dyn ProvingBackend>, cfg: EngineConfig) -> Engine {
-    Engine::start(cfg, vec![backend], vec![Arc::new(SyntheticKind::new(16))]).unwrap()
+    Engine::start(cfg, vec![backend], vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(16))]).unwrap()
 }
 
 #[test]
@@ -351,7 +351,7 @@ fn a_rejected_proof_is_retried_on_another_backend() {
     let bad: Arc<dyn ProvingBackend> = Arc::new(AlwaysBad { inner: CpuBackend::new(), called: flag.clone() });
     let good: Arc<dyn ProvingBackend> = Arc::new(WaitsFor { inner: CpuBackend::new(), go: flag });
     let cfg = EngineConfig { workers_per_backend: 1, synthesis_lookahead: 2, ..config() };
-    let e = Engine::start(cfg, vec![bad, good], vec![Arc::new(SyntheticKind::new(16))]).unwrap();
+    let e = Engine::start(cfg, vec![bad, good], vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(16))]).unwrap();
     let s = e.submit(synthetic(8, 4, 20, Priority::Normal, "")).unwrap();
     let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
     assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
@@ -394,7 +394,7 @@ fn premade_partitions_prove_the_kept_witness() {
     assert!(matches!(&err, EngineError::InvalidArgument(m) if m.contains("allow_premade")), "{err}");
     off.shutdown(Duration::from_secs(1));
     let kind = SyntheticKind::new(16).allowing_premade(true);
-    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)]).unwrap();
+    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![cuzk_engine::Handler::synthetic(kind)]).unwrap();
     let premade = |seed: u64| {
         synthetic_json(format!(r#"{{"log_size": 8, "partitions": 3, "seed": {seed}, "premade": true}}"#).as_bytes(), Priority::Normal, "")
     };
@@ -428,12 +428,15 @@ impl Changed {
     }
 }
 
-impl cuzk_engine::KindHandler for Changed {
+impl cuzk_engine::KindHandler<cuzk_engine::SyntheticRequest> for Changed {
+    fn plan(&self, r: &cuzk_engine::SyntheticRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        Ok((self.change)(self.inner.plan(r)?))
+    }
+}
+
+impl cuzk_engine::ParameterSource for Changed {
     fn kind(&self) -> ProofKind {
         ProofKind::Synthetic
-    }
-    fn plan(&self, r: &JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
-        Ok((self.change)(self.inner.plan(r)?))
     }
     fn owns_circuit(&self, id: &str) -> bool {
         self.inner.owns_circuit(id)
@@ -459,7 +462,7 @@ fn a_refused_final_check_or_wrong_public_inputs_fail_the_job_without_a_proof() {
     for wrong_inputs in [false, true] {
         // A final check that refuses every proof, or public inputs (the kind's own
         // computation) that differ from the circuit's.
-        let kind = Arc::new(Changed::new(move |mut plan| {
+        let kind = cuzk_engine::Handler::synthetic(Changed::new(move |mut plan| {
             if wrong_inputs {
                 plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(WrongInputs(p)) as Arc<dyn cuzk_engine::PartitionWork>).collect();
             } else {
@@ -568,7 +571,7 @@ fn host_memory_a_backend_pins_for_a_set_is_charged_with_it() {
 fn compiled_matrices_give_verified_proofs_from_witness_only_synthesis() {
     use cuzk_engine::EventKind;
     let kind = SyntheticKind::new(16).with_compiled_matrices(true);
-    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)]).unwrap();
+    let e = Engine::start(config(), vec![Arc::new(CpuBackend::new())], vec![cuzk_engine::Handler::synthetic(kind)]).unwrap();
     let s = e.submit(synthetic(10, 3, 70, Priority::Normal, "")).unwrap();
     let out = e.wait(&s.job_id, None).unwrap();
     assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
@@ -624,7 +627,7 @@ impl ProvingBackend for ComputesProducts {
 fn a_b_c_computed_on_the_host_from_compiled_matrices_are_counted() {
     let peak = |b: Arc<dyn ProvingBackend>| {
         let kind = SyntheticKind::new(16).with_compiled_matrices(true);
-        let e = Engine::start(config(), vec![b], vec![Arc::new(kind)]).unwrap();
+        let e = Engine::start(config(), vec![b], vec![cuzk_engine::Handler::synthetic(kind)]).unwrap();
         let s = e.submit(synthetic(12, 1, 80, Priority::Normal, "")).unwrap();
         let out = e.wait(&s.job_id, None).unwrap();
         assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
@@ -655,7 +658,7 @@ fn a_finished_job_drops_its_request_and_queued_request_bytes_are_capped() {
     let token = Arc::new(());
     // Its partitions and final check hold the token, as a decoded request would.
     let held = token.clone();
-    let kind = Arc::new(Changed::new(move |mut plan| {
+    let kind = cuzk_engine::Handler::synthetic(Changed::new(move |mut plan| {
         plan.partitions = plan.partitions.into_iter().map(|p| Arc::new(HoldsToken(p, held.clone())) as Arc<dyn cuzk_engine::PartitionWork>).collect();
         let t = held.clone();
         plan.final_check = Some(Arc::new(move |_: &[u8]| Ok(format!("checked ({} holders)", Arc::strong_count(&t)))));

@@ -18,7 +18,7 @@ fn config() -> EngineConfig {
 }
 
 fn engine(cfg: EngineConfig) -> Engine {
-    Engine::start(cfg, vec![Arc::new(CpuBackend::new())], vec![Arc::new(SyntheticKind::new(16))]).unwrap()
+    Engine::start(cfg, vec![Arc::new(CpuBackend::new())], vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(16))]).unwrap()
 }
 
 #[test]
@@ -114,13 +114,16 @@ fn queue_caps_answer_resource_exhausted_and_critical_is_for_listed_kinds() {
 /// The synthetic kind, counting the requests it decodes.
 struct CountingDecodes(SyntheticKind, Arc<std::sync::atomic::AtomicUsize>);
 
-impl cuzk_engine::KindHandler for CountingDecodes {
+impl cuzk_engine::KindHandler<cuzk_engine::SyntheticRequest> for CountingDecodes {
+    fn plan(&self, body: &cuzk_engine::SyntheticRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.plan(body)
+    }
+}
+
+impl cuzk_engine::ParameterSource for CountingDecodes {
     fn kind(&self) -> ProofKind {
         self.0.kind()
-    }
-    fn plan(&self, request: &cuzk_engine::JobRequest) -> Result<cuzk_engine::JobPlan, EngineError> {
-        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.plan(request)
     }
     fn owns_circuit(&self, circuit_id: &str) -> bool {
         self.0.owns_circuit(circuit_id)
@@ -136,7 +139,7 @@ impl cuzk_engine::KindHandler for CountingDecodes {
 fn a_full_queue_refuses_before_decoding() {
     let decodes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let admission = AdmissionLimits { max_queued_jobs: 1, ..AdmissionLimits::default() };
-    let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(CountingDecodes(SyntheticKind::new(16), decodes.clone()))];
+    let kinds: Vec<cuzk_engine::Handler> = vec![cuzk_engine::Handler::synthetic(CountingDecodes(SyntheticKind::new(16), decodes.clone()))];
     let e = Engine::start(EngineConfig { admission, ..config() }, vec![Arc::new(CpuBackend::new())], kinds).unwrap();
     let first = e.submit(synthetic(14, 3, 0, Priority::Normal, "")).unwrap().job_id;
     assert_eq!(decodes.load(std::sync::atomic::Ordering::SeqCst), 1);

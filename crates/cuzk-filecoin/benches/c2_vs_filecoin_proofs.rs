@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::ids::{porep_config, prover_id};
-use cuzk_filecoin::{decode_porep, SealProof};
+use cuzk_filecoin::{InputChecks, SealProof};
 use cuzk_groth16::format::{read_params, PointCheck};
 use cuzk_groth16::synthesis::EvalBuffers;
 use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
@@ -44,7 +44,7 @@ fn main() {
     for rep in 0..=reps {
         // cuzk
         let t0 = Instant::now();
-        let job = decode_porep(&p.request()).unwrap();
+        let job = p.request().decode(InputChecks::Full).unwrap();
         let t1 = Instant::now();
         let mut c = job.synthesize(0, EvalBuffers { a: Box::new(Vec::new()), b: Box::new(Vec::new()), c: Box::new(Vec::new()) }).unwrap();
         let t2 = Instant::now();

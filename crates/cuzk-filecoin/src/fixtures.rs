@@ -30,13 +30,11 @@ use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::sector::SectorId;
 
 use crate::ids::{porep_config, post_config, prover_id};
-use crate::kinds::porep::PorepRequest;
-use crate::kinds::post::PostRequest;
-use crate::kinds::snap::SnapRequest;
 use crate::registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
+use crate::request::FilecoinRequest;
 use crate::request_files::{hex, RequestFiles};
 use crate::setup;
-use crate::{FilecoinError, FilecoinJob, InputChecks};
+use crate::{FilecoinError, FilecoinJob};
 
 /// 2 KiB and 8 MiB sectors share one tree shape.
 type Tree = SectorShapeBase;
@@ -80,15 +78,21 @@ pub struct PostFixture {
 }
 
 impl PostFixture {
-    pub fn request(&self) -> PostRequest<'_> {
-        PostRequest {
+    /// The request, of the PoSt kind its registered proof names (a type that is no
+    /// PoSt's is the decoder's to refuse, naming it).
+    pub fn request(&self) -> FilecoinRequest {
+        let kind = match PostProof::from_registered(self.registered_proof) {
+            Ok(PostProof { window: false, .. }) => CircuitKind::WinningPost,
+            _ => CircuitKind::WindowPost,
+        };
+        FilecoinRequest {
             registered_proof: self.registered_proof,
             sector_size: self.sector_size,
-            vanilla_proofs: &self.vanilla_proofs,
-            randomness: &self.randomness,
+            vanilla_proofs: self.vanilla_proofs.clone(),
+            randomness: self.randomness.to_vec(),
             miner_id: self.miner_id,
             partition_index: 0,
-            checks: InputChecks::Full,
+            ..FilecoinRequest::new(kind)
         }
     }
 }
@@ -137,14 +141,14 @@ pub struct PorepFixture {
 }
 
 impl PorepFixture {
-    pub fn request(&self) -> PorepRequest<'_> {
-        PorepRequest {
-            vanilla_proof: &self.envelope,
+    pub fn request(&self) -> FilecoinRequest {
+        FilecoinRequest {
+            vanilla_proof: self.envelope.clone(),
             registered_proof: self.registered_proof,
             sector_size: self.sector_size,
             sector_number: self.sector_number,
             miner_id: self.miner_id,
-            checks: InputChecks::Full,
+            ..FilecoinRequest::new(CircuitKind::Porep)
         }
     }
 
@@ -174,15 +178,15 @@ pub struct SnapFixture {
 }
 
 impl SnapFixture {
-    pub fn request(&self) -> SnapRequest<'_> {
-        SnapRequest {
+    pub fn request(&self) -> FilecoinRequest {
+        FilecoinRequest {
             registered_proof: self.registered_proof,
             sector_size: self.sector_size,
-            vanilla_proofs: &self.vanilla_proofs,
-            comm_r_old: &self.comm_r_old,
-            comm_r_new: &self.comm_r_new,
-            comm_d_new: &self.comm_d_new,
-            checks: InputChecks::Full,
+            vanilla_proofs: self.vanilla_proofs.clone(),
+            comm_r_old: self.comm_r_old.to_vec(),
+            comm_r_new: self.comm_r_new.to_vec(),
+            comm_d_new: self.comm_d_new.to_vec(),
+            ..FilecoinRequest::new(CircuitKind::Snap)
         }
     }
 

@@ -42,28 +42,5 @@ mod vanilla_check;
 
 pub use error::FilecoinError;
 pub use job::{verify_partitions, CheckedBy, FilecoinJob, InputChecks, PartitionsChecked};
-pub use kinds::porep::PorepRequest;
-pub use kinds::post::PostRequest;
-pub use kinds::snap::SnapRequest;
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 pub use request::FilecoinRequest;
-
-/// Decodes a PoRep C2 request.
-pub fn decode_porep(req: &PorepRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    kinds::porep::decode(req)
-}
-
-/// Decodes a SnapDeals (empty sector update) request.
-pub fn decode_snap(req: &SnapRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    kinds::snap::decode(req)
-}
-
-/// Decodes a WindowPoSt partition request.
-pub fn decode_window_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    kinds::post::decode(true, req)
-}
-
-/// Decodes a WinningPoSt request.
-pub fn decode_winning_post(req: &PostRequest<'_>) -> Result<Box<dyn FilecoinJob>, FilecoinError> {
-    kinds::post::decode(false, req)
-}

@@ -8,8 +8,8 @@
 
 mod common;
 
-use cuzk_filecoin::decode_porep;
 use cuzk_filecoin::fixtures::fixtures_2k;
+use cuzk_filecoin::InputChecks;
 
 #[test]
 fn every_kind_compiles_to_the_products_of_full_synthesis() {
@@ -21,7 +21,7 @@ fn every_kind_compiles_to_the_products_of_full_synthesis() {
 fn matrices_file_is_compiled_once_mapped_after_and_rebuilt_when_damaged() {
     use cuzk_filecoin::matrices::{load_if_present, load_or_compile, matrices_path, Provenance};
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
-    let job = decode_porep(&f.porep.request()).unwrap();
+    let job = f.porep.request().decode(InputChecks::Full).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Only when present: nothing yet, and nothing is compiled.
     assert!(load_if_present(job.circuit(), dir.path()).unwrap().is_none());

@@ -4,13 +4,13 @@
 //! rejected for other public values; bad requests give clear errors.
 
 use cuzk_filecoin::fixtures::{fixtures_2k, prove_on_cpu, refusal};
-use cuzk_filecoin::{decode_porep, CheckedBy, PorepRequest};
+use cuzk_filecoin::{CheckedBy, FilecoinRequest, InputChecks};
 
 #[test]
 fn porep_c2_2k_is_accepted_by_verify_seal() {
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let p = &f.porep;
-    let job = decode_porep(&p.request()).expect("decode");
+    let job = p.request().decode(InputChecks::Full).expect("decode");
     assert_eq!(job.circuit().id(), "porep-2k");
     assert_eq!(job.partitions(), 1);
     let proof = prove_on_cpu(job.as_ref(), &f.param_dir, 9).expect("proving");
@@ -25,12 +25,12 @@ fn porep_c2_2k_is_accepted_by_verify_seal() {
     assert!(!p.filecoin_proofs_accepts(&proof, comm_r, p.seed), "another comm_r");
 
     // The raw C1 JSON (no envelope) decodes to the same circuit.
-    let raw = decode_porep(&PorepRequest { vanilla_proof: &p.c1, ..p.request() }).expect("raw C1");
+    let raw = (FilecoinRequest { vanilla_proof: p.c1.to_vec(), ..p.request() }).decode(InputChecks::Full).expect("raw C1");
     assert_eq!(raw.public_inputs(0).unwrap(), inputs);
 }
 
-fn decode_err(req: &PorepRequest<'_>) -> String {
-    refusal(decode_porep(req)).unwrap_or_else(|e| panic!("{e}"))
+fn decode_err(req: &FilecoinRequest) -> String {
+    refusal(req.decode(InputChecks::Full)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -44,35 +44,35 @@ fn bad_porep_requests_get_clear_errors() {
         let mut c1 = p.c1.clone();
         let at = digits[k];
         c1[at] = if c1[at] == b'1' { b'2' } else { b'1' };
-        let e = decode_err(&PorepRequest { vanilla_proof: &c1, ..p.request() });
+        let e = decode_err(&FilecoinRequest { vanilla_proof: c1.to_vec(), ..p.request() });
         assert!(e.contains("C1 output"), "byte {at}: {e}");
     }
     // Not base64, not JSON.
-    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"SectorNum":1,"Phase1Out":"%%%","SectorSize":2048}"#, ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: br#"{"SectorNum":1,"Phase1Out":"%%%","SectorSize":2048}"#.to_vec(), ..p.request() });
     assert!(e.contains("Phase1Out is not base64"), "{e}");
-    let e = decode_err(&PorepRequest { vanilla_proof: b"\x00\x01", ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: b"\x00\x01".to_vec(), ..p.request() });
     assert!(e.contains("not JSON"), "{e}");
     // A C1 cut short, one without its type, one whose type is no string: each says so.
-    let e = decode_err(&PorepRequest { vanilla_proof: &p.c1[..p.c1.len() / 2], ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: p.c1[..p.c1.len() / 2].to_vec(), ..p.request() });
     assert!(e.contains("is not JSON") && e.contains("EOF") && !e.contains("registered_proof"), "{e}");
-    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"seed": [1]}"#, ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: br#"{"seed": [1]}"#.to_vec(), ..p.request() });
     assert!(e.contains("C1 output: no registered_proof"), "{e}");
-    let e = decode_err(&PorepRequest { vanilla_proof: br#"{"registered_proof": 5}"#, ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: br#"{"registered_proof": 5}"#.to_vec(), ..p.request() });
     assert!(e.contains("C1 output: invalid type") && !e.contains("no registered_proof"), "{e}");
     // A wrong sector size, a wrong registered proof.
-    let e = decode_err(&PorepRequest { sector_size: 32 << 30, ..p.request() });
+    let e = decode_err(&FilecoinRequest { sector_size: 32 << 30, ..p.request() });
     assert!(e.contains("sector_size"), "{e}");
-    let e = decode_err(&PorepRequest { registered_proof: 8, ..p.request() });
+    let e = decode_err(&FilecoinRequest { registered_proof: 8, ..p.request() });
     assert!(e.contains("registered_proof is 8"), "{e}");
     // 0 is StackedDrg2KiBV1, a real seal proof type, never "unset": refused for a V1_1 C1
     // as any other mismatch is.
-    let e = decode_err(&PorepRequest { registered_proof: 0, ..p.request() });
+    let e = decode_err(&FilecoinRequest { registered_proof: 0, ..p.request() });
     assert!(e.contains("registered_proof is 0") && e.contains("StackedDrg2KiBV1_1"), "{e}");
     // Another sector or another miner: the replica id does not match.
-    let e = decode_err(&PorepRequest { vanilla_proof: &p.c1, sector_number: 2, ..p.request() });
+    let e = decode_err(&FilecoinRequest { vanilla_proof: p.c1.to_vec(), sector_number: 2, ..p.request() });
     assert!(e.contains("replica_id"), "{e}");
-    let e = decode_err(&PorepRequest { miner_id: 1001, ..p.request() });
+    let e = decode_err(&FilecoinRequest { miner_id: 1001, ..p.request() });
     assert!(e.contains("replica_id"), "{e}");
-    let e = decode_err(&PorepRequest { sector_number: 2, ..p.request() });
+    let e = decode_err(&FilecoinRequest { sector_number: 2, ..p.request() });
     assert!(e.contains("SectorNum is 1"), "{e}");
 }

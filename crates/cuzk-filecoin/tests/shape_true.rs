@@ -28,15 +28,11 @@ fn real_2k(f: &Fixtures, kind: CircuitKind) -> (Box<dyn FilecoinJob>, Vec<usize>
     let (job, lens, c1) = match kind {
         CircuitKind::Porep => {
             let c1: serde_json::Value = serde_json::from_slice(&f.porep.c1).unwrap();
-            (cuzk_filecoin::decode_porep(&f.porep.request()), Vec::new(), Some(c1))
+            (f.porep.request().decode(InputChecks::Full), Vec::new(), Some(c1))
         }
-        CircuitKind::Snap => (cuzk_filecoin::decode_snap(&f.snap.request()), f.snap.vanilla_proofs.iter().map(Vec::len).collect(), None),
-        CircuitKind::WindowPost => {
-            (cuzk_filecoin::decode_window_post(&f.window.request()), f.window.vanilla_proofs.iter().map(Vec::len).collect(), None)
-        }
-        CircuitKind::WinningPost => {
-            (cuzk_filecoin::decode_winning_post(&f.winning.request()), f.winning.vanilla_proofs.iter().map(Vec::len).collect(), None)
-        }
+        CircuitKind::Snap => (f.snap.request().decode(InputChecks::Full), f.snap.vanilla_proofs.iter().map(Vec::len).collect(), None),
+        CircuitKind::WindowPost => (f.window.request().decode(InputChecks::Full), f.window.vanilla_proofs.iter().map(Vec::len).collect(), None),
+        CircuitKind::WinningPost => (f.winning.request().decode(InputChecks::Full), f.winning.vanilla_proofs.iter().map(Vec::len).collect(), None),
     };
     (job.unwrap_or_else(|e| panic!("the real 2 KiB {kind:?} request: {e}")), lens, c1)
 }

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
 use cuzk_filecoin::CircuitKind;
 use cuzk_groth16::CpuBackend;
@@ -34,9 +33,9 @@ fn fixtures() -> &'static Fixtures {
 }
 
 async fn daemon(f: &Fixtures) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+    let kinds: Vec<cuzk_engine::Handler> = CircuitKind::ALL
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
+        .map(|k| cuzk_engine::Handler::filecoin(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)))
         .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }

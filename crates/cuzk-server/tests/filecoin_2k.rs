@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_2k, Fixtures, PostFixture};
 use cuzk_filecoin::CircuitKind;
 use cuzk_groth16::CpuBackend;
@@ -29,23 +28,23 @@ async fn daemon(param_dir: &std::path::Path) -> Daemon {
 
 /// Every kind, on the CPU backend, with `cfg`.
 async fn daemon_with(param_dir: &std::path::Path, cfg: cuzk_engine::EngineConfig) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+    let kinds: Vec<cuzk_engine::Handler> = CircuitKind::ALL
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
+        .map(|k| cuzk_engine::Handler::filecoin(FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full)))
         .collect();
     Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 
 /// The daemon; with `matrices_dir`, proving with compiled matrices kept there.
 async fn daemon_compiling(param_dir: &std::path::Path, matrices_dir: Option<&std::path::Path>) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+    let kinds: Vec<cuzk_engine::Handler> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
             let kind = FilecoinKind::new(k, param_dir.to_owned(), cuzk_filecoin::InputChecks::Full);
-            Arc::new(match matrices_dir {
+            cuzk_engine::Handler::filecoin(match matrices_dir {
                 Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
                 None => kind,
-            }) as Arc<dyn KindHandler>
+            })
         })
         .collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
@@ -267,7 +266,7 @@ async fn every_kind_proved_with_compiled_matrices_is_accepted_by_filecoin_proofs
 async fn a_circuit_without_matrices_gets_them_compiled_in_the_background() {
     let f = fixtures();
     let matrices = tempfile::tempdir().unwrap();
-    let kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(
+    let kinds: Vec<cuzk_engine::Handler> = vec![cuzk_engine::Handler::filecoin(
         FilecoinKind::new(CircuitKind::WinningPost, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)
             .with_compiled_matrices_in_background(matrices.path().to_owned()),
     )];

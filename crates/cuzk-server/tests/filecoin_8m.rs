@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::{fixtures_8m, Fixtures, PostFixture};
 use cuzk_filecoin::CircuitKind;
 use cuzk_filecoin::InputChecks;
@@ -34,14 +33,14 @@ fn fixtures() -> &'static Fixtures {
 /// The daemon on the CPU; with `matrices`, proving with compiled matrices kept there
 /// (witness-only synthesis, a, b, c from the matrices).
 async fn daemon(f: &Fixtures, matrices: Option<&std::path::Path>) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+    let kinds: Vec<cuzk_engine::Handler> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
             let kind = FilecoinKind::new(k, f.param_dir.clone(), InputChecks::Full);
-            Arc::new(match matrices {
+            cuzk_engine::Handler::filecoin(match matrices {
                 Some(dir) => kind.with_compiled_matrices(dir.to_owned()),
                 None => kind,
-            }) as Arc<dyn KindHandler>
+            })
         })
         .collect();
     // SnapDeals' 8 MiB circuit is a 2^24 domain: its parameters take 4.3 GB and a

@@ -76,12 +76,11 @@ async fn filecoin_proofs_with_streamed_parameter_points_are_accepted() {
 
 async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
     use cuzk_engine::filecoin::FilecoinKind;
-    use cuzk_engine::KindHandler;
     use cuzk_filecoin::fixtures::fixtures_2k;
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
-    let kinds: Vec<Arc<dyn KindHandler>> = [CircuitKind::Porep, CircuitKind::WindowPost]
+    let kinds: Vec<cuzk_engine::Handler> = [CircuitKind::Porep, CircuitKind::WindowPost]
         .into_iter()
-        .map(|k| Arc::new(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)) as Arc<dyn KindHandler>)
+        .map(|k| cuzk_engine::Handler::filecoin(FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full)))
         .collect();
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(backend)], kinds, cuzk_engine::Buffers::plain()).await;
     let mut c = d.client().await;
@@ -142,16 +141,16 @@ async fn filecoin_proofs_on(backend: CudaBackend, streamed: bool) {
 #[ignore = "needs a CUDA GPU"]
 async fn every_kind_on_a_small_cards_paths_with_two_workers_is_accepted() {
     use cuzk_engine::filecoin::FilecoinKind;
-    use cuzk_engine::{EngineConfig, KindHandler};
+    use cuzk_engine::EngineConfig;
     use cuzk_filecoin::fixtures::fixtures_2k;
     let Some(gpu) = gpu() else { return };
     let f = fixtures_2k().unwrap_or_else(|e| panic!("2 KiB fixtures: {e}"));
     let matrices = tempfile::tempdir().unwrap();
-    let kinds: Vec<Arc<dyn KindHandler>> = CircuitKind::ALL
+    let kinds: Vec<cuzk_engine::Handler> = CircuitKind::ALL
         .into_iter()
         .map(|k| {
             let kind = FilecoinKind::new(k, f.param_dir.clone(), cuzk_filecoin::InputChecks::Full);
-            Arc::new(kind.with_compiled_matrices(matrices.path().to_owned())) as Arc<dyn KindHandler>
+            cuzk_engine::Handler::filecoin(kind.with_compiled_matrices(matrices.path().to_owned()))
         })
         .collect();
     let small = cuzk_cuda::Overrides {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::KindHandler;
+use cuzk_engine::ParameterSource;
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{setup, Circuit, CircuitKind, InputChecks, SectorSize};
 use cuzk_groth16::CpuBackend;
@@ -22,8 +22,8 @@ use tonic::Code;
 const WPOST_2K: Circuit = Circuit { kind: CircuitKind::WindowPost, size: SectorSize::S2KiB };
 
 async fn daemon(dir: &Path, checks: InputChecks) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> =
-        CircuitKind::ALL.into_iter().map(|k| Arc::new(FilecoinKind::new(k, dir.to_owned(), checks)) as Arc<dyn KindHandler>).collect();
+    let kinds: Vec<cuzk_engine::Handler> =
+        CircuitKind::ALL.into_iter().map(|k| cuzk_engine::Handler::filecoin(FilecoinKind::new(k, dir.to_owned(), checks))).collect();
     let files = ParameterFiles { dir: dir.to_owned(), timing_points_allowed: checks == InputChecks::TimingOnly };
     Daemon::start_checking(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain(), Some(files)).await
 }
@@ -120,12 +120,15 @@ async fn preload_names_a_damaged_file_and_a_directory_in_its_place() {
 /// The Filecoin kind, counting the sets it loads.
 struct CountingLoads(FilecoinKind, Arc<std::sync::atomic::AtomicUsize>);
 
-impl KindHandler for CountingLoads {
+impl cuzk_engine::KindHandler<cuzk_filecoin::FilecoinRequest> for CountingLoads {
+    fn plan(&self, body: &cuzk_filecoin::FilecoinRequest) -> Result<cuzk_engine::JobPlan, cuzk_engine::EngineError> {
+        self.0.plan(body)
+    }
+}
+
+impl ParameterSource for CountingLoads {
     fn kind(&self) -> cuzk_engine::ProofKind {
         self.0.kind()
-    }
-    fn plan(&self, request: &cuzk_engine::JobRequest) -> Result<cuzk_engine::JobPlan, cuzk_engine::EngineError> {
-        self.0.plan(request)
     }
     fn owns_circuit(&self, circuit_id: &str) -> bool {
         self.0.owns_circuit(circuit_id)
@@ -148,7 +151,7 @@ async fn a_set_larger_than_the_budget_is_refused_before_any_byte_is_read() {
     let start = |budget: u64, loads: Arc<std::sync::atomic::AtomicUsize>| {
         let kind = CountingLoads(FilecoinKind::new(CircuitKind::WindowPost, f.param_dir.clone(), InputChecks::Full), loads);
         let cfg = cuzk_engine::EngineConfig { memory_budget_bytes: budget, ..config() };
-        Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], vec![Arc::new(kind)], cuzk_engine::Buffers::plain())
+        Daemon::start_with_kinds(cfg, vec![Arc::new(CpuBackend::new())], vec![cuzk_engine::Handler::filecoin(kind)], cuzk_engine::Buffers::plain())
     };
     let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let d = start(64 << 10, loads.clone()).await;

@@ -13,9 +13,8 @@ use std::time::Duration;
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::KindHandler;
 use cuzk_filecoin::CircuitKind;
-use cuzk_filecoin::{InputChecks, PorepRequest, PostRequest, SnapRequest};
+use cuzk_filecoin::{FilecoinRequest, InputChecks};
 use cuzk_groth16::{CpuBackend, Proof};
 use cuzk_server::config::DaemonConfig;
 use cuzk_server::pb;
@@ -99,30 +98,37 @@ fn the_filecoin_decoders_answer_random_input_with_errors() {
             // Random input is refused with a message (a panic fails the test).
             let refused =
                 |r: Result<Box<dyn cuzk_filecoin::FilecoinJob>, cuzk_filecoin::FilecoinError>| r.err().map_or(true, |e| !e.to_string().is_empty());
-            let porep =
-                PorepRequest { vanilla_proof: &one, registered_proof: registered, sector_size: size, sector_number: 1, miner_id: 1000, checks };
-            prop_assert!(refused(cuzk_filecoin::decode_porep(&porep)));
-            let post = PostRequest {
+            let porep = FilecoinRequest {
+                vanilla_proof: one.to_vec(),
                 registered_proof: registered,
                 sector_size: size,
-                vanilla_proofs: &many,
-                randomness: &a,
+                sector_number: 1,
+                miner_id: 1000,
+                ..FilecoinRequest::new(CircuitKind::Porep)
+            };
+            prop_assert!(refused(porep.decode(checks)));
+            let post = FilecoinRequest {
+                registered_proof: registered,
+                sector_size: size,
+                vanilla_proofs: many.to_vec(),
+                randomness: a.to_vec(),
                 miner_id: 1000,
                 partition_index: index,
-                checks,
+                ..FilecoinRequest::new(CircuitKind::WindowPost)
             };
-            prop_assert!(refused(cuzk_filecoin::decode_window_post(&post)));
-            prop_assert!(refused(cuzk_filecoin::decode_winning_post(&post)));
-            let snap = SnapRequest {
+            prop_assert!(refused(post.decode(checks)));
+            let winning = FilecoinRequest { kind: CircuitKind::WinningPost, ..post };
+            prop_assert!(refused(winning.decode(checks)));
+            let snap = FilecoinRequest {
                 registered_proof: registered,
                 sector_size: size,
-                vanilla_proofs: &many,
-                comm_r_old: &a,
-                comm_r_new: &b,
-                comm_d_new: &c,
-                checks,
+                vanilla_proofs: many.to_vec(),
+                comm_r_old: a.to_vec(),
+                comm_r_new: b.to_vec(),
+                comm_d_new: c.to_vec(),
+                ..FilecoinRequest::new(CircuitKind::Snap)
             };
-            prop_assert!(refused(cuzk_filecoin::decode_snap(&snap)));
+            prop_assert!(refused(snap.decode(checks)));
         }
         Ok(())
     })
@@ -264,9 +270,9 @@ fn request() -> impl Strategy<Value = pb::SubmitProofRequest> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_submissions_over_the_socket_get_clean_errors_and_the_daemon_keeps_serving() {
     let params = tempfile::tempdir().unwrap();
-    let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(SyntheticKind::new(10))];
+    let mut kinds: Vec<cuzk_engine::Handler> = vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(10))];
     for k in CircuitKind::ALL {
-        kinds.push(Arc::new(FilecoinKind::new(k, params.path().to_path_buf(), InputChecks::Full)));
+        kinds.push(cuzk_engine::Handler::filecoin(FilecoinKind::new(k, params.path().to_path_buf(), InputChecks::Full)));
     }
     let d = Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await;
     let c = d.client().await;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::{config, Daemon};
 use cuzk_engine::filecoin::FilecoinKind;
-use cuzk_engine::KindHandler;
 use cuzk_filecoin::fixtures::fixtures_2k;
 use cuzk_filecoin::{setup, Circuit, CircuitKind, InputChecks, SectorSize};
 use cuzk_groth16::CpuBackend;
@@ -21,8 +20,8 @@ use rand::SeedableRng;
 use tonic::Code;
 
 async fn daemon(param_dir: &Path, checks: InputChecks) -> Daemon {
-    let kinds: Vec<Arc<dyn KindHandler>> =
-        CircuitKind::ALL.into_iter().map(|k| Arc::new(FilecoinKind::new(k, param_dir.to_owned(), checks)) as Arc<dyn KindHandler>).collect();
+    let kinds: Vec<cuzk_engine::Handler> =
+        CircuitKind::ALL.into_iter().map(|k| cuzk_engine::Handler::filecoin(FilecoinKind::new(k, param_dir.to_owned(), checks))).collect();
     Daemon::start_with_kinds(config(), vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain()).await
 }
 

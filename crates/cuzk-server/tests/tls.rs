@@ -56,7 +56,9 @@ async fn with_a_client_ca_only_clients_with_its_certificates_are_served() {
     certificates(dir.path());
     let files = TlsFiles { cert: dir.path().join("server.pem"), key: dir.path().join("server.key"), client_ca: Some(dir.path().join("ca.pem")) };
     let tls = files.server_config(Duration::from_secs(10)).unwrap();
-    let engine = Arc::new(Engine::start(common::config(), vec![Arc::new(CpuBackend::new())], vec![Arc::new(SyntheticKind::new(10))]).unwrap());
+    let engine = Arc::new(
+        Engine::start(common::config(), vec![Arc::new(CpuBackend::new())], vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(10))]).unwrap(),
+    );
     let listener = Listener::bind(&"127.0.0.1:0".parse::<ListenAddr>().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cuzk_engine::filecoin::FilecoinKind;
 use cuzk_engine::synthetic::SyntheticKind;
-use cuzk_engine::{Buffers, Engine, EngineError, KindHandler};
+use cuzk_engine::{Buffers, Engine, EngineError, Handler};
 use cuzk_filecoin::{CircuitKind, InputChecks};
 use cuzk_groth16::{CpuBackend, ProvingBackend};
 use cuzk_server::access::{check_exposure, check_socket_mode, AccessToken};
@@ -205,11 +205,11 @@ pub fn build_engine(config: &DaemonConfig, config_path: Option<&Path>) -> Result
         workers_per_backend = engine_config.workers_per_backend,
         "proving backends ready"
     );
-    let mut kinds: Vec<Arc<dyn KindHandler>> = vec![Arc::new(synthetic)];
+    let mut kinds = vec![Handler::synthetic(synthetic)];
     for k in CircuitKind::ALL {
         let kind = FilecoinKind::new(k, config.parameter_dir.clone(), checks);
         let dir = || config.matrices_dir.clone().unwrap_or_else(|| config.parameter_dir.clone());
-        kinds.push(Arc::new(match config.compiled_matrices {
+        kinds.push(Handler::filecoin(match config.compiled_matrices {
             CompiledMatrices::On => kind.with_compiled_matrices(dir()),
             CompiledMatrices::Auto => kind.with_compiled_matrices_in_background(dir()),
             CompiledMatrices::Off => kind,

@@ -162,9 +162,13 @@ fn synthesize(
     let result = result.and_then(|circuit| {
         let own = circuit.input.get(1..).unwrap_or_default();
         let work = job.work(index).ok_or_else(|| EngineError::Internal("the job finished during synthesis".into()))?;
-        shared.timeline.record(&job.id.0, Some(index), EventKind::InputsStart, lane);
+        let inputs_start = Instant::now();
         let inputs = catch_panic("computing public inputs", move || work.public_inputs().transpose());
-        shared.timeline.record(&job.id.0, Some(index), EventKind::InputsEnd, lane);
+        // A span only where the kind computes them (not the synthetic kind).
+        if !matches!(inputs, Ok(None)) {
+            shared.timeline.record_at(&job.id.0, Some(index), EventKind::InputsStart, lane, inputs_start);
+            shared.timeline.record(&job.id.0, Some(index), EventKind::InputsEnd, lane);
+        }
         match inputs? {
             None => Ok((own.to_vec(), circuit)),
             Some(expected) if expected == own => Ok((expected, circuit)),

@@ -44,8 +44,9 @@ use cuzk_groth16::shape::CircuitShape;
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type Inputs<Tree> = stacked::PublicInputs<DomainOf<Tree>, <Sha256Hasher as Hasher>::Domain>;
 
-/// The fields of a PoRep C2 request.
-pub struct PorepRequest<'a> {
+/// The fields of a [`FilecoinRequest`] a PoRep C2 decode reads (decoded only through
+/// [`FilecoinRequest::decode`]).
+pub(crate) struct PorepRequest<'a> {
     /// The envelope or the C1 JSON.
     pub vanilla_proof: &'a [u8],
     /// 0, or the seal proof type, which must then be C1's.

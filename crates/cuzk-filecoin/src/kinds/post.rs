@@ -47,8 +47,9 @@ type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 /// room and bounds the V1_0 verifier's list at 1,024 × 2,349 sectors (~150 MB).
 const MAX_PARTITION_INDEX: usize = 1024;
 
-/// The fields of a PoSt request.
-pub struct PostRequest<'a> {
+/// The fields of a [`FilecoinRequest`] a PoSt decode reads (decoded only through
+/// [`FilecoinRequest::decode`]).
+pub(crate) struct PostRequest<'a> {
     pub registered_proof: u64,
     pub sector_size: u64,
     pub vanilla_proofs: &'a [Vec<u8>],

@@ -35,8 +35,9 @@ use crate::valid::snap as valid_snap;
 use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
-/// The fields of a SnapDeals request.
-pub struct SnapRequest<'a> {
+/// The fields of a [`FilecoinRequest`] a SnapDeals decode reads (decoded only through
+/// [`FilecoinRequest::decode`]).
+pub(crate) struct SnapRequest<'a> {
     pub registered_proof: u64,
     pub sector_size: u64,
     pub vanilla_proofs: &'a [Vec<u8>],

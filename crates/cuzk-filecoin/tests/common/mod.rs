@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cuzk_filecoin::fixtures::Fixtures;
-use cuzk_filecoin::{decode_porep, decode_snap, decode_window_post, decode_winning_post, FilecoinJob};
+use cuzk_filecoin::{FilecoinJob, InputChecks};
 use cuzk_groth16::format::{read_params, PointCheck};
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
@@ -16,10 +16,10 @@ use cuzk_groth16::{CpuBackend, ProofRandomness, ProvingBackend};
 /// partition 0's proof from each path, byte for byte with r = s = 0.
 pub fn every_kind_compiles_to_the_products_of_full_synthesis(f: &Fixtures) {
     let jobs = [
-        decode_porep(&f.porep.request()).unwrap(),
-        decode_snap(&f.snap.request()).unwrap(),
-        decode_winning_post(&f.winning.request()).unwrap(),
-        decode_window_post(&f.window.request()).unwrap(),
+        f.porep.request().decode(InputChecks::Full).unwrap(),
+        f.snap.request().decode(InputChecks::Full).unwrap(),
+        f.winning.request().decode(InputChecks::Full).unwrap(),
+        f.window.request().decode(InputChecks::Full).unwrap(),
     ];
     for job in &jobs {
         assert_compiled_path_equals_full_synthesis(job.as_ref(), &f.param_dir);

@@ -36,14 +36,14 @@ impl Daemon {
 
     /// With a, b, c in `buffers` (pinned memory on a GPU).
     pub async fn start_with_buffers(cfg: EngineConfig, backends: Vec<Arc<dyn ProvingBackend>>, buffers: cuzk_engine::Buffers) -> Daemon {
-        Daemon::start_with_kinds(cfg, backends, vec![Arc::new(SyntheticKind::new(14))], buffers).await
+        Daemon::start_with_kinds(cfg, backends, vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(14))], buffers).await
     }
 
     /// With the given proof kinds.
     pub async fn start_with_kinds(
         cfg: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
-        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        kinds: Vec<cuzk_engine::Handler>,
         buffers: cuzk_engine::Buffers,
     ) -> Daemon {
         Daemon::start_checking(cfg, backends, kinds, buffers, None).await
@@ -53,7 +53,7 @@ impl Daemon {
     pub async fn start_checking(
         cfg: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
-        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        kinds: Vec<cuzk_engine::Handler>,
         buffers: cuzk_engine::Buffers,
         files: Option<ParameterFiles>,
     ) -> Daemon {
@@ -62,7 +62,7 @@ impl Daemon {
 
     /// On the CPU backend with synthetic circuits, every call requiring `token`.
     pub async fn start_with_token(cfg: EngineConfig, token: &str) -> Daemon {
-        let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(SyntheticKind::new(14))];
+        let kinds: Vec<cuzk_engine::Handler> = vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(14))];
         let token = Arc::new(cuzk_server::access::AccessToken::new(token).unwrap());
         let (backends, buffers) = (vec![Arc::new(CpuBackend::new()) as Arc<dyn ProvingBackend>], cuzk_engine::Buffers::plain());
         Daemon::start_limited(cfg, backends, kinds, buffers, None, ConnectionLimits::default(), Some(token)).await
@@ -70,14 +70,14 @@ impl Daemon {
 
     /// On the CPU backend with synthetic circuits, the connections bounded by `limits`.
     pub async fn start_with_limits(cfg: EngineConfig, limits: ConnectionLimits) -> Daemon {
-        let kinds: Vec<Arc<dyn cuzk_engine::KindHandler>> = vec![Arc::new(SyntheticKind::new(14))];
+        let kinds: Vec<cuzk_engine::Handler> = vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(14))];
         Daemon::start_limited(cfg, vec![Arc::new(CpuBackend::new())], kinds, cuzk_engine::Buffers::plain(), None, limits, None).await
     }
 
     async fn start_limited(
         cfg: EngineConfig,
         backends: Vec<Arc<dyn ProvingBackend>>,
-        kinds: Vec<Arc<dyn cuzk_engine::KindHandler>>,
+        kinds: Vec<cuzk_engine::Handler>,
         buffers: cuzk_engine::Buffers,
         files: Option<ParameterFiles>,
         limits: ConnectionLimits,

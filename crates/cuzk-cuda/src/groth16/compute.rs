@@ -142,7 +142,12 @@ impl PartitionProver {
         prepared: (Instant, Instant),
         t: &mut StageTimings,
     ) -> Result<(Proof, DeviceReport), ProveError> {
-        let computed = self.compute(plan, points, &mut x, t);
+        let computed = {
+            // A panic in the region unwinds through this guard before `x`'s staged
+            // a, b, c and the device's turn are dropped.
+            let _settle = SettleOnUnwind(self);
+            self.compute(plan, points, &mut x, t)
+        };
         if computed.is_err() {
             self.settle_after_failure();
         }
@@ -251,6 +256,19 @@ impl PartitionProver {
         }
         if let Some(Err(e)) = lock(&self.chunks).as_ref().map(BaseChunks::synchronize) {
             tracing::error!(error = %e, "synchronizing the chunk copies after a failed proof");
+        }
+    }
+}
+
+/// Settles the streams when a compute region unwinds (a panic): as after its failure,
+/// no copy may still be in flight into memory that the unwinding frees, or that the
+/// next proof reuses once the poisoned locks are taken again (`cuzk_groth16::sync`).
+struct SettleOnUnwind<'a>(&'a PartitionProver);
+
+impl Drop for SettleOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.settle_after_failure();
         }
     }
 }

@@ -18,8 +18,8 @@ use filecoin_hashers::PoseidonArity;
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_post::fallback::{Sector, SectorProof};
 
-use crate::merkle_witness::inclusion;
-use crate::poseidon_witness::poseidon_values;
+use crate::witness::merkle::inclusion;
+use crate::witness::poseidon::poseidon_values;
 
 /// A share of a partition's sectors: the circuit's (for the commitments and leaves)
 /// beside their vanilla proofs (for the paths, which the circuit keeps private). Each

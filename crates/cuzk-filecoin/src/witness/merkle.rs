@@ -11,7 +11,7 @@ use filecoin_hashers::PoseidonArity;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use typenum::Unsigned;
 
-use crate::poseidon_witness::poseidon_values;
+use crate::witness::poseidon::poseidon_values;
 
 /// One level of a path, as `MerkleProofTrait::as_options` gives it.
 pub(crate) type Level = (Vec<Option<Fr>>, Option<usize>);

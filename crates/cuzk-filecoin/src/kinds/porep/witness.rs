@@ -6,7 +6,7 @@
 //! core). [`PorepWitnessCircuit`] allocates the same values in the same order, each
 //! SHA-256 (the labels' and comm_d's Merkle path's) through
 //! [`cuzk_groth16::witness::sha256`], the column hashes and tree_c's and tree_r_last's
-//! paths through [`crate::poseidon_witness`] and [`crate::merkle_witness`] (the
+//! paths through [`crate::witness::poseidon`] and [`crate::witness::merkle`] (the
 //! Poseidon gadget builds every round's linear combinations even for a witness).
 //! It is only for witness generators (the compiled matrices hold the constraints).
 //!
@@ -31,9 +31,9 @@ use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper};
 use storage_proofs_core::util::reverse_bit_numbering;
 
-use crate::merkle_witness;
-use crate::poseidon_witness::poseidon_hash;
-use crate::sha256_witness::{sha256_node, sha256_packed};
+use crate::witness::merkle;
+use crate::witness::poseidon::poseidon_hash;
+use crate::witness::sha256::{sha256_node, sha256_packed};
 use typenum::U2;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -279,5 +279,5 @@ where
         return Err(SynthesisError::Unsatisfiable);
     }
     let leaf = leaf.get_value().ok_or(SynthesisError::AssignmentMissing)?;
-    merkle_witness::inclusion::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>, _>(cs, leaf, &proof.as_options(), &mut Vec::with_capacity(8192))
+    merkle::inclusion::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>, _>(cs, leaf, &proof.as_options(), &mut Vec::with_capacity(8192))
 }

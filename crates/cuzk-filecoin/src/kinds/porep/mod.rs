@@ -5,6 +5,9 @@
 //! `SealCommitPhase1Output`: the registered proof by name, the vanilla proofs under a
 //! tag naming the sector size, the commitments, replica id, seed and ticket.
 
+mod check;
+pub(crate) mod witness;
+
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
@@ -30,15 +33,14 @@ use crate::error::{guarded, FilecoinError};
 use crate::family::{Family, WithBlank};
 use crate::ids::{porep_config, prover_id};
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::kinds::porep::witness::{challenge_proofs, PorepWitnessCircuit};
 use crate::payload::field_element;
-use crate::porep_witness::{challenge_proofs, PorepWitnessCircuit};
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
 use crate::shape_true::porep as shape_true_porep;
 use crate::valid::porep as valid_porep;
-use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -232,7 +234,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
     let inputs: Inputs<Tree> =
         stacked::PublicInputs { replica_id: c1.replica_id, tau: Some(stacked::Tau { comm_d, comm_r }), k: None, seed: Some(c1.seed) };
     let params = filecoin_proofs::parameters::public_params::<Tree>(&cfg).map_err(FilecoinError::rejected("PoRep public parameters"))?;
-    vanilla_check::porep(&params, &inputs, &vanilla)?;
+    check::porep(&params, &inputs, &vanilla)?;
     // The vanilla proofs are checked before any proving time is spent on them.
     if checks == InputChecks::Full {
         let ok = StackedDrg::<Tree, Sha256Hasher>::verify_all_partitions(&params, &inputs, &vanilla)
@@ -240,7 +242,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait>(
         if !ok {
             return Err(FilecoinError::invalid("C1 output: the vanilla proofs do not verify against its commitments, replica id and seed"));
         }
-        vanilla_check::porep_paths(&vanilla)?;
+        check::porep_paths(&vanilla)?;
     }
     Ok(Box::new(PorepJob::<Tree> {
         proof,
@@ -329,7 +331,7 @@ impl<Tree: 'static + MerkleTreeTrait> FilecoinJob for PorepJob<Tree> {
     /// allocated: each thread synthesizes the commitments and its share of the
     /// challenges (top-level namespaces `challenge_0`, …) into its range of the witness
     /// (laid out from `aux_len`; joined afterwards where that is unknown).
-    /// The labels' SHA-256 is computed natively ([`crate::porep_witness`]).
+    /// The labels' SHA-256 is computed natively ([`crate::kinds::porep::witness`]).
     fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError> {
         check_partition(partition, self.vanilla.len())?;
         let vanilla = &self.vanilla[partition];

@@ -7,6 +7,9 @@
 //! public sectors here are listed in payload order, so payload order is its order),
 //! checked as it checks it (`FallbackPoSt::verify`) unless checks are off for timing.
 
+mod check;
+pub(crate) mod witness;
+
 use std::collections::BTreeMap;
 
 use blstrs::Scalar;
@@ -29,15 +32,14 @@ use crate::error::{guarded, FilecoinError};
 use crate::family::{Family, WithBlank};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::kinds::post::witness::PostWitnessCircuit;
 use crate::payload::{bincode_decode, domain_bytes, field_bytes};
-use crate::post_witness::PostWitnessCircuit;
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof, SectorSize};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
 use crate::shape_true::post as shape_true_post;
 use crate::valid::post as valid_post;
-use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
@@ -218,7 +220,7 @@ impl<Tree: 'static + MerkleTreeTrait> PostJob<Tree> {
         let mut sector_proofs = Vec::with_capacity(n);
         for (i, bytes) in req.vanilla_proofs.iter().enumerate() {
             let p: FallbackPoStSectorProof<Tree> = bincode_decode(bytes, &format!("vanilla_proofs[{i}]"))?;
-            vanilla_check::post_sector(&p, (proof.size.bytes() / 32) as usize, i)?;
+            check::post_sector(&p, (proof.size.bytes() / 32) as usize, i)?;
             let shape_ok = p.vanilla_proof.sectors.len() == 1 && p.vanilla_proof.sectors[0].inclusion_proofs().len() == per_sector;
             if !shape_ok {
                 return Err(FilecoinError::invalid(format!(

@@ -12,8 +12,8 @@
 //! It is only for witness generators (the compiled matrices hold the constraints): the
 //! update's own gadgets are private to storage-proofs, so their allocations are
 //! written out here (values only); tree_d's SHA-256 nodes are hashed natively
-//! ([`crate::sha256_witness`]), and so are the Poseidon hashes and tree_r's paths
-//! ([`crate::poseidon_witness`], [`crate::merkle_witness`]).
+//! ([`crate::witness::sha256`]), and so are the Poseidon hashes and tree_r's paths
+//! ([`crate::witness::poseidon`], [`crate::witness::merkle`]).
 
 use bellpepper::gadgets::multipack::pack_bits;
 use bellpepper_core::boolean::{field_into_allocated_bits_le, AllocatedBit, Boolean};
@@ -28,9 +28,9 @@ use storage_proofs_update::circuit::ChallengeProof;
 use storage_proofs_update::constants::{hs, TreeRHasher, POSEIDON_CONSTANTS_GEN_RANDOMNESS};
 use storage_proofs_update::EmptySectorUpdateCircuit;
 
-use crate::merkle_witness::path_values;
-use crate::poseidon_witness::poseidon_hash;
-use crate::sha256_witness::sha256_node;
+use crate::witness::merkle::path_values;
+use crate::witness::poseidon::poseidon_hash;
+use crate::witness::sha256::sha256_node;
 
 /// A partition's circuit restricted to the challenges `share` (indices into its
 /// challenge proofs, in order; the prelude always covers all of them).

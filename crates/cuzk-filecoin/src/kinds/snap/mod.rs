@@ -4,6 +4,9 @@
 //! The payload is one bincode `PartitionProof` per partition, in order, with
 //! comm_r_old, comm_r_new and comm_d_new.
 
+mod check;
+pub(crate) mod witness;
+
 use blstrs::Scalar;
 use cuzk_groth16::matrices::ConstraintMatrices;
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -24,15 +27,14 @@ use crate::error::{guarded, FilecoinError};
 use crate::family::{Family, WithBlank};
 use crate::ids::porep_config;
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
+use crate::kinds::snap::witness::SnapWitnessCircuit;
 use crate::payload::{bincode_decode, field_element};
 use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize, UpdateProof};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
 use crate::shape_true::snap as shape_true_snap;
-use crate::snap_witness::SnapWitnessCircuit;
 use crate::valid::snap as valid_snap;
-use crate::vanilla_check;
 use cuzk_groth16::shape::CircuitShape;
 
 /// The fields of a [`FilecoinRequest`] a SnapDeals decode reads (decoded only through
@@ -122,7 +124,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         vanilla_proofs.iter().enumerate().map(|(i, b)| bincode_decode(b, &format!("vanilla_proofs[{i}]"))).collect::<Result<_, _>>()?;
     let params = PublicParams::from_sector_size(proof.size.bytes());
     for (i, p) in vanilla.iter().enumerate() {
-        vanilla_check::snap_partition(p, &params, i)?;
+        check::snap_partition(p, &params, i)?;
     }
     let domain = |bytes: &[u8; 32], name: &str| {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(bytes)
@@ -144,7 +146,7 @@ fn decode_shaped<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             return Err(FilecoinError::invalid("the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new"));
         }
         for (k, p) in vanilla.iter().enumerate() {
-            vanilla_check::snap_apex(p, &params, k)?;
+            check::snap_apex(p, &params, k)?;
         }
     }
     Ok(Box::new(SnapJob::<Tree> { proof, cfg, params, inputs, vanilla, comms: [comm_r_old, comm_r_new, comm_d_new], checks }))
@@ -206,7 +208,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> FilecoinJob for Snap
 
     /// A partition's challenges read only the prelude and their own proofs: each
     /// thread synthesizes the prelude and its share of the challenges
-    /// ([`crate::snap_witness`]) into its range of the witness (laid out from `aux_len`;
+    /// ([`crate::kinds::snap::witness`]) into its range of the witness (laid out from `aux_len`;
     /// joined afterwards where that is unknown).
     fn witness(&self, partition: usize, aux: AuxBuffer) -> Result<Witness, FilecoinError> {
         let circuit = self.circuit_of(partition)?;

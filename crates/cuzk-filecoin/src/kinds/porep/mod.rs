@@ -6,6 +6,7 @@
 //! tag naming the sector size, the commitments, replica id, seed and ticket.
 
 mod check;
+pub(crate) mod inputs;
 pub(crate) mod witness;
 
 use std::collections::BTreeMap;
@@ -39,9 +40,9 @@ use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
-use crate::shape_true::porep as shape_true_porep;
-use crate::valid::porep as valid_porep;
 use cuzk_groth16::shape::CircuitShape;
+use inputs::shape_true as shape_true_porep;
+use inputs::valid as valid_porep;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type Inputs<Tree> = stacked::PublicInputs<DomainOf<Tree>, <Sha256Hasher as Hasher>::Domain>;

@@ -8,6 +8,7 @@
 //! checked as it checks it (`FallbackPoSt::verify`) unless checks are off for timing.
 
 mod check;
+pub(crate) mod inputs;
 pub(crate) mod witness;
 
 use std::collections::BTreeMap;
@@ -38,9 +39,9 @@ use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, PostProof, SectorSize};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
-use crate::shape_true::post as shape_true_post;
-use crate::valid::post as valid_post;
 use cuzk_groth16::shape::CircuitShape;
+use inputs::shape_true as shape_true_post;
+use inputs::valid as valid_post;
 
 type DomainOf<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 

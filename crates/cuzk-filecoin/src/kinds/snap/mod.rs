@@ -5,6 +5,7 @@
 //! comm_r_old, comm_r_new and comm_d_new.
 
 mod check;
+pub(crate) mod inputs;
 pub(crate) mod witness;
 
 use blstrs::Scalar;
@@ -33,9 +34,9 @@ use crate::reference::{ReferenceSynthesis, ReferenceWitness};
 use crate::registered::{check_sector_size, with_shape, Circuit, SealProof, SectorSize, UpdateProof};
 use crate::request::FilecoinRequest;
 use crate::request_files::RequestFiles;
-use crate::shape_true::snap as shape_true_snap;
-use crate::valid::snap as valid_snap;
 use cuzk_groth16::shape::CircuitShape;
+use inputs::shape_true as shape_true_snap;
+use inputs::valid as valid_snap;
 
 /// The fields of a [`FilecoinRequest`] a SnapDeals decode reads (decoded only through
 /// [`FilecoinRequest::decode`]).

@@ -7,7 +7,9 @@ queueing to its verification, split into the engine's stages:
   queue      Queued -> Dequeued            waiting for a synthesis worker
   admit      Dequeued -> Synthesis/Witness start   parameters and memory
   synth      synthesis (or witness) start -> end
-  ready      synthesis end -> the prover's start (host preparation start, else prove)
+  inputs     synthesis end -> InputsEnd    the kind's public inputs (0 where the
+                                           timeline has no such span: before bfe9b8f)
+  ready      inputs end -> the prover's start (host preparation start, else prove)
   prepare    PrepareStart -> PrepareEnd    host side, a staging slot taken
   device     PrepareEnd -> ProveStart      waiting for the device's turn
   prove      ProveStart -> ProveEnd        the compute region
@@ -27,7 +29,7 @@ def main(path, labels):
     for e in events:
         if e["job"][:8] in wanted:
             by_job.setdefault(e["job"][:8], []).append(e)
-    print("job       part  total_ms  queue  admit  synth  ready prepare device  prove verify  lanes")
+    print("job       part  total_ms  queue  admit  synth inputs  ready prepare device  prove verify  lanes")
     for label in [label[:8] for label in labels]:
         evs = by_job.get(label)
         if not evs:
@@ -47,6 +49,7 @@ def main(path, labels):
                 at("dequeued"),
                 at("synthesis_start", "witness_start"),
                 at("synthesis_end", "witness_end"),
+                at("inputs_end") or at("synthesis_end", "witness_end"),
                 at("prepare_start", "prove_start"),
                 at("prepare_end") or at("prepare_start", "prove_start"),
                 at("prove_start"),

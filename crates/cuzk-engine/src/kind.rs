@@ -23,7 +23,7 @@ pub trait PartitionWork: Send + Sync {
     fn synthesize(&self, buffers: EvalBuffers) -> Result<SynthesizedCircuit, EngineError>;
 
     /// The partition's assignment only (no constraint is built, no a, b, c): what a
-    /// kind whose circuits have compiled matrices ([`KindHandler::load_matrices`])
+    /// kind whose circuits have compiled matrices ([`ParameterSource::load_matrices`])
     /// proves with, the backend computing a, b, c from them. `aux`: the aux count of
     /// those matrices, and the vector (the engine's, reused) to write the values into.
     fn witness(&self, _aux: AuxBuffer) -> Result<Witness, EngineError> {

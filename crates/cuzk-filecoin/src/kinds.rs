@@ -1,8 +1,9 @@
 //! The Filecoin kinds, one module each, every one implementing [`Family`]; here is the
 //! one match from a [`CircuitKind`] to its module ([`with_family!`]), and what is
-//! answered through it: decoding a request, the circuit of a request folder, parameter
-//! file names, blank circuits and fixtures. A new kind is a variant of `CircuitKind`
-//! (registered.rs), a module here and its arm in `with_family!`, and its wire value.
+//! answered through it: its names and circuit ids, decoding a request, the circuit of a
+//! request folder, parameter file names, blank circuits and fixtures. A new kind is a
+//! variant of `CircuitKind` (registered.rs), a module here and its arm in
+//! `with_family!`, and its wire value.
 
 pub(crate) mod porep;
 pub(crate) mod post;
@@ -16,7 +17,7 @@ use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::parameter_cache::VERSION;
 
 use crate::error::{guarded, FilecoinError};
-use crate::family::{Family, WithBlank};
+use crate::family::{Family, PublishedCount, WithBlank};
 use crate::job::{FilecoinJob, InputChecks};
 use crate::registered::{Circuit, CircuitKind, SectorSize};
 use crate::request::FilecoinRequest;
@@ -66,7 +67,52 @@ impl RequestFiles {
     }
 }
 
+/// A kind's names are its module's ([`Family::NAMES`]).
+impl CircuitKind {
+    /// The engine's name of the proof kind that proves this circuit (cuzk-engine's
+    /// `ProofKind::name`; a test there checks they agree), and of its wire value.
+    pub fn proof_kind_name(self) -> &'static str {
+        with_family!(self, F => F::NAMES.engine)
+    }
+
+    pub fn from_proof_kind_name(name: &str) -> Option<CircuitKind> {
+        CircuitKind::ALL.into_iter().find(|k| k.proof_kind_name() == name)
+    }
+
+    /// The kind's name on cuzk's command line (`cuzk fixture porep`).
+    pub fn cli_name(self) -> &'static str {
+        with_family!(self, F => F::NAMES.cli)
+    }
+
+    pub fn from_cli_name(name: &str) -> Option<CircuitKind> {
+        CircuitKind::ALL.into_iter().find(|k| k.cli_name() == name)
+    }
+
+    fn prefix(self) -> &'static str {
+        with_family!(self, F => F::NAMES.prefix)
+    }
+}
+
 impl Circuit {
+    /// "<kind prefix>-<size suffix>" ("porep-32g", "wpost-2k", …).
+    pub fn id(self) -> String {
+        format!("{}-{}", self.kind.prefix(), self.size.short())
+    }
+
+    pub fn from_id(id: &str) -> Option<Circuit> {
+        let (prefix, size) = id.split_once('-')?;
+        let kind = CircuitKind::ALL.into_iter().find(|k| k.prefix() == prefix)?;
+        let size = SectorSize::ALL.into_iter().find(|s| s.short() == size)?;
+        Some(Circuit { kind, size })
+    }
+
+    /// The published constraint count per partition, where there is one
+    /// (rust-fil-proofs' figures; whether they count the input constraints is the
+    /// kind's).
+    pub fn published_constraints(self) -> Option<PublishedCount> {
+        with_family!(self.kind, F => F::published_constraints(self.size))
+    }
+
     /// storage-proofs' cache id, "<prefix>-<sha256 of the public parameters>": the
     /// same for every registered proof of this kind and size (porep ids, API versions
     /// and features do not enter it).
@@ -123,6 +169,37 @@ impl CircuitKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn circuit_ids_round_trip() {
+        for kind in CircuitKind::ALL {
+            for size in SectorSize::ALL {
+                let c = Circuit { kind, size };
+                assert_eq!(Circuit::from_id(&c.id()), Some(c));
+            }
+        }
+        assert_eq!(Circuit::from_id("porep-32g").map(|c| (c.kind, c.size)), Some((CircuitKind::Porep, SectorSize::S32GiB)));
+        assert_eq!(Circuit::from_id("porep-33g"), None);
+        assert_eq!(Circuit::from_id("synthetic-2^10"), None);
+    }
+
+    /// Each name picks one kind: the request folders, the wire and the command line
+    /// find a kind by its name, and a circuit id splits at its first '-'.
+    #[test]
+    fn every_kind_has_names_of_its_own() {
+        use crate::family::KindNames;
+        use std::collections::HashSet;
+        let names: Vec<_> = CircuitKind::ALL.into_iter().map(|k| with_family!(k, F => F::NAMES)).collect();
+        let picks: [fn(&KindNames) -> &'static str; 3] = [|n| n.engine, |n| n.cli, |n| n.prefix];
+        for pick in picks {
+            let unique: HashSet<_> = names.iter().map(pick).collect();
+            assert_eq!(unique.len(), names.len(), "{names:?}");
+        }
+        for n in &names {
+            assert!(!n.prefix.contains('-') && !n.prefix.is_empty(), "{n:?}");
+            assert_eq!(n.engine, n.engine.to_ascii_lowercase(), "{n:?}");
+        }
+    }
 
     /// The names of the published parameter files (their hashes as storage-proofs'
     /// parameters.json lists them).

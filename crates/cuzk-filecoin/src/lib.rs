@@ -36,6 +36,7 @@ mod vanilla_check;
 mod witness;
 
 pub use error::FilecoinError;
+pub use family::PublishedCount;
 pub use job::{verify_partitions, CheckedBy, FilecoinJob, InputChecks, PartitionsChecked};
 pub use registered::{Circuit, CircuitKind, PostProof, SealProof, SectorSize, UpdateProof};
 pub use request::FilecoinRequest;

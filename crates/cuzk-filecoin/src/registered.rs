@@ -200,7 +200,8 @@ impl UpdateProof {
 
 /// Declares [`CircuitKind`] and its `ALL` from one list, so that no variant can be left
 /// out of `ALL` (what iterates kinds — the daemon's engine kinds, the server's wire
-/// mapping, the parameter checks — reads `ALL`).
+/// mapping, the parameter checks — reads `ALL`). A kind's names and everything else it
+/// is live in its module of `crate::kinds`.
 macro_rules! circuit_kinds {
     ($($(#[$doc:meta])* $v:ident),+ $(,)?) => {
         /// The families of Filecoin circuits; each size has its own parameter file. Each
@@ -227,90 +228,12 @@ circuit_kinds!(
     WinningPost,
 );
 
-impl CircuitKind {
-    /// The engine's name of the proof kind that proves this circuit (cuzk-engine's
-    /// `ProofKind::name`; a test there checks they agree).
-    pub fn proof_kind_name(self) -> &'static str {
-        match self {
-            CircuitKind::Porep => "porep_seal_commit",
-            CircuitKind::Snap => "snap_deals_update",
-            CircuitKind::WindowPost => "window_post_partition",
-            CircuitKind::WinningPost => "winning_post",
-        }
-    }
-
-    pub fn from_proof_kind_name(name: &str) -> Option<CircuitKind> {
-        CircuitKind::ALL.into_iter().find(|k| k.proof_kind_name() == name)
-    }
-
-    /// The kind's name on cuzk's command line (`cuzk fixture porep`).
-    pub fn cli_name(self) -> &'static str {
-        match self {
-            CircuitKind::Porep => "porep",
-            CircuitKind::Snap => "snap",
-            CircuitKind::WindowPost => "window-post",
-            CircuitKind::WinningPost => "winning-post",
-        }
-    }
-
-    pub fn from_cli_name(name: &str) -> Option<CircuitKind> {
-        CircuitKind::ALL.into_iter().find(|k| k.cli_name() == name)
-    }
-
-    fn prefix(self) -> &'static str {
-        match self {
-            CircuitKind::Porep => "porep",
-            CircuitKind::Snap => "snap",
-            CircuitKind::WindowPost => "wpost",
-            CircuitKind::WinningPost => "winning",
-        }
-    }
-}
-
 /// One Filecoin circuit: a kind at a sector size. Its id ("porep-32g", "wpost-2k", …)
 /// names its parameter set in the engine's cache and in the status API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Circuit {
     pub kind: CircuitKind,
     pub size: SectorSize,
-}
-
-impl Circuit {
-    pub fn id(self) -> String {
-        format!("{}-{}", self.kind.prefix(), self.size.short())
-    }
-
-    pub fn from_id(id: &str) -> Option<Circuit> {
-        let (prefix, size) = id.split_once('-')?;
-        let kind = CircuitKind::ALL.into_iter().find(|k| k.prefix() == prefix)?;
-        let size = SectorSize::ALL.into_iter().find(|s| s.short() == size)?;
-        Some(Circuit { kind, size })
-    }
-}
-
-/// A published constraint count of one partition: the figure, and whether it counts
-/// the prover's input constraints (one per public input).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PublishedCount {
-    pub constraints: usize,
-    pub with_input_constraints: bool,
-}
-
-impl Circuit {
-    /// The published constraint count per partition, where there is one
-    /// (rust-fil-proofs' figures). The PoRep figures count the input constraints; the
-    /// SnapDeals and WindowPoSt ones are the circuit's own constraints.
-    pub fn published_constraints(self) -> Option<PublishedCount> {
-        let (constraints, with_input_constraints) = match (self.kind, self.size) {
-            (CircuitKind::Porep, SectorSize::S32GiB) => (130_278_869, true),
-            (CircuitKind::Porep, SectorSize::S64GiB) => (131_186_177, true),
-            (CircuitKind::Snap, SectorSize::S32GiB) => (81_049_499, false),
-            (CircuitKind::WindowPost, SectorSize::S32GiB) => (125_279_217, false),
-            (CircuitKind::WindowPost, SectorSize::S64GiB) => (129_887_900, false),
-            _ => return None,
-        };
-        Some(PublishedCount { constraints, with_input_constraints })
-    }
 }
 
 impl fmt::Display for Circuit {
@@ -359,19 +282,6 @@ mod tests {
         for size in SectorSize::ALL {
             assert_eq!(SealProof::from_registered(5 + size as u64).unwrap(), SealProof::v1_1(size));
         }
-    }
-
-    #[test]
-    fn circuit_ids_round_trip() {
-        for kind in CircuitKind::ALL {
-            for size in SectorSize::ALL {
-                let c = Circuit { kind, size };
-                assert_eq!(Circuit::from_id(&c.id()), Some(c));
-            }
-        }
-        assert_eq!(Circuit::from_id("porep-32g").map(|c| (c.kind, c.size)), Some((CircuitKind::Porep, SectorSize::S32GiB)));
-        assert_eq!(Circuit::from_id("porep-33g"), None);
-        assert_eq!(Circuit::from_id("synthetic-2^10"), None);
     }
 
     #[test]

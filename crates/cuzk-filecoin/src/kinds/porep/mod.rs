@@ -31,7 +31,7 @@ use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCircuit, S
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
-use crate::family::{Family, WithBlank};
+use crate::family::{Family, KindNames, PublishedCount, WithBlank};
 use crate::ids::{porep_config, prover_id};
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::kinds::porep::witness::{challenge_proofs, PorepWitnessCircuit};
@@ -94,6 +94,18 @@ struct C1<Tree: MerkleTreeTrait> {
 pub(crate) struct Porep;
 
 impl Family for Porep {
+    const NAMES: KindNames = KindNames { engine: "porep_seal_commit", cli: "porep", prefix: "porep" };
+
+    /// rust-fil-proofs' figures count the input constraints.
+    fn published_constraints(size: SectorSize) -> Option<PublishedCount> {
+        let constraints = match size {
+            SectorSize::S32GiB => 130_278_869,
+            SectorSize::S64GiB => 131_186_177,
+            _ => return None,
+        };
+        Some(PublishedCount { constraints, with_input_constraints: true })
+    }
+
     fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {
         Ok(SealProof::from_registered(registered_proof)?.circuit())
     }

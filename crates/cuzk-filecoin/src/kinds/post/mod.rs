@@ -30,7 +30,7 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Fal
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
-use crate::family::{Family, WithBlank};
+use crate::family::{Family, KindNames, PublishedCount, WithBlank};
 use crate::ids::{post_config, post_public_params, prover_id};
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::kinds::post::witness::PostWitnessCircuit;
@@ -83,6 +83,23 @@ impl<const WINDOW: bool> Post<WINDOW> {
 }
 
 impl<const WINDOW: bool> Family for Post<WINDOW> {
+    const NAMES: KindNames = if WINDOW {
+        KindNames { engine: "window_post_partition", cli: "window-post", prefix: "wpost" }
+    } else {
+        KindNames { engine: "winning_post", cli: "winning-post", prefix: "winning" }
+    };
+
+    /// rust-fil-proofs' WindowPoSt figures are the circuit's own constraints; none is
+    /// published for WinningPoSt.
+    fn published_constraints(size: SectorSize) -> Option<PublishedCount> {
+        let constraints = match (WINDOW, size) {
+            (true, SectorSize::S32GiB) => 125_279_217,
+            (true, SectorSize::S64GiB) => 129_887_900,
+            _ => return None,
+        };
+        Some(PublishedCount { constraints, with_input_constraints: false })
+    }
+
     /// Any PoSt number's circuit: a number of the other PoSt kind is refused by the
     /// decoder, which names both.
     fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {

@@ -25,7 +25,7 @@ use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySe
 
 use crate::compound::{self, partition_public_inputs};
 use crate::error::{guarded, FilecoinError};
-use crate::family::{Family, WithBlank};
+use crate::family::{Family, KindNames, PublishedCount, WithBlank};
 use crate::ids::porep_config;
 use crate::job::{check_partition, timing_only_refusal, verdict, CheckedBy, FilecoinJob, InputChecks};
 use crate::kinds::snap::witness::SnapWitnessCircuit;
@@ -54,6 +54,13 @@ pub(crate) struct SnapRequest<'a> {
 pub(crate) struct Snap;
 
 impl Family for Snap {
+    const NAMES: KindNames = KindNames { engine: "snap_deals_update", cli: "snap", prefix: "snap" };
+
+    /// rust-fil-proofs' figure is the circuit's own constraints.
+    fn published_constraints(size: SectorSize) -> Option<PublishedCount> {
+        (size == SectorSize::S32GiB).then_some(PublishedCount { constraints: 81_049_499, with_input_constraints: false })
+    }
+
     fn circuit(registered_proof: u64) -> Result<Circuit, FilecoinError> {
         Ok(UpdateProof::from_registered(registered_proof)?.circuit())
     }

@@ -383,7 +383,7 @@ impl Job {
                     if now >= d {
                         break;
                     }
-                    s = self.finished.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                    s = cuzk_groth16::sync::wait_timeout(&self.finished, s, d - now);
                 }
             }
         }

@@ -147,7 +147,7 @@ impl MemoryBudget {
                         if now >= at {
                             break;
                         }
-                        ev = self.changed.wait_timeout(ev, at - now).unwrap_or_else(|e| e.into_inner()).0;
+                        ev = cuzk_groth16::sync::wait_timeout(&self.changed, ev, at - now);
                     }
                 }
             }

@@ -93,6 +93,12 @@ impl CircuitKind {
     }
 }
 
+impl std::fmt::Display for Circuit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.id())
+    }
+}
+
 impl Circuit {
     /// "<kind prefix>-<size suffix>" ("porep-32g", "wpost-2k", …).
     pub fn id(self) -> String {

@@ -236,12 +236,6 @@ pub struct Circuit {
     pub size: SectorSize,
 }
 
-impl fmt::Display for Circuit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.id())
-    }
-}
-
 /// Calls `$f::<Tree>($args)` with the merkle tree shape filecoin-proofs uses for
 /// `$size`: 2 KiB, 8 MiB and 512 MiB share one shape, 32 GiB and 64 GiB have their own.
 /// The one place the sector size becomes a type.

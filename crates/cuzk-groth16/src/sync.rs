@@ -20,6 +20,12 @@ pub fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     cv.wait(g).unwrap_or_else(PoisonError::into_inner)
 }
 
+/// [`wait`] for at most `d` ([`Condvar::wait_timeout`]); the guard back, poisoned or
+/// not (whether it timed out is for the caller to read from the state it guards).
+pub fn wait_timeout<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>, d: std::time::Duration) -> MutexGuard<'a, T> {
+    cv.wait_timeout(g, d).unwrap_or_else(PoisonError::into_inner).0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

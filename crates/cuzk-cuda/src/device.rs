@@ -28,8 +28,12 @@ pub enum GpuError {
     Invalid(String),
 }
 
-/// A device error as a proving backend reports it, saying what failed.
+/// A device error as a proving backend reports it, saying what failed: a sticky one
+/// as the device lost (the engine then takes the backend out of service).
 pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::ProveError {
+    if crate::fault::is_sticky(&e) {
+        return cuzk_groth16::backend::ProveError::DeviceLost(format!("{what}: {e}"));
+    }
     cuzk_groth16::backend::ProveError::Backend(format!("{what}: {e}"))
 }
 

@@ -14,6 +14,7 @@
 
 mod arith;
 mod device;
+pub mod fault;
 pub mod field;
 pub mod fixed_base;
 pub mod groth16;
@@ -26,6 +27,7 @@ pub mod queries;
 mod turn;
 
 pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, Gpu, GpuError, PoolFigures, KERNEL_IMAGE_ENV};
+pub use fault::{FaultPoint, Faults, FAULT_ENV};
 pub use fixed_base::GpuFixedBase;
 pub use groth16::{CudaBackend, DevicePlan, Overrides};
 pub use kernels::CurveTypes;

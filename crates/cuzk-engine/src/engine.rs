@@ -112,6 +112,9 @@ impl Engine {
         if !shared.accepting.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
+        if let Some(why) = shared.no_backend_in_service() {
+            return Err(EngineError::FailedPrecondition(why));
+        }
         let planner = shared
             .handlers
             .planner(&req.body)

@@ -110,6 +110,15 @@ pub(crate) fn prometheus_text(st: &EngineStatus, stats: &Stats, gpu_busy: (u64, 
             let _ = writeln!(o, "{name}{{backend=\"{backend}\",ordinal=\"{}\"}} {v}", d.ordinal);
         }
     }
+    // Per GPU, 0 once its device was lost (the daemon must be restarted to use it
+    // again); the CPU backend has no device to lose.
+    let gpus: Vec<_> = st.backends.iter().filter(|b| b.device.is_some() || b.out_of_service.is_some()).collect();
+    if !gpus.is_empty() {
+        let _ = writeln!(o, "# HELP cuzk_backend_in_service Whether the GPU backend proves (0: taken out of service, its device lost).\n# TYPE cuzk_backend_in_service gauge");
+    }
+    for b in gpus {
+        let _ = writeln!(o, "cuzk_backend_in_service{{backend=\"{}\"}} {}", b.name, u8::from(b.out_of_service.is_none()));
+    }
     let (busy, wall) = gpu_busy;
     let _ = writeln!(
         o,
@@ -151,8 +160,8 @@ mod tests {
         };
         let mut st = EngineStatus {
             backends: vec![
-                BackendStatus { name: "cuda:1".into(), device: Some(device), current_job: None },
-                BackendStatus { name: "cpu".into(), device: None, current_job: None },
+                BackendStatus { name: "cuda:1".into(), device: Some(device), current_job: None, out_of_service: None },
+                BackendStatus { name: "cpu".into(), device: None, current_job: None, out_of_service: None },
             ],
             parameter_sets: Vec::new(),
             queues: Vec::new(),
@@ -172,6 +181,7 @@ mod tests {
             "cuzk_device_memory_total_bytes{backend=\"cuda:1\",ordinal=\"1\"} 85899345920",
             "cuzk_device_pool_used_bytes{backend=\"cuda:1\",ordinal=\"1\"} 42949672960",
             "cuzk_device_pool_used_high_bytes{backend=\"cuda:1\",ordinal=\"1\"} 75161927680",
+            "cuzk_backend_in_service{backend=\"cuda:1\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
         }
@@ -179,5 +189,10 @@ mod tests {
         // A CPU-only engine exports none of them.
         st.backends.remove(0);
         assert!(!prometheus_text(&st, &Stats::default(), (0, 0)).contains("cuzk_device_pool"));
+        // A lost GPU: out of service, its device no longer asked.
+        st.backends
+            .insert(0, BackendStatus { name: "cuda:0".into(), device: None, current_job: None, out_of_service: Some("device lost: x".into()) });
+        let text = prometheus_text(&st, &Stats::default(), (0, 0));
+        assert!(text.lines().any(|l| l == "cuzk_backend_in_service{backend=\"cuda:0\"} 0"), "{text}");
     }
 }

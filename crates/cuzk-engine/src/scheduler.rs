@@ -192,6 +192,12 @@ impl<T> BoundedQueue<T> {
         self.not_empty.notify_all();
         self.not_full.notify_all();
     }
+
+    /// Every waiting taker looks again: what it accepts has changed.
+    pub fn wake_all(&self) {
+        let _g = lock(&self.state);
+        self.not_empty.notify_all();
+    }
 }
 
 #[cfg(test)]

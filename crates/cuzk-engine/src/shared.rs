@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::synthesis::EvalBuffers;
@@ -44,6 +44,15 @@ const TIMELINE_EVENTS: usize = 200_000;
 pub(crate) struct BackendSlot {
     pub backend: Arc<dyn ProvingBackend>,
     pub current: Mutex<Option<(JobId, ProofKind)>>,
+    /// Why the backend was taken out of service (its device was lost), once it was: it
+    /// proves nothing more until the daemon restarts.
+    pub lost: OnceLock<String>,
+}
+
+impl BackendSlot {
+    pub fn in_service(&self) -> bool {
+        self.lost.get().is_none()
+    }
 }
 
 pub(crate) struct Shared {
@@ -103,7 +112,7 @@ impl Shared {
             queue: PartitionQueue::new(),
             ready: BoundedQueue::new(config.synthesis_lookahead),
             jobs: Mutex::new(JobTable::default()),
-            backends: backends.into_iter().map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None) })).collect(),
+            backends: backends.into_iter().map(|b| Arc::new(BackendSlot { backend: b, current: Mutex::new(None), lost: OnceLock::new() })).collect(),
             stats: Arc::new(Mutex::new(Stats::default())),
             timeline: Arc::new(Timeline::new(TIMELINE_EVENTS)),
             started: Instant::now(),
@@ -172,6 +181,41 @@ impl Shared {
         }
     }
 
+    /// Takes `slot` out of service for `why` (its device is lost): its workers take no
+    /// more partitions. Where no backend is left in service, the workers of every
+    /// backend then take each partition only to fail its job, saying why, and new jobs
+    /// are refused ([`Shared::no_backend_in_service`]).
+    pub fn take_out_of_service(&self, slot: &BackendSlot, why: &str) {
+        if slot.lost.set(why.to_string()).is_ok() {
+            let left = self.backends.iter().filter(|b| b.in_service()).count();
+            tracing::error!(
+                backend = slot.backend.name(),
+                why,
+                backends_in_service = left,
+                "backend taken out of service: it proves nothing more until the daemon restarts"
+            );
+            // No backend left: every unfinished job fails now, saying why, rather than
+            // each partition being synthesized first.
+            if let Some(why) = self.no_backend_in_service() {
+                let live = lock(&self.jobs).live();
+                for job in live {
+                    self.fail_job(&job, why.clone());
+                }
+            }
+            // Waiting workers look again at what they may take.
+            self.ready.wake_all();
+        }
+    }
+
+    /// Why no backend can prove, where none is left in service; None otherwise.
+    pub fn no_backend_in_service(&self) -> Option<String> {
+        if self.backends.iter().any(|b| b.in_service()) {
+            return None;
+        }
+        let each: Vec<String> = self.backends.iter().map(|b| format!("{} ({})", b.backend.name(), b.lost.get().map_or("", |s| s.as_str()))).collect();
+        Some(format!("no proving backend is in service: {} taken out of service; restart the daemon once the device is back", each.join(", ")))
+    }
+
     pub fn fail_job(&self, job: &Job, error: String) {
         if job.fail(error.clone()) {
             self.job_ended(job);
@@ -234,7 +278,13 @@ impl Shared {
             backends: self
                 .backends
                 .iter()
-                .map(|b| BackendStatus { name: b.backend.name(), device: b.backend.device(), current_job: lock(&b.current).clone() })
+                .map(|b| BackendStatus {
+                    name: b.backend.name(),
+                    // A lost device is not asked: its driver calls would fail.
+                    device: if b.in_service() { b.backend.device() } else { None },
+                    current_job: lock(&b.current).clone(),
+                    out_of_service: b.lost.get().cloned(),
+                })
                 .collect(),
             parameter_sets: self.params.status(),
             queues: ProofKind::all()

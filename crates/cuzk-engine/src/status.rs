@@ -15,6 +15,8 @@ pub struct BackendStatus {
     pub device: Option<DeviceInfo>,
     /// The job whose partition it is proving now.
     pub current_job: Option<(JobId, ProofKind)>,
+    /// Why it was taken out of service (its device was lost); None while in service.
+    pub out_of_service: Option<String>,
 }
 
 #[derive(Clone, Debug)]

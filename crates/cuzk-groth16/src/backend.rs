@@ -221,6 +221,11 @@ pub enum ProveError {
     Consumed { index: usize },
     #[error("backend failure: {0}")]
     Backend(String),
+    /// The backend's device can prove nothing more (a sticky CUDA error: the context
+    /// is unusable until the process ends): the caller takes the backend out of service
+    /// and proves the circuits elsewhere.
+    #[error("device lost: {0}")]
+    DeviceLost(String),
 }
 
 /// A Groth16 prover for BLS12-381.

@@ -288,6 +288,8 @@ fn status_response(s: &EngineStatus, whole_ids: bool) -> pb::GetStatusResponse {
                 vram_free_bytes: b.device.as_ref().map_or(0, |d| d.free_memory),
                 current_job_id: b.current_job.as_ref().map(|(j, _)| if whole_ids { j.0.clone() } else { j.label().to_string() }).unwrap_or_default(),
                 current_proof_kind: b.current_job.as_ref().map(|(_, k)| k.to_string()).unwrap_or_default(),
+                // A lost device is not asked (ordinal and memory 0; its name keeps it).
+                out_of_service: b.out_of_service.clone().unwrap_or_default(),
             })
             .collect(),
         loaded_srs: s

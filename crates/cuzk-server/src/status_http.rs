@@ -49,6 +49,8 @@ pub fn status_json(engine: &Engine, whole_ids: bool) -> serde_json::Value {
             })),
             "current_job": b.current_job.as_ref().map(|(j, _)| shown_id(&j.0, whole_ids)),
             "current_kind": b.current_job.as_ref().map(|(_, k)| k.to_string()),
+            // Why it proves nothing more (its device lost); null while in service.
+            "out_of_service": b.out_of_service,
         })).collect::<Vec<_>>(),
         "queues": s.queues.iter().map(|q| json!({
             "kind": q.kind.to_string(), "pending": q.pending, "in_progress": q.in_progress,

@@ -97,6 +97,10 @@ pub fn cuda_backends(devices: &[u32], limits: &[u64]) -> Result<Option<Vec<Arc<c
     if limits.len() > 1 && limits.len() != ordinals.len() {
         bail!("gpus.device_memory_limit lists {} sizes for {} GPUs: give one size, or one per GPU", limits.len(), ordinals.len());
     }
+    // An injected device fault (tests of failure handling only), given to the first
+    // GPU's backend; an unreadable one stops the start.
+    let fault = cuzk_cuda::Faults::from_env().map_err(anyhow::Error::msg)?;
+    let mut fault = Some(fault).filter(cuzk_cuda::Faults::is_armed);
     let mut out = Vec::with_capacity(ordinals.len());
     for (i, o) in ordinals.into_iter().enumerate() {
         let gpu = cuzk_cuda::Gpu::open(o).with_context(|| format!("opening GPU {o} (gpus.devices)"))?;
@@ -104,7 +108,11 @@ pub fn cuda_backends(devices: &[u32], limits: &[u64]) -> Result<Option<Vec<Arc<c
         if let Some(b) = limit {
             tracing::info!(gpu = o, limit_gb = format!("{:.2}", b as f64 / 1e9), "device memory limited (gpus.device_memory_limit)");
         }
-        out.push(Arc::new(cuzk_cuda::CudaBackend::new(gpu).with_memory_limit(limit)));
+        let mut backend = cuzk_cuda::CudaBackend::new(gpu).with_memory_limit(limit);
+        if let Some(f) = fault.take() {
+            backend = backend.with_faults(f);
+        }
+        out.push(Arc::new(backend));
     }
     Ok(Some(out))
 }

@@ -25,6 +25,7 @@ use super::products::{matrices_bytes, DeviceMatrices};
 use super::row_blocks::{ProductSource, StreamedMatrices};
 use super::staging::SlotSizes;
 use crate::device::{backend_error, Gpu};
+use crate::fault::{FaultPoint, Faults};
 use crate::turn::DeviceLock;
 use cuzk_groth16::sync::lock;
 
@@ -75,6 +76,9 @@ pub struct CudaBackend {
     /// host's copy (the engine keeps one per circuit shape): uploaded on first use where
     /// the plan puts them. An entry goes when no one else holds its host copy any more.
     matrices: Mutex<Vec<ShapeMatrices>>,
+    /// Why the device is lost, once a sticky error said so: every later proof is
+    /// refused with it (the driver would fail each call anyway).
+    lost: std::sync::OnceLock<String>,
 }
 
 impl CudaBackend {
@@ -87,7 +91,17 @@ impl CudaBackend {
             overrides: Overrides::default(),
             memory_limit: None,
             matrices: Mutex::new(Vec::new()),
+            lost: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same backend injecting `faults` (tests of failure handling; crate::fault).
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        if faults.is_armed() {
+            tracing::warn!(backend = %self.name(), ?faults, "this backend injects a device fault: for tests only");
+        }
+        self.prover.faults = faults;
+        self
     }
 
     /// The same backend choosing as `overrides` say where its plan would choose
@@ -325,6 +339,7 @@ impl CudaBackend {
         let d = self.plan_of(p, matrices)?;
         let n = p.lens();
         let start = Instant::now();
+        self.prover.faults.reach(FaultPoint::Alloc).map_err(|e| backend_error("placing the points on the device", e))?;
         let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
         if let Some(bytes) = d.plan.backend_chunk_bytes() {
             // Made now, so that a shortage shows at load rather than in a proof (streamed
@@ -353,17 +368,9 @@ impl CudaBackend {
         map.insert(p.id(), points.clone());
         Ok((points, d))
     }
-}
 
-impl ProvingBackend for CudaBackend {
-    fn name(&self) -> String {
-        format!("cuda:{}", self.gpu().ordinal)
-    }
-
-    /// Frees a circuit's witness once a, b, c and the aux values are on the device when
-    /// it carries a witness charge. Urgent proofs take the next staging slot and the
-    /// next turn of the device.
-    fn prove_with(
+    /// `prove_with` on a device not known to be lost.
+    fn prove_checked(
         &self,
         urgency: Urgency,
         params: &ParameterSet,
@@ -383,6 +390,34 @@ impl ProvingBackend for CudaBackend {
         })?;
         out.device = Some(device);
         Ok(out)
+    }
+}
+
+impl ProvingBackend for CudaBackend {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.gpu().ordinal)
+    }
+
+    /// Frees a circuit's witness once a, b, c and the aux values are on the device when
+    /// it carries a witness charge. Urgent proofs take the next staging slot and the
+    /// next turn of the device.
+    fn prove_with(
+        &self,
+        urgency: Urgency,
+        params: &ParameterSet,
+        circuits: &mut [SynthesizedCircuit],
+        randomness: &[ProofRandomness],
+    ) -> Result<ProveOutput, ProveError> {
+        if let Some(why) = self.lost.get() {
+            return Err(ProveError::DeviceLost(why.clone()));
+        }
+        let out = self.prove_checked(urgency, params, circuits, randomness);
+        if let Err(ProveError::DeviceLost(why)) = &out {
+            if self.lost.set(why.clone()).is_ok() {
+                tracing::error!(backend = %self.name(), why = why.as_str(), "device lost: this backend proves nothing more");
+            }
+        }
+        out
     }
 
     fn keeps_evaluations(&self) -> bool {

@@ -22,6 +22,7 @@ use super::prepare::{prepare, Prepared};
 use super::row_blocks::ProductSource;
 use super::staging::StagingSlots;
 use crate::device::{backend_error, Gpu, GpuError};
+use crate::fault::{FaultPoint, Faults};
 use crate::msm::streamed::BaseChunks;
 use crate::msm::GpuMsm;
 use crate::ntt::GpuNtt;
@@ -40,6 +41,8 @@ pub struct PartitionProver {
     /// Held for a proof's compute region only, so one caller's preparation overlaps
     /// another's kernels; urgent callers get the next turn.
     pub device: DeviceLock,
+    /// An injected fault (tests of failure handling); none by default.
+    pub faults: Faults,
 }
 
 /// The device results of one partition: the MSMs' sums and what the device did.
@@ -66,6 +69,7 @@ impl PartitionProver {
             gpu,
             chunks: Mutex::new(None),
             device,
+            faults: Faults::default(),
         }
     }
 
@@ -168,6 +172,7 @@ impl PartitionProver {
     /// vector), the five MSMs, the partition's one host wait, the sums read back.
     fn compute(&self, plan: &DevicePlan, points: &LoadedPoints, x: &mut Prepared<'_, '_>, t: &mut StageTimings) -> Result<Computed, GpuError> {
         let from = Instant::now();
+        self.faults.reach(FaultPoint::Copy)?;
         // At `from` on the compute stream (idle between regions): the copy stream's
         // events are placed on the host's clock against it.
         let region = self.gpu.stream().record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
@@ -190,6 +195,8 @@ impl PartitionProver {
         };
         let others_host = x.others_host.take();
         let mem = x.abc.msm_memory()?;
+        self.faults.reach(FaultPoint::Launch)?;
+        self.faults.reach(FaultPoint::Lost)?;
         let m = msms::enqueue(&self.gpu, &self.msm, plan, points, chunks, mem, &x.witness, others_host.as_deref(), &x.lists)?;
         self.gpu.stream().synchronize()?;
         let span = |p: (&CudaEvent, &CudaEvent)| p.0.elapsed_ms(p.1).map(ms);

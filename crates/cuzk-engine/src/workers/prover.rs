@@ -1,18 +1,19 @@
 //! A prover worker: a synthesized partition → its proof on this worker's backend →
 //! the proof verified against the partition's public inputs → kept (the job completes
 //! when its last one is in and the kind's final check accepts the whole), or proved
-//! again once (on another backend where there is one), then the job fails.
+//! again once (on another backend where there is one), then the job fails. A backend
+//! error is met the same way; a lost device takes its backend out of service and its
+//! partition goes to the others (with none left, jobs fail saying so).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_groth16::verifier::verify_proof;
-use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveOutput, Stage, Urgency};
+use cuzk_groth16::{DeviceReport, Proof, ProofRandomness, ProveError, ProveOutput, Stage, Urgency};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use super::panic_guard::catch_panic;
-use crate::error::EngineError;
 use crate::job::{Job, PartitionState, PartitionTicket};
 use crate::scheduler::{Lane, PartitionTask, ReadyPartition};
 use crate::shared::{BackendSlot, Shared};
@@ -25,15 +26,27 @@ use cuzk_groth16::sync::lock;
 /// ("prove-b.w", "prove-b.u" for the urgent lane).
 pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: usize, lane: &str, takes: Lane) {
     let mut rng = ChaCha20Rng::from_entropy();
-    // A retry of a proof this backend got wrong is left to another backend, if any.
-    let several = shared.backends.len() > 1;
-    let mine = |r: &ReadyPartition| takes.takes(r.task.job.priority) && (!several || r.task.avoid_backend != Some(backend_index));
+    // A retry of a proof this backend got wrong (or failed) is left to another backend
+    // in service, if any. Out of service, this worker takes partitions only once no
+    // backend is left in service, to fail their jobs.
+    let mine = |r: &ReadyPartition| {
+        let in_service = shared.backends.iter().filter(|b| b.in_service()).count();
+        if !slot.in_service() {
+            return in_service == 0;
+        }
+        takes.takes(r.task.job.priority) && (in_service < 2 || r.task.avoid_backend != Some(backend_index))
+    };
     while let Some(ready) = shared.ready.pop_where(mine, |r| r.task.rank()) {
         // The ticket counts the partition in flight until it is dropped or handed to
         // its job with the proof: on every way out below.
         let ReadyPartition { task, mut circuit, inputs, params, ticket } = ready;
         let job = task.job.clone();
         if job.is_finished() {
+            continue;
+        }
+        if let Some(why) = shared.no_backend_in_service() {
+            drop(ticket);
+            shared.fail_job(&job, format!("partition {}: {why}", task.index));
             continue;
         }
         let randomness = ProofRandomness::random(&mut rng);
@@ -43,7 +56,7 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
         let urgency = if job.priority.urgent() { Urgency::Urgent } else { Urgency::Ordinary };
         let (result, took) = shared.on_lane_threads(takes, || {
             prove(shared, slot, &job, task.index, lane, || {
-                slot.backend.prove_with(urgency, &params.set, std::slice::from_mut(&mut circuit), &[randomness]).map_err(|e| e.to_string())
+                slot.backend.prove_with(urgency, &params.set, std::slice::from_mut(&mut circuit), &[randomness])
             })
         });
         *lock(&slot.current) = None;
@@ -68,9 +81,30 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
                 shared.fail_job(&job, format!("partition {}: the backend returned {} proofs for one circuit", task.index, out.proofs.len()));
                 continue;
             }
-            Err(e) => {
+            Err(Failure::Panicked(e)) => {
+                // A bug, not a fault of the device: not tried again.
                 drop(ticket);
                 shared.fail_job(&job, format!("partition {}: proving failed on {}: {e}", task.index, slot.backend.name()));
+                continue;
+            }
+            Err(Failure::Failed(e)) => {
+                let why = format!("proving failed on {}: {e}", slot.backend.name());
+                again_or_fail(shared, slot, task, ticket, backend_index, why, lane);
+                continue;
+            }
+            Err(Failure::Lost(e)) => {
+                // Not the partition's fault: proved again elsewhere, its attempts
+                // unchanged (or its job failed where no backend is left).
+                drop(ticket);
+                shared.take_out_of_service(slot, &e);
+                match shared.no_backend_in_service() {
+                    Some(why) => shared.fail_job(&job, format!("partition {}: {why}", task.index)),
+                    None => {
+                        tracing::warn!(job = %job.id, partition = task.index, backend = slot.backend.name(), "partition goes to another backend: this one's device was lost");
+                        job.set_part(task.index, PartitionState::Queued);
+                        shared.queue.push(PartitionTask { avoid_backend: Some(backend_index), ..task });
+                    }
+                }
                 continue;
             }
         };
@@ -101,6 +135,16 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
     }
 }
 
+/// How a backend's proof did not come.
+enum Failure {
+    /// The backend panicked: a bug.
+    Panicked(String),
+    /// The backend returned an error.
+    Failed(String),
+    /// Its device is lost ([`ProveError::DeviceLost`]).
+    Lost(String),
+}
+
 /// Runs the backend's proof and records it in the timeline; the result and the
 /// device's own time (the call's where the backend reports none).
 fn prove(
@@ -109,10 +153,15 @@ fn prove(
     job: &Job,
     index: usize,
     lane: &str,
-    call: impl FnOnce() -> Result<ProveOutput, String>,
-) -> (Result<ProveOutput, EngineError>, Duration) {
+    call: impl FnOnce() -> Result<ProveOutput, ProveError>,
+) -> (Result<ProveOutput, Failure>, Duration) {
     let t = Instant::now();
-    let r = catch_panic("the backend", call);
+    let r = match catch_panic("the backend", || Ok::<_, std::convert::Infallible>(call())) {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e @ ProveError::DeviceLost(_))) => Err(Failure::Lost(e.to_string())),
+        Ok(Err(e)) => Err(Failure::Failed(e.to_string())),
+        Err(e) => Err(Failure::Panicked(e.to_string())),
+    };
     // The prover lane shows the device's compute region where the backend reports it
     // (its preparation overlaps the other worker's kernels).
     let (from, to) = match &r {
@@ -185,11 +234,16 @@ fn keep(shared: &Shared, job: &Arc<Job>, ticket: PartitionTicket, index: usize, 
     }
 }
 
-/// A partition proof that failed verification: queued again once, to be proved on
-/// another backend where there is one; the second failure fails the job.
+/// A partition proof that failed verification: [`again_or_fail`].
 fn reject(shared: &Shared, slot: &BackendSlot, task: PartitionTask, ticket: PartitionTicket, backend_index: usize, why: String, lane: &str) {
-    let job = task.job;
     lock(&shared.stats).verify_failures += 1;
+    again_or_fail(shared, slot, task, ticket, backend_index, why, lane);
+}
+
+/// A partition whose proof failed (`why`): queued again once, to be proved on another
+/// backend in service where there is one; the second failure fails the job.
+fn again_or_fail(shared: &Shared, slot: &BackendSlot, task: PartitionTask, ticket: PartitionTicket, backend_index: usize, why: String, lane: &str) {
+    let job = task.job;
     shared.timeline.record(&job.id.0, Some(task.index), EventKind::Rejected, lane);
     // Out of flight before its second attempt is queued.
     drop(ticket);

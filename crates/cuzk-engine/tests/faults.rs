@@ -1,0 +1,154 @@
+//! Device faults as the engine meets them (CPU backends standing in for GPUs): a
+//! backend error is proved again once, then fails its job; a lost device takes its
+//! backend out of service and its work goes to the others; with none left, jobs fail
+//! saying so and new ones are refused. The same faults injected into the CUDA backend
+//! are in cuzk-cuda's and cuzk-server's GPU tests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+
+use common::{check_proof, synthetic};
+use cuzk_engine::synthetic::SyntheticKind;
+use cuzk_engine::{Engine, EngineConfig, EngineError, JobStatus, Priority};
+use cuzk_groth16::{CpuBackend, ParameterSet, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, Urgency};
+
+fn start(backends: Vec<Arc<dyn ProvingBackend>>) -> Engine {
+    let cfg = EngineConfig { memory_budget_bytes: 1 << 30, workers_per_backend: 1, ..EngineConfig::default() };
+    Engine::start(cfg, backends, vec![cuzk_engine::Handler::synthetic(SyntheticKind::new(16))]).unwrap()
+}
+
+/// Host memory charged beyond the loaded parameter sets: the partitions'.
+fn partition_memory(e: &Engine) -> u64 {
+    let st = e.status();
+    st.memory_used_bytes - st.parameter_sets.iter().map(|p| p.size_bytes).sum::<u64>()
+}
+
+/// What an engine's partitions leave charged once a job of `partitions` completed
+/// on a sound backend (pooled buffers kept for the next job): the level failed jobs
+/// must come back to.
+fn settled_after_one_job(partitions: u32) -> u64 {
+    let e = start(vec![Arc::new(CpuBackend::new())]);
+    let s = e.submit(synthetic(8, partitions, 1, Priority::Normal, "")).unwrap();
+    assert_eq!(e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap().status, JobStatus::Completed);
+    let m = partition_memory(&e);
+    e.shutdown(Duration::from_secs(5));
+    m
+}
+
+/// What a faulty backend does on a call.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Fails its first `n` calls with a backend error, then proves.
+    FailFirst(usize),
+    /// Its device is lost on the first call: every call fails so.
+    Lost,
+}
+
+struct Faulty {
+    fault: Fault,
+    inner: CpuBackend,
+    calls: AtomicUsize,
+}
+
+impl Faulty {
+    fn new(fault: Fault) -> Arc<Faulty> {
+        Arc::new(Faulty { fault, inner: CpuBackend::new(), calls: AtomicUsize::new(0) })
+    }
+}
+
+impl ProvingBackend for Faulty {
+    fn name(&self) -> String {
+        "faulty".into()
+    }
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        match self.fault {
+            Fault::FailFirst(n) if call < n => Err(ProveError::Backend("uploading a, b, c: simulated copy failure".into())),
+            Fault::Lost => Err(ProveError::DeviceLost("simulated illegal address".into())),
+            _ => self.inner.prove_with(u, p, c, r),
+        }
+    }
+}
+
+#[test]
+fn a_backend_error_is_proved_again_once_and_a_second_one_fails_the_job() {
+    // One failure: the partition is proved again and the job completes.
+    let b = Faulty::new(Fault::FailFirst(1));
+    let e = start(vec![b.clone()]);
+    let s = e.submit(synthetic(8, 1, 3, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    check_proof(&out.proof, 8, 1, 3);
+    assert_eq!(b.calls.load(Ordering::SeqCst), 2);
+    e.shutdown(Duration::from_secs(5));
+
+    // Two: the job fails naming the backend and the error; the next job completes.
+    let b = Faulty::new(Fault::FailFirst(2));
+    let e = start(vec![b.clone()]);
+    let s = e.submit(synthetic(8, 1, 4, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+    assert_eq!(out.status, JobStatus::Failed);
+    assert!(out.proof.is_empty());
+    assert!(
+        out.error.contains("proving failed on faulty") && out.error.contains("simulated copy failure") && out.error.contains("twice"),
+        "{}",
+        out.error
+    );
+    let s = e.submit(synthetic(8, 1, 5, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+    assert_eq!(partition_memory(&e), settled_after_one_job(1), "a failed partition kept memory");
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_lost_device_takes_its_backend_out_of_service_and_its_work_goes_to_the_others() {
+    let lost = Faulty::new(Fault::Lost);
+    let e = start(vec![lost.clone(), Arc::new(CpuBackend::new())]);
+    let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(8, 2, 10 + i, Priority::Normal, "")).unwrap().job_id).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let out = e.wait(id, Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
+        check_proof(&out.proof, 8, 2, 10 + i as u64);
+    }
+    // Called once (or once per worker that had taken a partition), never again.
+    let calls = lost.calls.load(Ordering::SeqCst);
+    assert!(calls >= 1, "the lost backend was never tried");
+    let st = e.status();
+    let why = st.backends[0].out_of_service.clone().unwrap_or_default();
+    assert!(why.contains("device lost: simulated illegal address"), "{:?}", st.backends[0]);
+    assert_eq!(st.backends[1].out_of_service, None);
+    let s = e.submit(synthetic(8, 2, 20, Priority::Normal, "")).unwrap();
+    assert_eq!(e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap().status, JobStatus::Completed);
+    assert_eq!(lost.calls.load(Ordering::SeqCst), calls, "an out-of-service backend was called");
+    e.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn with_no_backend_left_in_service_jobs_fail_saying_so_and_new_ones_are_refused() {
+    let e = start(vec![Faulty::new(Fault::Lost)]);
+    let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(8, 2, 30 + i, Priority::Normal, "")).unwrap().job_id).collect();
+    for id in &ids {
+        let out = e.wait(id, Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(out.status, JobStatus::Failed);
+        assert!(out.proof.is_empty());
+        assert!(out.error.contains("no proving backend is in service") && out.error.contains("faulty (device lost"), "{}", out.error);
+    }
+    match e.submit(synthetic(8, 1, 40, Priority::Normal, "")) {
+        Err(EngineError::FailedPrecondition(m)) => assert!(m.contains("no proving backend is in service"), "{m}"),
+        other => panic!("a job was accepted with no backend in service: {:?}", other.map(|s| s.job_id)),
+    }
+    let metrics = e.metrics_text();
+    assert!(metrics.lines().any(|l| l == "cuzk_backend_in_service{backend=\"faulty\"} 0"), "{metrics}");
+    // Everything the failed jobs' partitions held is back (but the pooled buffers).
+    let settled = settled_after_one_job(2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while partition_memory(&e) > settled && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(partition_memory(&e) <= settled, "{} > {settled}", partition_memory(&e));
+    e.shutdown(Duration::from_secs(5));
+}

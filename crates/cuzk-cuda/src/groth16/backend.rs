@@ -369,27 +369,19 @@ impl CudaBackend {
         Ok((points, d))
     }
 
-    /// `prove_with` on a device not known to be lost.
-    fn prove_checked(
-        &self,
-        urgency: Urgency,
-        params: &ParameterSet,
-        circuits: &mut [SynthesizedCircuit],
-        randomness: &[ProofRandomness],
-    ) -> Result<ProveOutput, ProveError> {
-        let mut timings = StageTimings::default();
-        // Shapes are checked before the (long, first-use) upload of the points.
-        let checked = check_inputs(params, circuits, randomness)?;
-        let matrices = circuits.first().and_then(|c| c.pending_products().cloned());
-        let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
-        let mut device = DeviceReport::default();
-        let mut out = prove_each(checked, circuits, randomness, timings, |c, rs, t| {
-            let (proof, report) = self.prove_one(params, &d, &points, c, rs, urgency, t)?;
-            device.add(&report);
-            Ok(proof)
-        })?;
-        out.device = Some(device);
-        Ok(out)
+    /// `f`'s proof, where the device is not known to be lost; a lost device (a sticky
+    /// error from `f`) is remembered, and every later proof refused with it.
+    fn unless_lost(&self, f: impl FnOnce() -> Result<ProveOutput, ProveError>) -> Result<ProveOutput, ProveError> {
+        if let Some(why) = self.lost.get() {
+            return Err(ProveError::DeviceLost(why.clone()));
+        }
+        let out = f();
+        if let Err(ProveError::DeviceLost(why)) = &out {
+            if self.lost.set(why.clone()).is_ok() {
+                tracing::error!(backend = %self.name(), why = why.as_str(), "device lost: this backend proves nothing more");
+            }
+        }
+        out
     }
 }
 
@@ -408,16 +400,21 @@ impl ProvingBackend for CudaBackend {
         circuits: &mut [SynthesizedCircuit],
         randomness: &[ProofRandomness],
     ) -> Result<ProveOutput, ProveError> {
-        if let Some(why) = self.lost.get() {
-            return Err(ProveError::DeviceLost(why.clone()));
-        }
-        let out = self.prove_checked(urgency, params, circuits, randomness);
-        if let Err(ProveError::DeviceLost(why)) = &out {
-            if self.lost.set(why.clone()).is_ok() {
-                tracing::error!(backend = %self.name(), why = why.as_str(), "device lost: this backend proves nothing more");
-            }
-        }
-        out
+        self.unless_lost(|| {
+            let mut timings = StageTimings::default();
+            // Shapes are checked before the (long, first-use) upload of the points.
+            let checked = check_inputs(params, circuits, randomness)?;
+            let matrices = circuits.first().and_then(|c| c.pending_products().cloned());
+            let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
+            let mut device = DeviceReport::default();
+            let mut out = prove_each(checked, circuits, randomness, timings, |c, rs, t| {
+                let (proof, report) = self.prove_one(params, &d, &points, c, rs, urgency, t)?;
+                device.add(&report);
+                Ok(proof)
+            })?;
+            out.device = Some(device);
+            Ok(out)
+        })
     }
 
     fn keeps_evaluations(&self) -> bool {

@@ -234,3 +234,21 @@ fn piece_limits_follow_the_plan() {
     let r = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
     assert_eq!(r.piece_limits(false, false).bases, usize::MAX);
 }
+
+/// A deadline's set is never refused for the PoRep set a host keeps loaded: WindowPoSt,
+/// WinningPoSt and SnapDeals each have a plan beside a PoRep set planned first, at a
+/// 16 GiB cap, on the H100 and on the H200 (the cards between were seen to plan too, at
+/// 3 s a plan in a test build). Beside it on the H100 the WindowPoSt plan degrades (every
+/// point streamed, a, b, c on the host) and WinningPoSt's points stream (0.13 GB left).
+#[test]
+fn the_other_sets_plan_beside_a_porep_set_planned_first() {
+    for (card, bytes) in cards().into_iter().filter(|(c, _)| c.starts_with("16 GiB,") || c.starts_with('H')) {
+        let first = plan(&porep(), bytes, &Held::default(), &Overrides::default()).unwrap();
+        let held = Held::of([(&first, &porep())]);
+        for (name, shape) in [("wpost", wpost()), ("winning", winning()), ("snap", snap())] {
+            let p = plan(&shape, bytes, &held, &Overrides::default()).unwrap_or_else(|e| panic!("{name} beside porep on {card}: {e}"));
+            assert!(p.total_bytes <= bytes && p.total_bytes >= held.other_sets, "{name} on {card}: {p:?}");
+            eprintln!("{name} beside porep on {card}: {}", p.summary(&shape));
+        }
+    }
+}

@@ -212,9 +212,9 @@ impl Engine {
         }
         let already = shared.params.is_loaded(circuit_id);
         let (set, mut took) = shared.parameters(circuit_id, &|| false)?.ok_or(EngineError::ShuttingDown)?;
-        // Onto every device too, so the first partition does not pay for it (a backend
-        // that has the set already returns at once).
-        for slot in &shared.backends {
+        // Onto every device in service too, so the first partition does not pay for it
+        // (a backend that has the set already returns at once).
+        for slot in shared.backends.iter().filter(|s| s.in_service()) {
             let t = Instant::now();
             slot.backend
                 .load_params(&set.set, &cuzk_groth16::NoProgress)

@@ -92,8 +92,11 @@ struct JobState {
     final_check: Option<Arc<FinalCheck>>,
     parts: Vec<PartitionState>,
     proofs: Vec<Option<Vec<u8>>>,
-    /// Partitions whose first attempt has started.
+    /// Partitions that have started (each counted once, however often it is begun
+    /// again: after a rejected proof, a backend error or a lost device).
     started: usize,
+    /// Which partitions have started.
+    begun: Vec<bool>,
     /// Partitions being synthesized or proved now.
     in_flight: usize,
     done: usize,
@@ -140,6 +143,7 @@ impl Job {
                 parts: vec![PartitionState::Queued; n],
                 proofs: vec![None; n],
                 started: 0,
+                begun: vec![false; n],
                 in_flight: 0,
                 done: 0,
                 error: String::new(),
@@ -185,6 +189,7 @@ impl Job {
                 parts: Vec::new(),
                 proofs: Vec::new(),
                 started: 0,
+                begun: Vec::new(),
                 in_flight: 0,
                 done: 0,
                 error: String::new(),
@@ -235,7 +240,7 @@ impl Job {
     /// Marks a partition as started: its ticket, which counts it in flight until it
     /// drops (or is handed to [`Job::partition_done`]); None when the job has finished
     /// meanwhile.
-    pub fn begin_partition(self: &Arc<Self>, index: usize, attempt: u8, parameter_load: Duration) -> Option<PartitionTicket> {
+    pub fn begin_partition(self: &Arc<Self>, index: usize, parameter_load: Duration) -> Option<PartitionTicket> {
         let mut s = self.state();
         if s.status.is_finished() {
             return None;
@@ -246,7 +251,8 @@ impl Job {
         s.status = JobStatus::Running;
         s.first_start.get_or_insert_with(Instant::now);
         s.timings.parameter_load_ms += ms(parameter_load);
-        if attempt == 0 {
+        if let Some(b) = s.begun.get_mut(index).filter(|b| !**b) {
+            *b = true;
             s.started += 1;
         }
         s.in_flight += 1;
@@ -570,7 +576,7 @@ mod tests {
     #[test]
     fn a_partition_ticket_counts_it_in_flight_until_it_drops_however_it_ends() {
         let j = job();
-        let t = j.begin_partition(0, 0, Duration::ZERO).expect("an unfinished job");
+        let t = j.begin_partition(0, Duration::ZERO).expect("an unfinished job");
         assert_eq!(j.state().in_flight, 1);
         // A bug while the partition runs: the unwinding drops its ticket.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
@@ -579,13 +585,39 @@ mod tests {
         }));
         assert!(r.is_err());
         assert_eq!(j.state().in_flight, 0);
-        let (a, b) = (j.begin_partition(0, 0, Duration::ZERO).unwrap(), j.begin_partition(0, 1, Duration::ZERO).unwrap());
+        let (a, b) = (j.begin_partition(0, Duration::ZERO).unwrap(), j.begin_partition(0, Duration::ZERO).unwrap());
         assert_eq!(j.state().in_flight, 2);
         drop((a, b));
         assert_eq!(j.state().in_flight, 0);
         // A finished job starts nothing.
         j.cancel("test");
-        assert!(j.begin_partition(0, 0, Duration::ZERO).is_none());
+        assert!(j.begin_partition(0, Duration::ZERO).is_none());
+    }
+
+    /// Never synthesized here: a job's partition count is all the tests need of it.
+    struct Unused;
+    impl crate::kind::PartitionWork for Unused {
+        fn synthesize(&self, _: cuzk_groth16::synthesis::EvalBuffers) -> Result<cuzk_groth16::SynthesizedCircuit, crate::error::EngineError> {
+            Err(crate::error::EngineError::Internal("not synthesized in these tests".into()))
+        }
+    }
+
+    /// A partition begun again (its proof rejected, its backend failed or lost) is
+    /// still one started partition: the queue's count of unstarted ones never wraps.
+    #[test]
+    fn a_partition_begun_again_is_started_once() {
+        let req = JobRequest::new("", Priority::Normal, crate::synthetic::SyntheticRequest(Vec::new()));
+        let partitions: Vec<Arc<dyn crate::kind::PartitionWork>> = vec![Arc::new(Unused), Arc::new(Unused)];
+        let plan = JobPlan { circuit_id: "c".into(), partitions, eval_len: 0, partition_bytes: 0, final_check: None, timing_note: None };
+        let j = Arc::new(Job::new(JobId("job-p".into()), 1, &req, req.digest(), plan, Arc::new(Timeline::new(16)), Arc::default()));
+        assert_eq!(j.progress(), Some((2, 0)));
+        let first = j.begin_partition(0, Duration::ZERO).unwrap();
+        drop(first);
+        let again = j.begin_partition(0, Duration::ZERO).unwrap();
+        assert_eq!(j.progress(), Some((1, 1)));
+        let other = j.begin_partition(1, Duration::ZERO).unwrap();
+        assert_eq!(j.progress(), Some((0, 2)));
+        drop((again, other));
     }
 
     #[test]

@@ -203,14 +203,17 @@ impl ParameterCache {
         let matrices_bytes = matrices.as_ref().map_or(0, |m| m.bytes() as u64);
         // Each device plans the set now, knowing its matrices: a set no GPU here can hold
         // a partition of is refused before any partition is accepted for it.
-        for b in self.backends.iter() {
+        // A backend out of service (its device lost) is asked nothing: the set is
+        // planned and charged for the others.
+        let serving: Vec<&Arc<dyn ProvingBackend>> = self.backends.iter().filter(|b| b.in_service()).collect();
+        for b in &serving {
             b.plan_params(&set, matrices.as_deref())
                 .map_err(|e| EngineError::FailedPrecondition(format!("parameter set {id} on {}: {e}", b.name())))?;
         }
-        let products_by_backends = matrices.is_some() && self.backends.iter().all(|b| b.computes_products(&set));
+        let products_by_backends = matrices.is_some() && serving.iter().all(|b| b.computes_products(&set));
         // What the host holds for the set and its matrices, and the pinned copy of its
         // points that backends streaming it share.
-        let pinned = self.backends.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
+        let pinned = serving.iter().map(|b| b.host_bytes_for(&set)).max().unwrap_or(0);
         let size_bytes = set.size_bytes() as u64 + matrices_bytes + pinned;
         let took = t.elapsed();
         tracing::info!(circuit_id = id, size_bytes, matrices_bytes, products_by_backends, ms = took.as_millis() as u64, "parameters loaded");

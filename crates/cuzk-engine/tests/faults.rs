@@ -2,7 +2,7 @@
 //! backend error is proved again once, then fails its job; a lost device takes its
 //! backend out of service and its work goes to the others; with none left, jobs fail
 //! saying so and new ones are refused. The same faults injected into the CUDA backend
-//! are in cuzk-cuda's and cuzk-server's GPU tests.
+//! are in cuzk-server's GPU tests (tests/gpu_faults.rs).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -71,6 +71,16 @@ impl ProvingBackend for Faulty {
             _ => self.inner.prove_with(u, p, c, r),
         }
     }
+    /// A lost device cannot plan a set either.
+    fn plan_params(&self, _: &ParameterSet, _: Option<&cuzk_groth16::matrices::ConstraintMatrices>) -> Result<(), ProveError> {
+        match self.in_service() {
+            true => Ok(()),
+            false => Err(ProveError::DeviceLost("asked to plan a set after its loss".into())),
+        }
+    }
+    fn in_service(&self) -> bool {
+        !matches!(self.fault, Fault::Lost) || self.calls.load(Ordering::SeqCst) == 0
+    }
 }
 
 #[test]
@@ -123,6 +133,12 @@ fn a_lost_device_takes_its_backend_out_of_service_and_its_work_goes_to_the_other
     assert_eq!(st.backends[1].out_of_service, None);
     let s = e.submit(synthetic(8, 2, 20, Priority::Normal, "")).unwrap();
     assert_eq!(e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap().status, JobStatus::Completed);
+    // A set loaded after the loss is planned for the backends in service only.
+    e.evict("synthetic-2^8").unwrap();
+    e.preload("synthetic-2^8").unwrap();
+    let s = e.submit(synthetic(8, 2, 21, Priority::Normal, "")).unwrap();
+    let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+    assert_eq!(out.status, JobStatus::Completed, "{}", out.error);
     assert_eq!(lost.calls.load(Ordering::SeqCst), calls, "an out-of-service backend was called");
     e.shutdown(Duration::from_secs(5));
 }
@@ -130,7 +146,10 @@ fn a_lost_device_takes_its_backend_out_of_service_and_its_work_goes_to_the_other
 #[test]
 fn with_no_backend_left_in_service_jobs_fail_saying_so_and_new_ones_are_refused() {
     let e = start(vec![Faulty::new(Fault::Lost)]);
-    let ids: Vec<_> = (0..3).map(|i| e.submit(synthetic(8, 2, 30 + i, Priority::Normal, "")).unwrap().job_id).collect();
+    // The first is accepted; the loss may come before the others are submitted, and
+    // then they are refused (below).
+    let ids: Vec<_> = (0..3).filter_map(|i| e.submit(synthetic(8, 2, 30 + i, Priority::Normal, "")).ok().map(|s| s.job_id)).collect();
+    assert!(!ids.is_empty(), "the first job was refused");
     for id in &ids {
         let out = e.wait(id, Some(Duration::from_secs(120))).unwrap();
         assert_eq!(out.status, JobStatus::Failed);

@@ -324,6 +324,12 @@ pub trait ProvingBackend: Send + Sync {
         None
     }
 
+    /// False once the backend's device is lost ([`ProveError::DeviceLost`]): it is then
+    /// asked nothing more (no plan, no load, no proof). By default always in service.
+    fn in_service(&self) -> bool {
+        true
+    }
+
     /// Whether this backend reads a set's query points from their `.params` file
     /// itself ([`crate::params::QueryPoints::File`]), so the host need not decode them.
     fn reads_params_from_file(&self) -> bool {

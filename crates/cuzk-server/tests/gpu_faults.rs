@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{check_proof, config, synthetic, Daemon};
 use cuzk_cuda::{CudaBackend, FaultPoint, Faults};
-use cuzk_groth16::{CpuBackend, ProvingBackend};
+use cuzk_groth16::{CpuBackend, ParameterSet, ProofRandomness, ProveError, ProveOutput, ProvingBackend, SynthesizedCircuit, Urgency};
 use cuzk_server::pb;
 use cuzk_server::pb::await_proof_response::Status as JobStatus;
 
@@ -48,18 +48,39 @@ async fn a_failed_copy_launch_or_allocation_is_proved_again_and_the_daemon_keeps
     }
 }
 
+/// The CPU backend, proving once `gpu` is out of service (at most a minute later).
+struct AfterLoss {
+    gpu: Arc<CudaBackend>,
+    inner: CpuBackend,
+}
+
+impl ProvingBackend for AfterLoss {
+    fn name(&self) -> String {
+        "cpu-after-loss".into()
+    }
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while self.gpu.in_service() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.inner.prove_with(u, p, c, r)
+    }
+}
+
 /// A lost device (a sticky error) takes its GPU out of service, said in the status:
 /// with another backend beside it, that one proves the work; alone, the job fails
 /// saying no backend is in service, and new jobs are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a CUDA GPU"]
 async fn a_lost_device_takes_its_gpu_out_of_service() {
-    let Some(lost) = faulty(FaultPoint::Lost, 1) else { return };
-    let d = Daemon::start_with(config(), vec![lost, Arc::new(CpuBackend::new())]).await;
-    // Enough partitions that the GPU's workers take some before the CPU's take all.
-    let r = prove(&d, 10, 8, 60).await;
+    let Some(gpu) = cuzk_cuda::gpu_for_tests() else { return };
+    let lost = Arc::new(CudaBackend::new(gpu).with_faults(Faults::at(FaultPoint::Lost, 1)));
+    // The CPU proves only once the GPU was lost, so a GPU worker takes a partition first.
+    let cpu = Arc::new(AfterLoss { gpu: lost.clone(), inner: CpuBackend::new() });
+    let d = Daemon::start_with(config(), vec![lost, cpu]).await;
+    let r = prove(&d, 10, 4, 60).await;
     assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
-    check_proof(&r.proof, 10, 8, 60);
+    check_proof(&r.proof, 10, 4, 60);
     let st = d.client().await.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
     assert!(st.gpus[0].name.starts_with("cuda") && st.gpus[0].out_of_service.contains("device lost"), "{:?}", st.gpus);
     assert!(st.gpus[1].out_of_service.is_empty(), "{:?}", st.gpus);
@@ -70,7 +91,7 @@ async fn a_lost_device_takes_its_gpu_out_of_service() {
     let r = prove(&d, 10, 2, 61).await;
     assert_eq!(r.status, JobStatus::Failed as i32);
     assert!(r.proof.is_empty());
-    assert!(r.error_message.contains("no proving backend is in service") && r.error_message.contains("illegal address"), "{}", r.error_message);
+    assert!(r.error_message.contains("no proving backend is in service") && r.error_message.contains("ILLEGAL_ADDRESS"), "{}", r.error_message);
     let refused = d.client().await.prove(pb::ProveRequest { submit: Some(synthetic(10, 1, 62, pb::Priority::Normal, "")) }).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
     assert!(refused.message().contains("no proving backend is in service"), "{refused:?}");

@@ -421,6 +421,10 @@ impl ProvingBackend for CudaBackend {
         true // a, b, c are only read, for the upload
     }
 
+    fn in_service(&self) -> bool {
+        self.lost.get().is_none()
+    }
+
     fn device(&self) -> Option<cuzk_groth16::DeviceInfo> {
         let gpu = self.gpu();
         let (free, total) = gpu.memory().unwrap_or_else(|e| {

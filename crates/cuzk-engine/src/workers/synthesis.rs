@@ -44,7 +44,7 @@ pub(crate) fn synthesis_loop(shared: &Shared, lane: &str, takes: Lane) {
         shared.timeline.record(&job.id.0, Some(task.index), EventKind::Dequeued, lane);
         let Some(Admitted { params, load, mut witness, abc }) = admit(shared, &job) else { continue };
         // Counts the partition in flight until it is dropped: on every way out below.
-        let Some(ticket) = job.begin_partition(task.index, task.attempt, load) else { continue };
+        let Some(ticket) = job.begin_partition(task.index, load) else { continue };
         let matrices = params.matrices.clone();
         let synthesized = shared.on_lane_threads(takes, || synthesize(shared, &job, task.index, abc, &mut witness, matrices, lane));
         let Some((mut circuit, inputs)) = synthesized else { continue };

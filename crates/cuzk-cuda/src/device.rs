@@ -28,10 +28,32 @@ pub enum GpuError {
     Invalid(String),
 }
 
+/// Whether an error leaves the CUDA context unusable until the process ends (the
+/// driver's "sticky" errors: every later call fails too), or is the device gone.
+pub(crate) fn is_sticky(e: &GpuError) -> bool {
+    use cudarc::driver::sys::CUresult::*;
+    matches!(
+        e,
+        GpuError::Driver(cudarc::driver::DriverError(
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+                | CUDA_ERROR_CONTEXT_IS_DESTROYED
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_ECC_UNCORRECTABLE
+                | CUDA_ERROR_DEVICE_UNAVAILABLE
+        ))
+    )
+}
+
 /// A device error as a proving backend reports it, saying what failed: a sticky one
 /// as the device lost (the engine then takes the backend out of service).
 pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::ProveError {
-    if crate::fault::is_sticky(&e) {
+    if is_sticky(&e) {
         return cuzk_groth16::backend::ProveError::DeviceLost(format!("{what}: {e}"));
     }
     cuzk_groth16::backend::ProveError::Backend(format!("{what}: {e}"))

@@ -1,5 +1,4 @@
-//! Device faults: which CUDA errors leave the device unusable ([`is_sticky`]), and the
-//! seam that injects one on purpose ([`Faults`]), so the GPU tests can show how a
+//! Device faults injected on purpose ([`Faults`]), so the GPU tests can show how a
 //! failed copy or launch, a lost device and a failed allocation are met. Injection is
 //! off unless a backend is given a fault ([`crate::CudaBackend::with_faults`]; the
 //! daemon reads `CUZK_GPU_FAULT`, [`FAULT_ENV`]), and each fault fires once.
@@ -15,28 +14,6 @@ use crate::device::GpuError;
 /// `copy`, `launch`, `lost`, `alloc`, fired the `n`-th time it is reached (1 if not
 /// given). For tests of failure handling only; never set in production.
 pub const FAULT_ENV: &str = "CUZK_GPU_FAULT";
-
-/// Whether an error leaves the CUDA context unusable until the process ends (the
-/// driver's "sticky" errors: every later call fails too), or is the device gone.
-pub(crate) fn is_sticky(e: &GpuError) -> bool {
-    use CUresult::*;
-    matches!(
-        e,
-        GpuError::Driver(DriverError(
-            CUDA_ERROR_ILLEGAL_ADDRESS
-                | CUDA_ERROR_LAUNCH_TIMEOUT
-                | CUDA_ERROR_CONTEXT_IS_DESTROYED
-                | CUDA_ERROR_HARDWARE_STACK_ERROR
-                | CUDA_ERROR_ILLEGAL_INSTRUCTION
-                | CUDA_ERROR_MISALIGNED_ADDRESS
-                | CUDA_ERROR_INVALID_ADDRESS_SPACE
-                | CUDA_ERROR_INVALID_PC
-                | CUDA_ERROR_LAUNCH_FAILED
-                | CUDA_ERROR_ECC_UNCORRECTABLE
-                | CUDA_ERROR_DEVICE_UNAVAILABLE
-        ))
-    )
-}
 
 /// Where a fault is injected, and the driver error it stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +109,7 @@ impl Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::is_sticky;
 
     #[test]
     fn a_fault_fires_once_at_its_point_and_count() {

@@ -172,6 +172,7 @@ mod tests {
             memory_used_bytes: 0,
             memory_peak_bytes: 0,
             memory_pinned_bytes: 0,
+            memory_idle_bytes: 0,
             aux_vectors_reused: 0,
             aux_vectors_fresh: 0,
         };

@@ -109,6 +109,11 @@ impl<T> Idle<T> {
         drop(freed);
     }
 
+    /// Bytes charged for the idle pieces.
+    fn bytes(&self) -> u64 {
+        lock(&self.held).iter().map(|h| h.charge.bytes()).sum()
+    }
+
     #[cfg(test)]
     fn count(&self) -> usize {
         lock(&self.held).len()
@@ -187,6 +192,11 @@ impl BufferPool {
     /// Frees every idle buffer (when memory is needed for something else).
     pub fn release_idle(&self) {
         self.idle.release();
+    }
+
+    /// Bytes charged for idle buffers (kept for the next partition).
+    pub fn idle_bytes(&self) -> u64 {
+        self.idle.bytes()
     }
 
     #[cfg(test)]
@@ -272,6 +282,11 @@ impl WitnessPool {
         self.idle.release();
     }
 
+    /// Bytes charged for idle aux vectors (kept for the next witness).
+    pub fn idle_bytes(&self) -> u64 {
+        self.idle.bytes()
+    }
+
     #[cfg(test)]
     fn idle_count(&self) -> usize {
         self.idle.count()
@@ -353,11 +368,12 @@ mod tests {
         let take = |bytes| pool.take(bytes, &|| false, &|| None).unwrap().unwrap();
         let memory = freed(take(1000 * S), 1000);
         assert_eq!((pool.idle_count(), budget.used()), (1, 1000 * S), "kept idle, still charged");
+        assert_eq!(pool.idle_bytes(), 1000 * S);
         assert_eq!(pool.loans(), (0, 1));
         // A smaller witness takes it: the same memory, cleared, with no new charge.
         let mut loan = take(600 * S);
         let aux = loan.aux_buffer(Some(600)).into_vec();
-        assert_eq!((pool.loans(), budget.used()), ((1, 1), 1000 * S));
+        assert_eq!((pool.loans(), budget.used(), pool.idle_bytes()), ((1, 1), 1000 * S, 0), "lent, no longer idle");
         assert_eq!((aux.as_ptr(), aux.len()), (memory, 0));
         // A loan dropped without its vector coming back (a failed synthesis) returns its charge.
         drop((aux, loan));

@@ -301,6 +301,7 @@ impl Shared {
             memory_used_bytes: self.budget.used(),
             memory_peak_bytes: self.budget.peak(),
             memory_pinned_bytes: self.budget.pinned(),
+            memory_idle_bytes: self.buffers.idle_bytes() + self.witnesses.idle_bytes(),
             aux_vectors_reused,
             aux_vectors_fresh,
         }

@@ -42,6 +42,10 @@ pub struct EngineStatus {
     /// The page-locked part of `memory_used_bytes`: pooled a/b/c buffers where they
     /// are pinned (a GPU daemon's), and the pinned copies of streamed parameter points.
     pub memory_pinned_bytes: u64,
+    /// The idle part of `memory_used_bytes`: pooled a/b/c buffers and aux vectors kept
+    /// for the next partition, freed whenever memory is wanted for something else. What
+    /// is charged beyond the parameter sets and this is held by partitions now.
+    pub memory_idle_bytes: u64,
     /// Witness-only syntheses (partitions with compiled matrices) lent an aux vector an
     /// earlier partition left in the pool, and lent a fresh one (whose pages are faulted
     /// in on first touch). Fully synthesized partitions make their own and are not counted.

@@ -38,6 +38,7 @@ pub fn status_json(engine: &Engine, whole_ids: bool) -> serde_json::Value {
         "memory": {
             "budget_bytes": s.memory_budget_bytes, "used_bytes": s.memory_used_bytes,
             "peak_bytes": s.memory_peak_bytes, "pinned_bytes": s.memory_pinned_bytes,
+            "idle_bytes": s.memory_idle_bytes,
             "aux_vectors_reused": s.aux_vectors_reused, "aux_vectors_fresh": s.aux_vectors_fresh,
         },
         // One entry per proving backend (the key predates the name).

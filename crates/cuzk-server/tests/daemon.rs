@@ -226,6 +226,7 @@ async fn http_status_endpoint_shows_queues_jobs_and_metrics() {
     let v: serde_json::Value = serde_json::from_str(body).unwrap();
     assert!(v["memory"]["budget_bytes"].as_u64().unwrap() > 0);
     assert!(v["memory"]["aux_vectors_reused"].is_u64() && v["memory"]["aux_vectors_fresh"].is_u64(), "{v}");
+    assert!(v["memory"]["idle_bytes"].as_u64().unwrap() <= v["memory"]["used_bytes"].as_u64().unwrap(), "{v}");
     assert_eq!(v["workers"][0]["backend"], "cpu");
     // By its label: without the daemon's token, whole ids (which let a client cancel a
     // job) are not listed.

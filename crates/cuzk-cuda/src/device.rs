@@ -50,11 +50,20 @@ pub(crate) fn is_sticky(e: &GpuError) -> bool {
     )
 }
 
+/// Whether an allocation failed for want of device memory.
+pub(crate) fn is_out_of_memory(e: &GpuError) -> bool {
+    matches!(e, GpuError::Driver(cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)))
+}
+
 /// A device error as a proving backend reports it, saying what failed: a sticky one
-/// as the device lost (the engine then takes the backend out of service).
+/// as the device lost (the engine then takes the backend out of service), a shortage
+/// of memory as such (where it happens placing a set, the set is planned again).
 pub(crate) fn backend_error(what: &str, e: GpuError) -> cuzk_groth16::backend::ProveError {
     if is_sticky(&e) {
         return cuzk_groth16::backend::ProveError::DeviceLost(format!("{what}: {e}"));
+    }
+    if is_out_of_memory(&e) {
+        return cuzk_groth16::backend::ProveError::DeviceMemory(format!("{what}: {e}"));
     }
     cuzk_groth16::backend::ProveError::Backend(format!("{what}: {e}"))
 }

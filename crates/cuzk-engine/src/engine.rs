@@ -211,17 +211,32 @@ impl Engine {
             return Err(EngineError::NotFound(format!("unknown circuit id {}", shown(circuit_id))));
         }
         let already = shared.params.is_loaded(circuit_id);
-        let (set, mut took) = shared.parameters(circuit_id, &|| false)?.ok_or(EngineError::ShuttingDown)?;
-        // Onto every device in service too, so the first partition does not pay for it
-        // (a backend that has the set already returns at once).
-        for slot in shared.backends.iter().filter(|s| s.in_service()) {
-            let t = Instant::now();
-            slot.backend
-                .load_params(&set.set, &cuzk_groth16::NoProgress)
-                .map_err(|e| EngineError::Internal(format!("loading {circuit_id} onto {}: {e}", slot.backend.name())))?;
-            took += t.elapsed();
+        let mut took = Duration::ZERO;
+        // A device short of the memory its plan counted on re-plans the set: it is
+        // loaded (and charged) again for the new plan, once.
+        let mut again = true;
+        loop {
+            let (set, t) = shared.parameters(circuit_id, &|| false)?.ok_or(EngineError::ShuttingDown)?;
+            took += t;
+            // Onto every device in service too, so the first partition does not pay for it
+            // (a backend that has the set already returns at once).
+            let mut short = None;
+            for slot in shared.backends.iter().filter(|s| s.in_service()) {
+                let t = Instant::now();
+                let r = slot.backend.load_params(&set.set, &cuzk_groth16::NoProgress);
+                took += t.elapsed();
+                match r {
+                    Ok(()) => {}
+                    Err(e @ cuzk_groth16::ProveError::DeviceMemory(_)) if again => short = Some(e),
+                    Err(e) => return Err(EngineError::Internal(format!("loading {circuit_id} onto {}: {e}", slot.backend.name()))),
+                }
+            }
+            let Some(e) = short else { return Ok((already, took)) };
+            tracing::warn!(circuit_id, error = %e, "loading again for the new device plan");
+            drop(set);
+            shared.params.forget(circuit_id);
+            again = false;
         }
-        Ok((already, took))
     }
 
     /// Drops a parameter set from the cache; (was loaded, bytes freed). A set that

@@ -255,6 +255,16 @@ impl ParameterCache {
         Ok(Some((self.lease(loaded), took)))
     }
 
+    /// Drops the set from the cache, used or not, so the next use loads and charges it
+    /// anew: after a backend re-planned it (its host memory may differ). Users keep
+    /// their lease, and its charge, until they finish.
+    pub fn forget(&self, id: &str) {
+        let forgotten = lock(&self.entries).remove(id);
+        if let Some(e) = forgotten {
+            tracing::info!(circuit_id = id, bytes = e.set.size_bytes, "parameters to be loaded and charged again at the next use");
+        }
+    }
+
     pub fn is_loaded(&self, id: &str) -> bool {
         lock(&self.entries).contains_key(id)
     }

@@ -164,3 +164,83 @@ fn with_no_backend_left_in_service_jobs_fail_saying_so_and_new_ones_are_refused(
     assert_partitions_let_go(&e);
     e.shutdown(Duration::from_secs(5));
 }
+
+/// A device short of the memory its first plan counted on: the first placement fails
+/// for want of memory, and the backend's next plan streams its points, pinning
+/// `STREAMED` bytes on the host that the first plan did not.
+struct ShortOnce {
+    inner: CpuBackend,
+    plans: AtomicUsize,
+    short: std::sync::atomic::AtomicBool,
+    /// Where the shortage shows: the preload's placement, else the first proof's.
+    at_preload: bool,
+}
+
+const STREAMED: u64 = 3 << 20;
+
+impl ShortOnce {
+    fn new(at_preload: bool) -> Arc<ShortOnce> {
+        Arc::new(ShortOnce { inner: CpuBackend::new(), plans: AtomicUsize::new(0), short: Default::default(), at_preload })
+    }
+    /// The first placement fails; the ones after the re-plan succeed.
+    fn place(&self) -> Result<(), ProveError> {
+        match self.short.swap(true, Ordering::SeqCst) {
+            false => Err(ProveError::DeviceMemory("placing the points on the device: simulated out of memory".into())),
+            true => Ok(()),
+        }
+    }
+}
+
+impl ProvingBackend for ShortOnce {
+    fn name(&self) -> String {
+        "short".into()
+    }
+    fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
+        self.place()?;
+        self.inner.prove_with(u, p, c, r)
+    }
+    fn load_params(&self, _: &ParameterSet, _: &dyn cuzk_groth16::Progress) -> Result<(), ProveError> {
+        match self.at_preload {
+            true => self.place(),
+            false => Ok(()),
+        }
+    }
+    fn plan_params(&self, _: &ParameterSet, _: Option<&cuzk_groth16::matrices::ConstraintMatrices>) -> Result<(), ProveError> {
+        self.plans.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn host_bytes_for(&self, _: &ParameterSet) -> u64 {
+        match self.short.load(Ordering::SeqCst) {
+            false => 0,
+            true => STREAMED,
+        }
+    }
+}
+
+/// A placement short of device memory (another process took some after the plan):
+/// the set is planned and charged again, and the job completes, whether the shortage
+/// shows at a preload or in the first proof. The same with the CUDA backend is in
+/// cuzk-server's GPU tests (tests/gpu_faults.rs).
+#[test]
+fn a_device_short_of_memory_replans_the_set_and_charges_it_again() {
+    for at_preload in [true, false] {
+        let b = ShortOnce::new(at_preload);
+        let e = start(vec![b.clone()]);
+        let id = SyntheticKind::circuit_id(8);
+        if at_preload {
+            e.preload(&id).unwrap();
+        }
+        let s = e.submit(synthetic(8, 2, 70, Priority::Normal, "")).unwrap();
+        let out = e.wait(&s.job_id, Some(Duration::from_secs(120))).unwrap();
+        assert_eq!(out.status, JobStatus::Completed, "at_preload {at_preload}: {}", out.error);
+        check_proof(&out.proof, 8, 2, 70);
+        assert_eq!(b.plans.load(Ordering::SeqCst), 2, "at_preload {at_preload}: planned once more after the shortage");
+        let st = e.status();
+        let sets: Vec<_> = st.parameter_sets.iter().filter(|p| p.circuit_id == id).collect();
+        assert_eq!(sets.len(), 1, "{:?}", st.parameter_sets);
+        assert!(sets[0].size_bytes >= STREAMED, "at_preload {at_preload}: the new plan's pinned bytes are charged: {:?}", sets[0]);
+        assert!(st.memory_pinned_bytes >= STREAMED, "at_preload {at_preload}: {}", st.memory_pinned_bytes);
+        assert_partitions_let_go(&e);
+        e.shutdown(Duration::from_secs(5));
+    }
+}

@@ -226,6 +226,13 @@ pub enum ProveError {
     /// and proves the circuits elsewhere.
     #[error("device lost: {0}")]
     DeviceLost(String),
+    /// A parameter set's placement on the device ran short of memory (another process
+    /// took some after the set was planned): nothing of it stays placed, and the backend
+    /// plans it again at its next use within the memory free then. The caller charges
+    /// the set's host memory again (a smaller device plan may pin more of it on the
+    /// host) and tries once more.
+    #[error("the device ran short of memory: {0}")]
+    DeviceMemory(String),
 }
 
 /// A Groth16 prover for BLS12-381.

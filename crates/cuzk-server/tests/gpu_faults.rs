@@ -26,8 +26,9 @@ async fn prove(d: &Daemon, log: u32, partitions: u32, seed: u64) -> pb::AwaitPro
 
 /// The second partition's copy (or launch) fails: that partition is proved again, the
 /// job completes with a proof that verifies, the GPU stays in service and the next job
-/// completes too. An allocation failure while the set's points are placed is met the
-/// same way.
+/// completes too. An allocation failure while the set's points are placed (another
+/// process took memory after the plan) has the set planned and charged again, and the
+/// partition proved once more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a CUDA GPU"]
 async fn a_failed_copy_launch_or_allocation_is_proved_again_and_the_daemon_keeps_serving() {

@@ -5,6 +5,7 @@
 //! computes, and proves each circuit with its GPU's [`PartitionProver`].
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -79,6 +80,10 @@ pub struct CudaBackend {
     /// Why the device is lost, once a sticky error said so: every later proof is
     /// refused with it (the driver would fail each call anyway).
     lost: std::sync::OnceLock<String>,
+    /// Set where placing a set ran short of device memory (another process took some
+    /// after the plan was made): the next plan measures what is free again rather than
+    /// trust the first plan's figure.
+    measure_again: std::sync::atomic::AtomicBool,
 }
 
 impl CudaBackend {
@@ -92,6 +97,7 @@ impl CudaBackend {
             memory_limit: None,
             matrices: Mutex::new(Vec::new()),
             lost: std::sync::OnceLock::new(),
+            measure_again: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -172,9 +178,11 @@ impl CudaBackend {
         // blocks a count of free memory misses (at a 16 GiB cap on the H100 at e2b69a2
         // the second plan saw 15.73 GB of the first's 15.82 and refused a WinningPoSt
         // that fitted).
-        let capacity = match decided.values().map(|d| d.plan.capacity).min() {
-            Some(first) => first,
-            None => self.free_capacity()?,
+        let capacity = match (decided.values().map(|d| d.plan.capacity).min(), self.measure_again.swap(false, Ordering::SeqCst)) {
+            (Some(first), false) => first,
+            // A placement ran short: within what is free now (and never more than before).
+            (Some(first), true) => first.min(self.free_capacity()?),
+            (None, _) => self.free_capacity()?,
         };
         // What every loaded set holds, and what this one may use beside them.
         let each: Vec<String> = decided
@@ -339,13 +347,42 @@ impl CudaBackend {
         let d = self.plan_of(p, matrices)?;
         let n = p.lens();
         let start = Instant::now();
-        self.prover.faults.reach(FaultPoint::Alloc).map_err(|e| backend_error("placing the points on the device", e))?;
-        let (points, from) = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
-        if let Some(bytes) = d.plan.backend_chunk_bytes() {
-            // Made now, so that a shortage shows at load rather than in a proof (streamed
-            // matrices go through them too).
-            drop(self.prover.chunk_buffers(bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
-        }
+        let mut place = || -> Result<_, ProveError> {
+            self.prover.faults.reach(FaultPoint::Alloc).map_err(|e| backend_error("placing the points on the device", e))?;
+            let placed = t.time(Stage::Upload, || load(self.gpu(), &self.prover.msm, p, d.plan.points, progress))?;
+            // The chunk buffers and staging slots are made now too, so that a shortage
+            // shows here rather than in a proof (streamed matrices go through the chunk
+            // buffers too).
+            if let Some(bytes) = d.plan.backend_chunk_bytes() {
+                drop(self.prover.chunk_buffers(bytes).map_err(|e| backend_error("allocating the chunk buffers", e))?);
+            }
+            self.prover.staging.allocate_all().map_err(|e| backend_error("allocating the staging slots", e))?;
+            Ok(placed)
+        };
+        let (points, from) = match place() {
+            Ok(placed) => placed,
+            Err(ProveError::DeviceMemory(why)) => {
+                // Nothing of the set stays placed (what was made is dropped): the set is
+                // planned again at its next use, within what is free then. The engine
+                // charges its host memory again first (the smaller plan may stream).
+                lock(&self.decided).remove(&p.id());
+                self.measure_again.store(true, Ordering::SeqCst);
+                tracing::warn!(
+                    backend = %self.name(),
+                    set = %p.id().0,
+                    plan = d.plan.summary(&d.shape),
+                    why = why.as_str(),
+                    "the device ran short of memory placing a parameter set as planned: it is planned again at its next use, within the memory free then"
+                );
+                return Err(ProveError::DeviceMemory(format!(
+                    "{} placing parameter set {} as planned ({:.2} GB of device memory): {why}; planned again at its next use",
+                    self.name(),
+                    p.id().0,
+                    d.plan.capacity as f64 / 1e9
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         tracing::info!(
             backend = %self.name(),
             points = n.h + n.l + n.a + n.b_g1 + n.b_g2,
@@ -408,7 +445,12 @@ impl ProvingBackend for CudaBackend {
             let (points, d) = self.points(params, matrices.as_deref(), &mut timings, &NoProgress)?;
             let mut device = DeviceReport::default();
             let mut out = prove_each(checked, circuits, randomness, timings, |c, rs, t| {
-                let (proof, report) = self.prove_one(params, &d, &points, c, rs, urgency, t)?;
+                // Short of memory in a proof (the NTT tables or MSM buffers, made on first
+                // use): not the set's placement, which stands; a failure of this proof.
+                let (proof, report) = self.prove_one(params, &d, &points, c, rs, urgency, t).map_err(|e| match e {
+                    ProveError::DeviceMemory(why) => ProveError::Backend(format!("the device ran short of memory in a proof: {why}")),
+                    e => e,
+                })?;
                 device.add(&report);
                 Ok(proof)
             })?;

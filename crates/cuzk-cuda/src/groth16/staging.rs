@@ -186,41 +186,64 @@ impl StagingSlots {
             if pool.total < sizes.count {
                 pool.total += 1;
                 drop(pool);
-                let alloc = || -> Result<Slot, GpuError> {
-                    // Allocated on the slot's own copy stream, where its first writes go:
-                    // a stream-ordered allocation is valid only once its stream has
-                    // reached it, and on the compute stream that would be after kernels
-                    // still using the pool memory it reuses (two callers at once got
-                    // wrong MSM sums and an illegal address on an H100 when slots were
-                    // allocated there and written from the copy stream at once).
-                    let copy = self.gpu.ctx.new_stream()?;
-                    // SAFETY: uninitialised device memory is only read after the caller
-                    // has written it (upload, products, zero padding, list building).
-                    let arena = unsafe { copy.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
-                    // SAFETY: as above (the compact witness is uploaded before it is read).
-                    let witness = unsafe { copy.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
-                    Ok(Slot { arena, witness, copy, claim: None })
-                };
-                let r = alloc();
-                let mut pool = lock(&self.pool);
-                match &r {
-                    Ok(slot) => {
-                        pool.held += slot.bytes();
-                        tracing::info!(
-                            gb = format!("{:.2}", slot.bytes() as f64 / 1e9),
-                            slots = pool.total,
-                            "staging slot allocated (a, b, c, list pieces, MSM scratch, witness)"
-                        );
-                    }
-                    Err(_) => {
-                        pool.total -= 1;
-                        self.freed.notify_all();
-                    }
-                }
-                return r;
+                return self.made(sizes, self.new_slot(sizes));
             }
             pool = wait(&self.freed, pool);
         }
+    }
+
+    /// Makes the configured slots not made yet, kept free, so that a shortage of device
+    /// memory shows when a set is placed rather than in its first proof.
+    pub fn allocate_all(&self) -> Result<(), GpuError> {
+        loop {
+            let sizes = {
+                let mut pool = lock(&self.pool);
+                if pool.total >= pool.sizes.count {
+                    return Ok(());
+                }
+                pool.total += 1;
+                pool.sizes
+            };
+            let slot = self.made(sizes, self.new_slot(sizes))?;
+            self.put(slot);
+        }
+    }
+
+    /// A new slot of `sizes`, allocated on its own copy stream, where its first writes
+    /// go: a stream-ordered allocation is valid only once its stream has reached it, and
+    /// on the compute stream that would be after kernels still using the pool memory it
+    /// reuses (two callers at once got wrong MSM sums and an illegal address on an H100
+    /// when slots were allocated there and written from the copy stream at once).
+    fn new_slot(&self, sizes: SlotSizes) -> Result<Slot, GpuError> {
+        let copy = self.gpu.ctx.new_stream()?;
+        // SAFETY: uninitialised device memory is only read after the caller has written
+        // it (upload, products, zero padding, list building).
+        let arena = unsafe { copy.alloc::<DeviceFr>(sizes.arena_bytes / std::mem::size_of::<DeviceFr>())? };
+        // SAFETY: as above (the compact witness is uploaded before it is read).
+        let witness = unsafe { copy.alloc::<u64>(sizes.witness_bytes.div_ceil(8).max(1))? };
+        Ok(Slot { arena, witness, copy, claim: None })
+    }
+
+    /// Counts a slot made for `pool.total`'s increment (its bytes held), or takes the
+    /// increment back where it failed.
+    fn made(&self, sizes: SlotSizes, r: Result<Slot, GpuError>) -> Result<Slot, GpuError> {
+        let mut pool = lock(&self.pool);
+        match &r {
+            Ok(slot) => {
+                pool.held += slot.bytes();
+                tracing::info!(
+                    gb = format!("{:.2}", slot.bytes() as f64 / 1e9),
+                    slots = pool.total,
+                    of = sizes.count,
+                    "staging slot allocated (a, b, c, list pieces, MSM scratch, witness)"
+                );
+            }
+            Err(_) => {
+                pool.total -= 1;
+                self.freed.notify_all();
+            }
+        }
+        r
     }
 
     /// Device bytes the slots hold now.

@@ -92,6 +92,16 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
                 again_or_fail(shared, slot, task, ticket, backend_index, why, lane);
                 continue;
             }
+            Err(Failure::ShortOfMemory(e)) => {
+                // The backend plans the set again at its next use; the set is loaded
+                // again for it, so its host memory is charged for the new plan (which
+                // may stream what the old one kept on the device). Then proved once more.
+                drop(params);
+                shared.params.forget(&job.circuit_id);
+                let why = format!("proving failed on {}: {e}", slot.backend.name());
+                again_or_fail(shared, slot, task, ticket, backend_index, why, lane);
+                continue;
+            }
             Err(Failure::Lost(e)) => {
                 // Not the partition's fault: proved again elsewhere, its attempts
                 // unchanged (or its job failed where no backend is left).
@@ -143,6 +153,8 @@ enum Failure {
     Failed(String),
     /// Its device is lost ([`ProveError::DeviceLost`]).
     Lost(String),
+    /// The set's placement ran short of device memory ([`ProveError::DeviceMemory`]).
+    ShortOfMemory(String),
 }
 
 /// Runs the backend's proof and records it in the timeline; the result and the
@@ -159,6 +171,7 @@ fn prove(
     let r = match catch_panic("the backend", || Ok::<_, std::convert::Infallible>(call())) {
         Ok(Ok(out)) => Ok(out),
         Ok(Err(e @ ProveError::DeviceLost(_))) => Err(Failure::Lost(e.to_string())),
+        Ok(Err(e @ ProveError::DeviceMemory(_))) => Err(Failure::ShortOfMemory(e.to_string())),
         Ok(Err(e)) => Err(Failure::Failed(e.to_string())),
         Err(e) => Err(Failure::Panicked(e.to_string())),
     };

@@ -29,7 +29,7 @@ mod turn;
 pub use device::{built_architectures, device_count, gpu_for_tests, kernels_built, probe, DeviceInfo, Gpu, GpuError, PoolFigures, KERNEL_IMAGE_ENV};
 pub use fault::{FaultPoint, Faults, FAULT_ENV};
 pub use fixed_base::GpuFixedBase;
-pub use groth16::{CudaBackend, DevicePlan, Overrides};
+pub use groth16::{CudaBackend, DevicePlan, Overrides, Products};
 pub use kernels::CurveTypes;
 pub use msm::{affine_rounds, DeviceBases, GpuMsm, MsmGroup, MsmTimings, G1, G2, MAX_AFFINE_ROUNDS};
 pub use ntt::{GpuNtt, HPolyTimings, NttKind};

@@ -614,7 +614,7 @@ fn proofs_with_products_on_the_device_equal_the_full_synthesis_proofs() {
 #[ignore = "needs a CUDA GPU"]
 fn small_card_paths_give_the_cpu_proofs() {
     use cuzk_cuda::msm::streamed::MIN_CHUNK_BYTES;
-    use cuzk_cuda::Overrides;
+    use cuzk_cuda::{Overrides, Products};
     use cuzk_groth16::matrices::compile_matrices;
     use cuzk_groth16::{synthesize_witness, SynthesizedCircuit};
     use std::sync::Arc;
@@ -670,7 +670,7 @@ fn small_card_paths_give_the_cpu_proofs() {
         };
         let backend = CudaBackend::new(g.clone()).with_overrides(o).unwrap();
         let plan = backend.plan_for(&params, Some(&m)).unwrap();
-        assert!(plan.matrices_streamed && plan.chunks_in_slot != outside, "{plan:?}");
+        assert!(plan.products == Products::Streamed && plan.chunks_in_slot != outside, "{plan:?}");
         std::thread::scope(|s| {
             let runs: Vec<_> = (0..2).map(|_| s.spawn(|| backend.prove(&params, &mut pending(), &zero).unwrap().proofs)).collect();
             for r in runs {

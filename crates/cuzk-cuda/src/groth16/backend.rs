@@ -19,7 +19,7 @@ use cuzk_groth16::synthesis::{EvalBuffers, SynthesizedCircuit};
 use cuzk_groth16::{NoProgress, ParameterSet, Progress, Proof};
 
 use super::compute::PartitionProver;
-use super::plan::{plan, DevicePlan, Held, Overrides, Placement, SetShape};
+use super::plan::{plan, DevicePlan, Held, Overrides, Placement, Products, SetShape};
 use super::points::{load, LoadedPoints};
 use super::prepare::{compact_witness, others_fit};
 use super::products::{matrices_bytes, DeviceMatrices};
@@ -246,7 +246,7 @@ impl CudaBackend {
         }
         let start = Instant::now();
         let (d, bytes) = match plan.backend_chunk_bytes() {
-            Some(block_bytes) if plan.matrices_streamed => {
+            Some(block_bytes) if plan.products == Products::Streamed => {
                 let s = StreamedMatrices::pin(self.gpu(), m, block_bytes).map_err(|e| backend_error("pinning the compiled matrices", e))?;
                 tracing::info!(
                     backend = %self.name(),
@@ -295,13 +295,13 @@ impl CudaBackend {
         let w = compact_witness(c);
         let fits = others_fit(&w, d.plan.witness_bytes);
         let matrices = match c.pending_products() {
-            Some(m) if d.plan.matrices_on_device && fits => Some(self.device_matrices(m, &d.plan)?),
+            Some(m) if d.plan.products.on_device() && fits => Some(self.device_matrices(m, &d.plan)?),
             _ => None,
         };
         // Where a, b, c were computed on the host: the timeline shows it.
         let mut host_products = None;
         if c.pending_products().is_some() && matrices.is_none() {
-            if d.plan.matrices_on_device && !d.told_host_products.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            if d.plan.products.on_device() && !d.told_host_products.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(
                     backend = %self.name(),
                     other_values = w.others.len(),
@@ -499,7 +499,7 @@ impl ProvingBackend for CudaBackend {
     /// significant values than the plan expected still has them computed on the host,
     /// logged once per set).
     fn computes_products(&self, params: &ParameterSet) -> bool {
-        lock(&self.decided).get(&params.id()).is_some_and(|d| d.plan.matrices_on_device)
+        lock(&self.decided).get(&params.id()).is_some_and(|d| d.plan.products.on_device())
     }
 
     /// Pinned host bytes the set takes: its points where they stream, and its compiled
@@ -509,7 +509,7 @@ impl ProvingBackend for CudaBackend {
         // A set that cannot be planned at all fails to load with that error; it holds nothing.
         let Some(d) = decided.or_else(|| self.plan_of(params, None).ok()) else { return 0 };
         let points = if d.plan.chunk_bytes().is_some() { params.points_bytes() as u64 } else { 0 };
-        let matrices = if d.plan.matrices_streamed { d.shape.matrices_bytes.unwrap_or(0) as u64 } else { 0 };
+        let matrices = if d.plan.products == Products::Streamed { d.shape.matrices_bytes.unwrap_or(0) as u64 } else { 0 };
         points + matrices
     }
 

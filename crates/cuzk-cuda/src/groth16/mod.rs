@@ -32,4 +32,4 @@ pub mod row_blocks;
 pub mod staging;
 
 pub use backend::CudaBackend;
-pub use plan::{DevicePlan, Overrides, Placement};
+pub use plan::{DevicePlan, Overrides, Placement, Products};

@@ -147,16 +147,31 @@ pub enum Placement {
     Streamed { chunk_bytes: usize, h_resident: bool },
 }
 
+/// Where a partition's a, b, c are computed from the set's compiled matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Products {
+    /// On the host, then uploaded (the matrices do not fit, or the circuit has none).
+    Host,
+    /// On the device, from the matrices kept there.
+    Resident,
+    /// On the device, from the matrices in pinned host memory sent up per partition in
+    /// row blocks through the backend's chunk buffers (the points stream too).
+    Streamed,
+}
+
+impl Products {
+    /// Whether a, b, c are computed on the device.
+    pub fn on_device(self) -> bool {
+        self != Products::Host
+    }
+}
+
 /// How a backend proves a set: every device allocation's size, and its total.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevicePlan {
     pub points: Placement,
-    /// a, b, c computed on the device from the compiled matrices (resident, or
-    /// streamed in row blocks when `matrices_streamed`).
-    pub matrices_on_device: bool,
-    /// The compiled matrices in pinned host memory, sent up per partition in row
-    /// blocks through the chunk buffers (points are streamed too).
-    pub matrices_streamed: bool,
+    /// Where a, b, c are computed, and where the compiled matrices are for it.
+    pub products: Products,
     /// The streamed points' two chunk buffers are in each slot's arena, after h; the
     /// backend's own buffers then carry the matrices' row blocks only.
     pub chunks_in_slot: bool,
@@ -215,7 +230,7 @@ impl DevicePlan {
         let c = self.chunk_bytes()?;
         Some(if !self.chunks_in_slot {
             c
-        } else if self.matrices_streamed {
+        } else if self.products == Products::Streamed {
             ROW_BLOCK_BYTES.min(c)
         } else {
             MIN_CHUNK_BYTES
@@ -233,7 +248,7 @@ impl DevicePlan {
 
     /// Device bytes of the set's compiled matrices kept on the device.
     pub fn device_matrices_bytes(&self, shape: &SetShape) -> usize {
-        if self.matrices_on_device && !self.matrices_streamed {
+        if self.products == Products::Resident {
             shape.matrices_bytes.unwrap_or(0)
         } else {
             0
@@ -264,14 +279,14 @@ impl DevicePlan {
                 self.chunks_where()
             ),
         };
-        let products = match (shape.matrices_bytes, self.matrices_on_device) {
-            (Some(m), true) if self.matrices_streamed => format!(
+        let products = match (shape.matrices_bytes, self.products) {
+            (Some(m), Products::Streamed) => format!(
                 "a, b, c on the device (matrices {} GB streamed in row blocks through 2 × {} GB)",
                 gb(m),
                 gb(self.backend_chunk_bytes().unwrap_or(0))
             ),
-            (Some(m), true) => format!("a, b, c on the device (matrices {} GB)", gb(m)),
-            (Some(_), false) => "a, b, c on the host (the matrices do not fit)".to_string(),
+            (Some(m), Products::Resident) => format!("a, b, c on the device (matrices {} GB)", gb(m)),
+            (Some(_), Products::Host) => "a, b, c on the host (the matrices do not fit)".to_string(),
             (None, _) => "a, b, c from synthesis".to_string(),
         };
         let log_n = shape.log_n();
@@ -582,8 +597,11 @@ fn try_choice(shape: &SetShape, capacity: usize, held: &Held, c: Choice, o: &Ove
             Some(chunk_bytes) => Placement::Streamed { chunk_bytes, h_resident: c.h_resident },
         },
         chunks_in_slot: c.in_slot,
-        matrices_on_device: c.matrices,
-        matrices_streamed: c.matrices && c.streamed_matrices,
+        products: match (c.matrices, c.streamed_matrices) {
+            (false, _) => Products::Host,
+            (true, false) => Products::Resident,
+            (true, true) => Products::Streamed,
+        },
         slots,
         table_log: crate::ntt::table_log_within(log_n, table_budget),
         table_budget,

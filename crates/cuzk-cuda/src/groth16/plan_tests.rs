@@ -81,8 +81,8 @@ fn check(shape: &SetShape, p: &DevicePlan) {
     assert!(scratch_bound::<G1>(p.h_piece) <= p.scratch_bytes && scratch_bound::<G2>(p.g2_piece) <= p.scratch_bytes, "{p:?}");
     assert!(p.g1_piece >= LIST_CHUNK && p.g2_piece >= LIST_CHUNK, "{p:?}");
     let points = p.resident_points_bytes(shape) + p.backend_chunk_bytes().map_or(0, |c| 2 * c);
-    let matrices = if p.matrices_on_device && !p.matrices_streamed { shape.matrices_bytes.unwrap() } else { 0 };
-    assert!(!p.matrices_streamed || (p.matrices_on_device && p.chunk_bytes().is_some()), "{p:?}");
+    let matrices = if p.products == Products::Resident { shape.matrices_bytes.unwrap() } else { 0 };
+    assert!(p.products != Products::Streamed || p.chunk_bytes().is_some(), "{p:?}");
     let parts = points + matrices + domain_bytes(27, p.table_log) + p.slots * (p.slot_bytes + p.witness_bytes) + p.msm_small_bytes + p.margin_bytes;
     assert_eq!(parts, p.total_bytes, "{p:?}");
 }
@@ -101,13 +101,13 @@ fn every_32_gib_circuit_has_a_plan_on_every_card_from_16_gib() {
 #[test]
 fn the_h200_keeps_everything_and_the_h100_keeps_its_points_and_matrices() {
     let p = plan(&porep(), 149_550_000_000, &Held::default(), &Overrides::default()).unwrap();
-    assert_eq!((p.points, p.matrices_on_device, p.slots, p.table_log, p.h_piece), (Placement::Resident, true, 2, 27, N - 1));
+    assert_eq!((p.points, p.products, p.slots, p.table_log, p.h_piece), (Placement::Resident, Products::Resident, 2, 27, N - 1));
     // The whole witness fits (a, b, c on the device), and a whole query's lists.
     assert_eq!((p.witness_bytes, p.lists_bytes), (porep().witness_worst(), porep().lists_worst()));
     // An H100: resident points, device products, one slot; a few twiddle stages
     // computed; the H MSM still in one run.
     let p = plan(&porep(), 84_460_000_000, &Held::default(), &Overrides::default()).unwrap();
-    assert_eq!((p.points, p.matrices_on_device, p.slots, p.h_piece), (Placement::Resident, true, 1, N - 1), "{p:?}");
+    assert_eq!((p.points, p.products, p.slots, p.h_piece), (Placement::Resident, Products::Resident, 1, N - 1), "{p:?}");
     assert!((23..27).contains(&p.table_log), "{p:?}");
     // A PoRep partition's real witness (1.3 % other values) is resident.
     assert!(p.witness_bytes >= crate::msm::compact::CompactLayout::new(328, 130_169_893, 1_700_000, true).bytes());
@@ -121,8 +121,7 @@ fn small_cards_stream_points_and_keep_a_b_c_on_the_device() {
         assert!(matches!(p.points, Placement::Streamed { .. }), "{gib}: {p:?}");
         // 16 GiB: a, b, c (12.9 GB) and the matrices (7.5 GB) do not fit together:
         // the matrices stream in row blocks, a, b, c are still computed there.
-        assert!(p.matrices_on_device, "{gib} GiB: {p:?}");
-        assert_eq!(p.matrices_streamed, gib == 16, "{gib} GiB: {p:?}");
+        assert_eq!(p.products, if gib == 16 { Products::Streamed } else { Products::Resident }, "{gib} GiB: {p:?}");
         // The real witness's other values stay resident; the H MSM runs a whole
         // chunk at a time, or all of H where its points stay on the device beside
         // the streamed others (48 GiB: 12.9 GB fewer over the bus per partition).
@@ -146,14 +145,14 @@ fn small_cards_stream_points_and_keep_a_b_c_on_the_device() {
     // Told to keep the chunk buffers the backend's: the 16 GiB plan of 5e89282.
     let outside = Overrides { chunks_outside_slot: true, ..Overrides::default() };
     let p = plan(&porep(), 15_820_000_000, &Held::default(), &outside).unwrap();
-    assert!(!p.chunks_in_slot && p.matrices_streamed, "{p:?}");
+    assert!(!p.chunks_in_slot && p.products == Products::Streamed, "{p:?}");
     assert_eq!((p.chunk_bytes(), p.backend_chunk_bytes()), (Some(402_653_184), Some(402_653_184)), "{p:?}");
     // Told to: a, b, c on the host, or the matrices streamed where they would fit.
     let host = Overrides { host_products: true, ..Overrides::default() };
-    assert!(!plan(&porep(), 16 * GIB, &Held::default(), &host).unwrap().matrices_on_device);
+    assert_eq!(plan(&porep(), 16 * GIB, &Held::default(), &host).unwrap().products, Products::Host);
     let streamed = Overrides { stream_matrices: true, ..Overrides::default() };
     let p = plan(&porep(), 149_550_000_000, &Held::default(), &streamed).unwrap();
-    assert!(p.matrices_streamed && p.chunk_bytes().is_some(), "{p:?}");
+    assert!(p.products == Products::Streamed && p.chunk_bytes().is_some(), "{p:?}");
     assert!(Overrides { stream_matrices: true, host_products: true, ..Overrides::default() }.check().is_err());
 }
 
@@ -165,12 +164,12 @@ fn more_memory_never_gives_a_worse_placement() {
         check(&porep(), &p);
         let r = p.points == Placement::Resident;
         assert!(r || !resident, "{gb}: streamed after resident");
-        assert!(p.matrices_on_device || !device, "{gb}: host products after device ones");
-        let m = p.matrices_on_device && !p.matrices_streamed;
+        assert!(p.products.on_device() || !device, "{gb}: host products after device ones");
+        let m = p.products == Products::Resident;
         assert!(m || !matrices_resident, "{gb}: matrices streamed after resident");
         matrices_resident = m;
         assert!(p.slots >= slots || !r, "{gb}: fewer slots with more memory");
-        (resident, device) = (r, p.matrices_on_device);
+        (resident, device) = (r, p.products.on_device());
         if r {
             slots = p.slots;
         }
@@ -187,13 +186,13 @@ fn a_witness_of_field_elements_gets_its_whole_area_where_a_b_c_are_on_the_device
     for (card, bytes) in cards() {
         let p = plan(&wpost(), bytes, &Held::default(), &Overrides::default()).unwrap_or_else(|e| panic!("{card}: {e}"));
         check(&wpost(), &p);
-        assert!(!p.matrices_on_device || p.witness_bytes >= real, "{card}: {}", p.summary(&wpost()));
+        assert!(!p.products.on_device() || p.witness_bytes >= real, "{card}: {}", p.summary(&wpost()));
         eprintln!("wpost on {card}: {}", p.summary(&wpost()));
     }
     // The whole H100 computes them on the device (at 9a7c8eb it had 1.09 GB of area,
     // and a, b, c went to the host); so does every card from 32 GiB.
     for bytes in [32 * GIB, 48 * GIB, 84_460_000_000, 149_550_000_000] {
-        assert!(plan(&wpost(), bytes, &Held::default(), &Overrides::default()).unwrap().matrices_on_device, "{bytes}");
+        assert!(plan(&wpost(), bytes, &Held::default(), &Overrides::default()).unwrap().products.on_device(), "{bytes}");
     }
     // Unknown, the plan keeps its default: a twentieth.
     let unknown = SetShape { significant: None, ..wpost() };

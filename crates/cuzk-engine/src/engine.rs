@@ -233,8 +233,9 @@ impl Engine {
             }
             let Some(e) = short else { return Ok((already, took)) };
             tracing::warn!(circuit_id, error = %e, "loading again for the new device plan");
+            let copy = set.set.id();
             drop(set);
-            shared.params.forget(circuit_id);
+            shared.params.forget(circuit_id, copy);
             again = false;
         }
     }

@@ -255,11 +255,18 @@ impl ParameterCache {
         Ok(Some((self.lease(loaded), took)))
     }
 
-    /// Drops the set from the cache, used or not, so the next use loads and charges it
-    /// anew: after a backend re-planned it (its host memory may differ). Users keep
-    /// their lease, and its charge, until they finish.
-    pub fn forget(&self, id: &str) {
-        let forgotten = lock(&self.entries).remove(id);
+    /// Drops the copy `copy` of the set from the cache, used or not, so the next use
+    /// loads and charges the set anew: after a backend's placement of that copy ran
+    /// short (the new plan's host memory may differ). A newer copy (another worker's
+    /// reload) stays. Users keep their lease, and its charge, until they finish.
+    pub fn forget(&self, id: &str, copy: cuzk_groth16::params::ParameterSetId) {
+        let forgotten = {
+            let mut g = lock(&self.entries);
+            match g.get(id) {
+                Some(e) if e.set.set.id() == copy => g.remove(id),
+                _ => None,
+            }
+        };
         if let Some(e) = forgotten {
             tracing::info!(circuit_id = id, bytes = e.set.size_bytes, "parameters to be loaded and charged again at the next use");
         }

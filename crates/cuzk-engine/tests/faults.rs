@@ -172,6 +172,9 @@ struct ShortOnce {
     inner: CpuBackend,
     plans: AtomicUsize,
     short: std::sync::atomic::AtomicBool,
+    /// The copy of the set whose placement ran short: refused from then on, as the
+    /// CUDA backend refuses it (its host memory was charged for the old plan).
+    refused: std::sync::Mutex<Option<cuzk_groth16::params::ParameterSetId>>,
     /// Where the shortage shows: the preload's placement, else the first proof's.
     at_preload: bool,
 }
@@ -180,12 +183,25 @@ const STREAMED: u64 = 3 << 20;
 
 impl ShortOnce {
     fn new(at_preload: bool) -> Arc<ShortOnce> {
-        Arc::new(ShortOnce { inner: CpuBackend::new(), plans: AtomicUsize::new(0), short: Default::default(), at_preload })
+        Arc::new(ShortOnce {
+            inner: CpuBackend::new(),
+            plans: AtomicUsize::new(0),
+            short: Default::default(),
+            refused: Default::default(),
+            at_preload,
+        })
     }
-    /// The first placement fails; the ones after the re-plan succeed.
-    fn place(&self) -> Result<(), ProveError> {
+    /// The first placement fails; the ones of later copies succeed.
+    fn place(&self, p: &ParameterSet) -> Result<(), ProveError> {
+        let mut refused = self.refused.lock().unwrap();
+        if *refused == Some(p.id()) {
+            return Err(ProveError::DeviceMemory("this copy ran short before".into()));
+        }
         match self.short.swap(true, Ordering::SeqCst) {
-            false => Err(ProveError::DeviceMemory("placing the points on the device: simulated out of memory".into())),
+            false => {
+                *refused = Some(p.id());
+                Err(ProveError::DeviceMemory("placing the points on the device: simulated out of memory".into()))
+            }
             true => Ok(()),
         }
     }
@@ -196,12 +212,12 @@ impl ProvingBackend for ShortOnce {
         "short".into()
     }
     fn prove_with(&self, u: Urgency, p: &ParameterSet, c: &mut [SynthesizedCircuit], r: &[ProofRandomness]) -> Result<ProveOutput, ProveError> {
-        self.place()?;
+        self.place(p)?;
         self.inner.prove_with(u, p, c, r)
     }
-    fn load_params(&self, _: &ParameterSet, _: &dyn cuzk_groth16::Progress) -> Result<(), ProveError> {
+    fn load_params(&self, p: &ParameterSet, _: &dyn cuzk_groth16::Progress) -> Result<(), ProveError> {
         match self.at_preload {
-            true => self.place(),
+            true => self.place(p),
             false => Ok(()),
         }
     }

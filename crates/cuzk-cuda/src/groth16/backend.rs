@@ -84,6 +84,10 @@ pub struct CudaBackend {
     /// after the plan was made): the next plan measures what is free again rather than
     /// trust the first plan's figure.
     measure_again: std::sync::atomic::AtomicBool,
+    /// Sets whose placement ran short: that copy is never placed again (the engine
+    /// loads and charges the set anew, a new copy, for the new plan); gone when the
+    /// copy is released.
+    short: Mutex<std::collections::HashSet<ParameterSetId>>,
 }
 
 impl CudaBackend {
@@ -98,6 +102,7 @@ impl CudaBackend {
             matrices: Mutex::new(Vec::new()),
             lost: std::sync::OnceLock::new(),
             measure_again: std::sync::atomic::AtomicBool::new(false),
+            short: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -344,6 +349,15 @@ impl CudaBackend {
         if let Some(r) = loaded()? {
             return Ok((r, self.plan_of(p, matrices)?));
         }
+        // Its host memory was charged for the plan that ran short: placed under a new
+        // plan it could pin more than was charged.
+        if lock(&self.short).contains(&p.id()) {
+            return Err(ProveError::DeviceMemory(format!(
+                "{}: this copy of parameter set {} ran short of device memory when placed; the set is loaded again for a new plan",
+                self.name(),
+                p.id().0
+            )));
+        }
         let d = self.plan_of(p, matrices)?;
         let n = p.lens();
         let start = Instant::now();
@@ -362,10 +376,13 @@ impl CudaBackend {
         let (points, from) = match place() {
             Ok(placed) => placed,
             Err(ProveError::DeviceMemory(why)) => {
-                // Nothing of the set stays placed (what was made is dropped): the set is
-                // planned again at its next use, within what is free then. The engine
-                // charges its host memory again first (the smaller plan may stream).
-                lock(&self.decided).remove(&p.id());
+                // Nothing of the set stays placed: its plan goes, and the chunk buffers,
+                // slots and tables where no other set uses them. The engine loads the set
+                // again (a new copy, charged for the new plan, which may stream); this
+                // copy is refused from now on, and the next plan is made within what is
+                // free then.
+                self.release_params(p.id());
+                lock(&self.short).insert(p.id());
                 self.measure_again.store(true, Ordering::SeqCst);
                 tracing::warn!(
                     backend = %self.name(),
@@ -524,6 +541,7 @@ impl ProvingBackend for CudaBackend {
             tracing::info!(backend = %self.name(), set = id.0, "parameter set released from the GPU");
         }
         lock(&self.decided).remove(&id);
+        lock(&self.short).remove(&id);
         // No streamed set left: the chunk buffers go too (their drop waits for the
         // kernels that read them last).
         if !streaming {

@@ -9,9 +9,9 @@ use cuzk_groth16::params::QueryPoints;
 use cuzk_groth16::{ParameterSet, Progress};
 
 use super::plan::Placement;
-use crate::device::{backend_error, Gpu};
+use crate::device::{backend_error, Gpu, GpuError};
 use crate::msm::{DeviceBases, GpuMsm, G1};
-use crate::params_file::{load_queries, load_queries_to_host, STAGING_BYTES};
+use crate::params_file::{load_queries, load_queries_to_host, LoadError, STAGING_BYTES};
 use crate::queries::{shared, DeviceQueries, StreamedQueries};
 
 /// A parameter set's points where the backend keeps them.
@@ -42,7 +42,16 @@ pub fn load(
     placement: Placement,
     progress: &dyn Progress,
 ) -> Result<(LoadedPoints, &'static str), ProveError> {
-    let file_error = |e| ProveError::Backend(format!("reading the parameters for the GPU: {e}"));
+    let file_error = |e| match e {
+        LoadError::Gpu(e) => backend_error("reading the parameters for the GPU", e),
+        e => ProveError::Backend(format!("reading the parameters for the GPU: {e}")),
+    };
+    // Pinned host memory short is no shortage of the device's: planning the device
+    // again would not help.
+    let pinning = |e: ProveError| match e {
+        ProveError::DeviceMemory(why) => ProveError::Backend(format!("pinned host memory: {why}")),
+        e => e,
+    };
     Ok(match (p.points(), placement) {
         (QueryPoints::Host(q), Placement::Resident) => {
             let points = DeviceQueries {
@@ -59,8 +68,10 @@ pub fn load(
         }
         (points, Placement::Streamed { h_resident, .. }) => {
             let (q, was_shared) = shared(p.id(), || match points {
-                QueryPoints::Host(q) => StreamedQueries::from_host(gpu, q).map_err(|e| backend_error("copying the points into pinned memory", e)),
-                QueryPoints::File(f) => load_queries_to_host(gpu, f, STAGING_BYTES, progress).map_err(file_error),
+                QueryPoints::Host(q) => {
+                    StreamedQueries::from_host(gpu, q).map_err(|e: GpuError| pinning(backend_error("copying the points into pinned memory", e)))
+                }
+                QueryPoints::File(f) => load_queries_to_host(gpu, f, STAGING_BYTES, progress).map_err(|e| pinning(file_error(e))),
             })?;
             let from = match (was_shared, points) {
                 (true, _) => "pinned host memory another GPU's backend loaded",

@@ -96,8 +96,9 @@ pub(crate) fn prover_loop(shared: &Shared, slot: &BackendSlot, backend_index: us
                 // The backend plans the set again at its next use; the set is loaded
                 // again for it, so its host memory is charged for the new plan (which
                 // may stream what the old one kept on the device). Then proved once more.
+                let copy = params.set.id();
                 drop(params);
-                shared.params.forget(&job.circuit_id);
+                shared.params.forget(&job.circuit_id, copy);
                 let why = format!("proving failed on {}: {e}", slot.backend.name());
                 again_or_fail(shared, slot, task, ticket, backend_index, why, lane);
                 continue;

@@ -26,6 +26,7 @@
 #                                                 COMPILED=1: with compiled matrices
 #                                                 (witness-only synthesis, a, b, c on the GPU);
 #                                                 DEVICE_MEMORY=24GiB: gpus.device_memory_limit;
+#                                                 GPU_WORKERS=2: gpus.gpu_workers_per_device;
 #                                                 PRODUCTION=1: timing_only off; VERIFY=1:
 #                                                 the returned proofs checked by the client;
 #                                                 PRIORITY=critical: the jobs' priority;
@@ -106,8 +107,10 @@ total_budget = "$budget"
 synthesis_concurrency = $conc
 synthesis_lookahead = 2
 EOF
-    if [ -n "${DEVICE_MEMORY:-}" ]; then
-      printf '[gpus]\ndevice_memory_limit = "%s"\n' "$DEVICE_MEMORY" >> "$W/daemon.toml"
+    if [ -n "${DEVICE_MEMORY:-}${GPU_WORKERS:-}" ]; then
+      echo '[gpus]' >> "$W/daemon.toml"
+      [ -z "${DEVICE_MEMORY:-}" ] || printf 'device_memory_limit = "%s"\n' "$DEVICE_MEMORY" >> "$W/daemon.toml"
+      [ -z "${GPU_WORKERS:-}" ] || printf 'gpu_workers_per_device = %s\n' "$GPU_WORKERS" >> "$W/daemon.toml"
     fi
     if [ "${COMPILED:-0}" = 1 ]; then
       printf '[synthesis]\ncompiled_matrices = true\nmatrices_dir = "%s"\n' "$M" >> "$W/daemon.toml"
